@@ -1,0 +1,10 @@
+#include "common/clock.h"
+
+namespace plimsoll {
+
+RealClock* RealClock::Get() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+}  // namespace plimsoll

@@ -1,0 +1,115 @@
+// The policy seam: a pure function from a snapshot of the world to balloon
+// targets. Policies do no I/O, read no clock and log nothing; everything they
+// need is in the Snapshot and everything they want to remember between ticks
+// travels in and out through PolicyState. That makes every policy testable by
+// a table of literal snapshots (policy/*_test.cc) and replayable in sim/.
+#ifndef PLIMSOLL_POLICY_POLICY_H_
+#define PLIMSOLL_POLICY_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace plimsoll::policy {
+
+// What the daemon knows about one running guest at the start of a tick.
+// Sizes are bytes. Optional fields are absent when the guest did not report them
+// (never zero-filled).
+struct GuestView {
+  std::string name;
+  std::string uuid;
+  int64_t max_bytes = 0;     // balloon ceiling (<memory>)
+  int64_t min_bytes = 0;     // floor from config/overrides; policies must not go under it
+  int64_t actual_bytes = 0;  // balloon size now (libvirt "actual")
+  int64_t target_bytes = 0;  // target we last set (or adopted from actual at start)
+
+  // False when the guest has no balloon driver or never reported stats.
+  bool has_stats = false;
+  // False when the guest's stats stopped advancing: a guest is never shrunk on stale stats.
+  bool stats_fresh = false;
+  double stats_age_seconds = 0;
+
+  std::optional<int64_t> unused_bytes;       // MemFree
+  std::optional<int64_t> usable_bytes;       // MemAvailable
+  std::optional<int64_t> total_bytes;        // MemTotal (libvirt "available")
+  std::optional<int64_t> disk_caches_bytes;  // Cached
+  std::optional<uint64_t> major_fault;
+  std::optional<uint64_t> swap_in;
+  std::optional<uint64_t> swap_out;
+
+  // Relative weight when memory is shared out; 1000 by default.
+  int64_t shares = 1000;
+};
+
+// The host side of the snapshot.
+struct HostView {
+  int64_t mem_total_bytes = 0;
+  int64_t mem_free_bytes = 0;
+  int64_t mem_available_bytes = 0;
+  int64_t buffers_bytes = 0;
+  int64_t cached_bytes = 0;
+  int64_t host_reserve_bytes = 0;
+  // Memory all guests may use together: min(MemTotal - reserve, configured cap).
+  int64_t guest_budget_bytes = 0;
+  std::optional<double> psi_some_avg10;
+  std::optional<double> psi_full_avg10;
+};
+
+struct Snapshot {
+  absl::Time now;
+  int64_t tick = 0;
+  HostView host;
+  std::vector<GuestView> guests;
+};
+
+// Per-guest memory a policy keeps between ticks. Generic named slots keep the
+// type shared by all policies; each policy documents the keys it uses.
+struct GuestPolicyState {
+  absl::flat_hash_map<std::string, double> values;
+};
+
+struct PolicyState {
+  absl::flat_hash_map<std::string, GuestPolicyState> guests;  // by uuid
+};
+
+// One guest's decision. target_bytes == the guest's target_bytes means hold.
+struct GuestDecision {
+  std::string uuid;
+  int64_t target_bytes = 0;
+  // Human-readable, key=value numbers: why this target ("host_free_pct=12.0 used=..").
+  std::string reason;
+};
+
+struct Decisions {
+  std::vector<GuestDecision> guests;  // one per guest in the snapshot, same order
+  PolicyState next_state;
+  // One line about the host-level situation ("host_free=.. budget=.. mode=shrink").
+  std::string summary;
+};
+
+// Thread-compatible; implementations are immutable after construction, so one
+// instance may be shared by threads.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual absl::string_view name() const = 0;
+  // Pure: same inputs, same outputs. Must return one decision per guest, in order.
+  virtual Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const = 0;
+};
+
+// Builds a policy by name ("mom", "static"). INVALID_ARGUMENT names the unknown policy.
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name);
+
+// The names MakePolicy accepts, for help texts and errors.
+std::vector<std::string> PolicyNames();
+
+}  // namespace plimsoll::policy
+
+#endif  // PLIMSOLL_POLICY_POLICY_H_

@@ -1,0 +1,86 @@
+// The hypervisor seam. Only libvirt_hypervisor.cc includes <libvirt/libvirt.h>;
+// everything else sees this interface, and unit tests use FakeHypervisor.
+// Sizes are bytes (libvirt's KiB are converted at the boundary).
+#ifndef PLIMSOLL_SERVER_HYPERVISOR_HYPERVISOR_H_
+#define PLIMSOLL_SERVER_HYPERVISOR_HYPERVISOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace plimsoll::hypervisor {
+
+enum class DomainRunState { kRunning, kPaused, kShutoff, kCrashed, kOther };
+
+// Identity and limits of one active domain.
+struct DomainInfo {
+  std::string name;
+  std::string uuid;  // canonical lowercase 36-char form
+  DomainRunState state = DomainRunState::kOther;
+  int64_t max_bytes = 0;      // <memory>: the balloon ceiling
+  int64_t current_bytes = 0;  // live balloon size as libvirt knows it
+};
+
+// virtio-balloon stats as libvirt reports them. Absent fields were not reported.
+struct BalloonStats {
+  std::optional<int64_t> actual_bytes;
+  std::optional<int64_t> unused_bytes;       // guest MemFree
+  std::optional<int64_t> usable_bytes;       // guest MemAvailable
+  std::optional<int64_t> available_bytes;    // guest MemTotal (misleading libvirt name)
+  std::optional<int64_t> disk_caches_bytes;  // guest Cached
+  std::optional<int64_t> rss_bytes;          // QEMU RSS on the host
+  std::optional<uint64_t> swap_in;
+  std::optional<uint64_t> swap_out;
+  std::optional<uint64_t> major_fault;
+  std::optional<uint64_t> minor_fault;
+  // Guest's timestamp of its last stats update (unix seconds); 0/absent = never.
+  std::optional<int64_t> last_update;
+};
+
+// Lifecycle and balloon events, delivered on the hypervisor's event thread.
+struct DomainEvent {
+  enum class Kind { kStarted, kStopped, kCrashed, kBalloonChange, kOther };
+  Kind kind = Kind::kOther;
+  std::string uuid;
+  std::string name;
+  int64_t balloon_bytes = 0;  // kBalloonChange only
+};
+
+// Thread-safe: the control loop calls it while the event thread delivers events.
+class Hypervisor {
+ public:
+  virtual ~Hypervisor() = default;
+
+  // Opens (or reopens after loss) the connection. Idempotent when connected.
+  virtual absl::Status Connect() = 0;
+  virtual bool IsConnected() const = 0;
+
+  // Active domains (running or paused). UNAVAILABLE when the connection is lost.
+  virtual absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() = 0;
+
+  // Balloon stats for the given domains, keyed by uuid. Uses the bulk call where
+  // the driver fills it and per-domain calls where it does not. A domain that
+  // vanished meanwhile is simply missing from the result.
+  virtual absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
+      const std::vector<std::string>& uuids) = 0;
+
+  // Switches on guest stats polling (virDomainSetMemoryStatsPeriod, LIVE).
+  virtual absl::Status EnableStats(const std::string& uuid, int period_seconds) = 0;
+
+  // Sets the live balloon target (virDomainSetMemoryFlags, AFFECT_LIVE).
+  virtual absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) = 0;
+
+  // Registers the single event sink (replacing any previous one). Events may
+  // arrive on another thread; the callback must be quick and thread-safe.
+  virtual void SetEventCallback(std::function<void(const DomainEvent&)> callback) = 0;
+};
+
+}  // namespace plimsoll::hypervisor
+
+#endif  // PLIMSOLL_SERVER_HYPERVISOR_HYPERVISOR_H_
