@@ -1,0 +1,43 @@
+// Safety rules every policy applies before and after its own arithmetic, kept in one place so
+// no policy can forget one:
+// - a guest whose stats cannot be trusted is held, never shrunk: no balloon stats, stale stats,
+//   no "unused" (MemFree) figure, or nonsensical sizes (actual or max not positive);
+// - no target goes under the guest's floor (min_bytes, capped at max_bytes) or over max_bytes.
+// "Hold" means the decision's target equals the guest's current target_bytes; the only thing a
+// hold may change is a target below the floor, which is raised to the floor.
+//
+// Pure functions, thread-safe.
+#ifndef PLIMSOLL_POLICY_GUEST_SAFETY_H_
+#define PLIMSOLL_POLICY_GUEST_SAFETY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+
+// Why `guest` must be held whatever a policy computes ("stats_fresh=false stats_age_s=42.0"),
+// or nullopt when its data is good enough to act on. Checked in this order: has_stats,
+// stats_fresh, unused_bytes present, actual_bytes > 0, max_bytes > 0.
+std::optional<std::string> UnsafeToActReason(const GuestView& guest);
+
+// The lowest target any policy may set for `guest`: min_bytes, but never below 0 and, when
+// max_bytes is known (> 0), never above max_bytes (a balloon cannot be set above its ceiling,
+// so a misconfigured min above max yields max).
+int64_t FloorBytes(const GuestView& guest);
+
+// `proposed_bytes` clamped to [FloorBytes(guest), max_bytes] and rounded to whole bytes. Safe
+// for any double, including NaN (which yields the floor) and values beyond int64_t.
+int64_t ClampTarget(const GuestView& guest, double proposed_bytes);
+
+// A hold for `guest`: target_bytes unchanged, unless it is below the floor, in which case it is
+// raised to the floor and the reason says so: "<reason> target=1024MiB", or
+// "<reason> target=256MiB raised_to_min=512MiB".
+GuestDecision HoldDecision(const GuestView& guest, absl::string_view reason);
+
+}  // namespace plimsoll::policy
+
+#endif  // PLIMSOLL_POLICY_GUEST_SAFETY_H_

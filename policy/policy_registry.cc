@@ -1,0 +1,28 @@
+// MakePolicy and PolicyNames from policy.h: the one place that knows every policy by name.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "policy/mom_policy.h"
+#include "policy/policy.h"
+#include "policy/static_policy.h"
+
+namespace plimsoll::policy {
+
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name) {
+  if (name == "mom") return std::make_unique<MomPolicy>();
+  if (name == "static") return std::make_unique<StaticPolicy>();
+  return absl::InvalidArgumentError(absl::StrCat("unknown policy \"", absl::CHexEscape(name),
+                                                 "\"; known policies: ",
+                                                 absl::StrJoin(PolicyNames(), ", ")));
+}
+
+std::vector<std::string> PolicyNames() { return {"mom", "static"}; }
+
+}  // namespace plimsoll::policy
