@@ -1,0 +1,355 @@
+#include "server/control_loop.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+
+namespace plimsoll::server {
+namespace {
+
+using plimsoll::v1::Direction;
+
+std::string Mib(int64_t bytes) { return absl::StrFormat("%.1fMiB", bytes / 1048576.0); }
+
+std::string OptMib(const std::optional<int64_t>& v) { return v ? Mib(*v) : "-"; }
+
+plimsoll::v1::GuestRunState RunState(hypervisor::DomainRunState s) {
+  switch (s) {
+    case hypervisor::DomainRunState::kRunning:
+      return plimsoll::v1::GUEST_RUN_STATE_RUNNING;
+    case hypervisor::DomainRunState::kPaused:
+      return plimsoll::v1::GUEST_RUN_STATE_PAUSED;
+    case hypervisor::DomainRunState::kShutoff:
+      return plimsoll::v1::GUEST_RUN_STATE_SHUTOFF;
+    case hypervisor::DomainRunState::kCrashed:
+      return plimsoll::v1::GUEST_RUN_STATE_CRASHED;
+    case hypervisor::DomainRunState::kOther:
+      return plimsoll::v1::GUEST_RUN_STATE_OTHER;
+  }
+  return plimsoll::v1::GUEST_RUN_STATE_OTHER;
+}
+
+const char* DirectionName(Direction d) {
+  switch (d) {
+    case plimsoll::v1::DIRECTION_INFLATE:
+      return "inflate";
+    case plimsoll::v1::DIRECTION_DEFLATE:
+      return "deflate";
+    default:
+      return "hold";
+  }
+}
+
+void SetSignal(plimsoll::v1::MemorySignal* s, int64_t bytes, double age) {
+  s->set_bytes(bytes);
+  s->set_provenance(plimsoll::v1::PROVENANCE_LIBVIRT);
+  s->set_age_seconds(age);
+}
+
+}  // namespace
+
+int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap) {
+  int64_t budget = std::max<int64_t>(0, mem_total_bytes - reserve_bytes);
+  if (cap.has_value()) budget = std::min(budget, *cap);
+  return budget;
+}
+
+ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
+    : deps_(deps),
+      options_(options),
+      tracker_(options.rules),
+      reconnect_backoff_(options.reconnect_min),
+      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()) {}
+
+void ControlLoop::CountError(const std::string& operation) {
+  if (deps_.metrics) deps_.metrics->CountLibvirtError(operation);
+}
+
+bool ControlLoop::EnsureConnected(absl::Time now) {
+  if (deps_.hypervisor->IsConnected()) {
+    was_connected_ = true;
+    return true;
+  }
+  if (was_connected_) {
+    PLOG_WARNING << "libvirt connection lost; guests held until it is back";
+    was_connected_ = false;
+    tracker_.MarkAllStale(now);
+  }
+  if (now < next_connect_attempt_) return false;
+  absl::Status s = deps_.hypervisor->Connect();
+  if (!s.ok()) {
+    CountError("connect");
+    next_connect_attempt_ = now + reconnect_backoff_;
+    PLOG_WARNING << "libvirt connect failed: " << s.message()
+                 << " retry_in=" << absl::FormatDuration(reconnect_backoff_);
+    reconnect_backoff_ = std::min(reconnect_backoff_ * 2, options_.reconnect_max);
+    tracker_.MarkAllStale(now);
+    return false;
+  }
+  PLOG_INFO << "libvirt connected";
+  reconnect_backoff_ = options_.reconnect_min;
+  was_connected_ = true;
+  // Re-enable stats everywhere: a restarted libvirtd or QEMU may have lost the period.
+  for (const auto& [uuid, g] : tracker_.guests()) tracker_.Find(uuid)->stats_enabled = false;
+  return true;
+}
+
+void ControlLoop::Collect(absl::Time now, bool* collected) {
+  *collected = false;
+  auto domains = deps_.hypervisor->ListActiveDomains();
+  if (!domains.ok()) {
+    CountError("list_domains");
+    PLOG_WARNING << "listing domains failed: " << domains.status().message();
+    tracker_.MarkAllStale(now);
+    return;
+  }
+  GuestTracker::ReconcileResult changes = tracker_.Reconcile(*domains, now);
+  for (const std::string& uuid : changes.added) {
+    const TrackedGuest* g = tracker_.Find(uuid);
+    PLOG_INFO << "guest adopted guest=" << g->info.name << " uuid=" << uuid
+              << " max=" << Mib(g->info.max_bytes) << " min=" << Mib(g->min_bytes)
+              << " target=actual=" << Mib(g->target_bytes);
+  }
+  for (const std::string& uuid : changes.removed) {
+    PLOG_INFO << "guest gone uuid=" << uuid;
+    policy_state_.guests.erase(uuid);
+    last_logged_reason_.erase(uuid);
+  }
+  std::vector<std::string> uuids;
+  uuids.reserve(tracker_.guests().size());
+  for (const auto& [uuid, g] : tracker_.guests()) {
+    uuids.push_back(uuid);
+    if (!g.stats_enabled) {
+      absl::Status s = deps_.hypervisor->EnableStats(uuid, options_.stats_period_seconds);
+      if (s.ok()) {
+        tracker_.Find(uuid)->stats_enabled = true;
+      } else {
+        CountError("enable_stats");
+        PLOG_WARNING << "enabling balloon stats failed guest=" << g.info.name << ": " << s.message();
+      }
+    }
+  }
+  auto stats = deps_.hypervisor->GetBalloonStats(uuids);
+  if (!stats.ok()) {
+    CountError("balloon_stats");
+    PLOG_WARNING << "reading balloon stats failed: " << stats.status().message();
+    tracker_.UpdateStats({}, now);
+  } else {
+    tracker_.UpdateStats(*stats, now);
+  }
+  auto host = deps_.host->Read();
+  if (host.ok()) {
+    last_host_ = *host;
+  } else {
+    PLOG_WARNING << "reading host memory failed: " << host.status().message();
+  }
+  *collected = true;
+}
+
+std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
+  if (!last_host_.has_value()) return std::nullopt;
+  policy::Snapshot snap;
+  snap.now = now;
+  snap.tick = tick_;
+  const host::HostMemory& h = *last_host_;
+  snap.host.mem_total_bytes = h.mem_total_bytes;
+  snap.host.mem_free_bytes = h.mem_free_bytes;
+  snap.host.mem_available_bytes = h.mem_available_bytes;
+  snap.host.buffers_bytes = h.buffers_bytes;
+  snap.host.cached_bytes = h.cached_bytes;
+  snap.host.host_reserve_bytes = options_.host_reserve_bytes;
+  snap.host.guest_budget_bytes =
+      GuestBudget(h.mem_total_bytes, options_.host_reserve_bytes, options_.guest_memory_budget_bytes);
+  snap.host.psi_some_avg10 = h.psi_some_avg10;
+  snap.host.psi_full_avg10 = h.psi_full_avg10;
+  snap.guests = tracker_.Views();
+  return snap;
+}
+
+void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
+                        absl::Time now) {
+  for (size_t i = 0; i < decisions.guests.size(); ++i) {
+    const policy::GuestDecision& d = decisions.guests[i];
+    TrackedGuest* g = tracker_.Find(d.uuid);
+    if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
+    const int64_t previous = g->target_bytes;
+    int64_t target = std::clamp(d.target_bytes, g->min_bytes, g->info.max_bytes);
+    std::string reason = d.reason;
+    if (target != d.target_bytes) {
+      absl::StrAppend(&reason, " | clamped to [", Mib(g->min_bytes), ", ", Mib(g->info.max_bytes), "]");
+    }
+    // Safety net under every policy: no stats, no move; stale stats, no shrink.
+    if (!g->has_stats && target != previous) {
+      absl::StrAppend(&reason, " | held: no balloon stats from guest");
+      target = previous;
+    } else if (!g->stats_fresh && target < previous) {
+      absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
+                                               g->stats_age_seconds));
+      target = previous;
+    }
+    Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
+                          : target > previous ? plimsoll::v1::DIRECTION_DEFLATE
+                                              : plimsoll::v1::DIRECTION_HOLD;
+    bool applied = false;
+    if (direction != plimsoll::v1::DIRECTION_HOLD) {
+      absl::Status s = deps_.actuator->SetTarget(g->info.uuid, g->info.name, target);
+      if (s.ok()) {
+        applied = !deps_.actuator->dry_run();
+        if (applied) {
+          g->target_bytes = target;
+          g->detail.clear();
+        } else {
+          g->management = plimsoll::v1::MANAGEMENT_STATE_DRY_RUN;
+        }
+      } else {
+        CountError("set_target");
+        g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
+        g->detail = std::string(s.message());
+        absl::StrAppend(&reason, " | apply failed, retried next tick: ", s.message());
+        direction = plimsoll::v1::DIRECTION_HOLD;
+      }
+    }
+    if (deps_.metrics) deps_.metrics->CountDecision(direction);
+    plimsoll::v1::Decision& rec = g->last_decision;
+    rec.set_tick(tick_);
+    rec.set_unix_micros(absl::ToUnixMicros(now));
+    rec.set_policy(std::string(deps_.policy->name()));
+    rec.set_direction(direction);
+    rec.set_previous_target_bytes(previous);
+    rec.set_target_bytes(target);
+    rec.set_reason(reason);
+    rec.set_applied(applied);
+
+    const bool changed_reason = last_logged_reason_[g->info.uuid] != reason;
+    if (direction != plimsoll::v1::DIRECTION_HOLD || changed_reason) {
+      last_logged_reason_[g->info.uuid] = reason;
+      PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid
+                << " policy=" << deps_.policy->name() << " direction=" << DirectionName(direction)
+                << " prev_target=" << Mib(previous) << " target=" << Mib(target)
+                << " actual=" << Mib(g->actual_bytes) << " max=" << Mib(g->info.max_bytes)
+                << " min=" << Mib(g->min_bytes) << " unused=" << OptMib(g->stats.unused_bytes)
+                << " usable=" << OptMib(g->stats.usable_bytes)
+                << " cache=" << OptMib(g->stats.disk_caches_bytes)
+                << absl::StrFormat(" stats_age=%.1fs", g->stats_age_seconds)
+                << " applied=" << (applied ? "true" : "false") << " reason=\"" << reason << "\"";
+    }
+  }
+  (void)snapshot;
+}
+
+void ControlLoop::Publish(absl::Time now) {
+  auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
+  int64_t actual_sum = 0;
+  std::vector<const TrackedGuest*> ordered;
+  for (const auto& [uuid, g] : tracker_.guests()) ordered.push_back(&g);
+  std::sort(ordered.begin(), ordered.end(), [](const TrackedGuest* a, const TrackedGuest* b) {
+    return a->info.name < b->info.name;
+  });
+  for (const TrackedGuest* g : ordered) {
+    plimsoll::v1::Guest* out = view->add_guests();
+    out->set_name(g->info.name);
+    out->set_uuid(g->info.uuid);
+    out->set_run_state(RunState(g->info.state));
+    out->set_management_state(g->management);
+    out->set_max_bytes(g->info.max_bytes);
+    out->set_min_bytes(g->min_bytes);
+    out->set_target_bytes(g->target_bytes);
+    out->set_actual_bytes(g->actual_bytes);
+    out->set_state_detail(g->detail);
+    actual_sum += g->actual_bytes;
+    auto* s = out->mutable_stats();
+    const double age = g->stats_age_seconds;
+    if (g->stats.unused_bytes) SetSignal(s->mutable_unused(), *g->stats.unused_bytes, age);
+    if (g->stats.usable_bytes) SetSignal(s->mutable_usable(), *g->stats.usable_bytes, age);
+    if (g->stats.available_bytes) SetSignal(s->mutable_available(), *g->stats.available_bytes, age);
+    if (g->stats.disk_caches_bytes) SetSignal(s->mutable_disk_caches(), *g->stats.disk_caches_bytes, age);
+    if (g->stats.rss_bytes) {
+      SetSignal(s->mutable_rss(), *g->stats.rss_bytes, 0);
+      s->mutable_rss()->set_provenance(plimsoll::v1::PROVENANCE_HOST);
+    }
+    s->set_swap_in(g->stats.swap_in.value_or(0));
+    s->set_swap_out(g->stats.swap_out.value_or(0));
+    s->set_major_fault(g->stats.major_fault.value_or(0));
+    s->set_minor_fault(g->stats.minor_fault.value_or(0));
+    s->set_last_update_unix_seconds(g->stats.last_update.value_or(0));
+    s->set_stats_age_seconds(age);
+    s->set_stats_fresh(g->stats_fresh);
+    if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
+  }
+  auto* host = view->mutable_host();
+  if (last_host_) {
+    host->set_mem_total_bytes(last_host_->mem_total_bytes);
+    host->set_mem_available_bytes(last_host_->mem_available_bytes);
+    host->set_psi_memory_some_avg10(last_host_->psi_some_avg10.value_or(0));
+    host->set_psi_memory_full_avg10(last_host_->psi_full_avg10.value_or(0));
+    host->set_guest_budget_bytes(GuestBudget(last_host_->mem_total_bytes, options_.host_reserve_bytes,
+                                             options_.guest_memory_budget_bytes));
+  }
+  host->set_host_reserve_bytes(options_.host_reserve_bytes);
+  host->set_guests_actual_bytes(actual_sum);
+  host->set_policy(std::string(deps_.policy->name()));
+  host->set_dry_run(deps_.actuator->dry_run());
+  host->set_libvirt_connected(deps_.hypervisor->IsConnected());
+  host->set_tick(tick_);
+  host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
+  (void)now;
+  if (deps_.metrics) deps_.metrics->Publish(*view);
+  absl::MutexLock l(&mu_);
+  published_ = std::move(view);
+}
+
+void ControlLoop::Tick() {
+  const absl::Time start = deps_.clock->Now();
+  ++tick_;
+  bool collected = false;
+  if (EnsureConnected(start)) Collect(start, &collected);
+  if (collected) {
+    std::optional<policy::Snapshot> snap = BuildSnapshot(start);
+    if (snap.has_value()) {
+      policy::Decisions decisions = deps_.policy->Decide(*snap, policy_state_);
+      if (decisions.guests.size() != snap->guests.size()) {
+        PLOG_ERROR << "policy " << deps_.policy->name() << " returned " << decisions.guests.size()
+                   << " decisions for " << snap->guests.size() << " guests; nothing applied";
+      } else {
+        policy_state_ = std::move(decisions.next_state);
+        Apply(*snap, decisions, start);
+      }
+    } else {
+      PLOG_WARNING << "no host memory reading yet; nothing decided this tick";
+    }
+  }
+  Publish(start);
+  if (deps_.metrics) deps_.metrics->ObserveTick(absl::ToDoubleSeconds(deps_.clock->Now() - start));
+}
+
+void ControlLoop::Run() {
+  while (true) {
+    const absl::Time started = absl::Now();
+    Tick();
+    absl::MutexLock l(&mu_);
+    const absl::Time deadline = started + options_.tick;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stop_; };
+    mu_.AwaitWithDeadline(absl::Condition(&woken), deadline);
+    if (stop_) return;
+    wake_ = false;
+  }
+}
+
+void ControlLoop::Stop() {
+  absl::MutexLock l(&mu_);
+  stop_ = true;
+}
+
+void ControlLoop::Wake() {
+  absl::MutexLock l(&mu_);
+  wake_ = true;
+}
+
+std::shared_ptr<const plimsoll::v1::ListGuestsResponse> ControlLoop::Published() const {
+  absl::MutexLock l(&mu_);
+  return published_;
+}
+
+}  // namespace plimsoll::server

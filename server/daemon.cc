@@ -1,0 +1,157 @@
+#include "server/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/control_service.h"
+#include "server/host/proc_host_reader.h"
+#include "server/hypervisor/libvirt_hypervisor.h"
+
+namespace plimsoll::server {
+namespace {
+
+// True when something accepts connections on the unix socket at `path`.
+bool SocketInUse(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool in_use = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return in_use;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
+                                                       DaemonOverrides overrides) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->options_ = options;
+  auto policy = policy::MakePolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  d->policy_ = std::move(*policy);
+  d->hypervisor_ = overrides.hypervisor
+                       ? std::move(overrides.hypervisor)
+                       : std::make_unique<hypervisor::LibvirtHypervisor>(options.libvirt_uri);
+  d->host_ = overrides.host ? std::move(overrides.host)
+                            : std::make_unique<host::ProcHostReader>(options.proc_root);
+  if (options.dry_run) {
+    d->actuator_ = std::make_unique<DryRunActuator>();
+  } else {
+    d->actuator_ = std::make_unique<HypervisorActuator>(d->hypervisor_.get());
+  }
+  d->metrics_ = std::make_unique<Metrics>();
+  LoopOptions lo;
+  lo.tick = options.tick;
+  lo.stats_period_seconds = options.stats_period_seconds;
+  lo.rules.min_bytes = options.min_bytes;
+  lo.rules.min_fraction = options.min_fraction;
+  lo.rules.stale_after = options.stale_after;
+  lo.host_reserve_bytes = options.host_reserve_bytes;
+  lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
+  LoopDeps deps;
+  deps.hypervisor = d->hypervisor_.get();
+  deps.host = d->host_.get();
+  deps.policy = d->policy_.get();
+  deps.actuator = d->actuator_.get();
+  deps.clock = overrides.clock ? overrides.clock : RealClock::Get();
+  deps.metrics = d->metrics_.get();
+  d->loop_ = std::make_unique<ControlLoop>(deps, lo);
+  ControlLoop* loop = d->loop_.get();
+  d->hypervisor_->SetEventCallback([loop](const hypervisor::DomainEvent& e) {
+    // Lifecycle changes are worth an early tick; balloon moves are read next tick.
+    if (e.kind != hypervisor::DomainEvent::Kind::kBalloonChange) loop->Wake();
+  });
+  d->service_ = std::make_unique<ControlService>([loop] { return loop->Published(); });
+  return d;
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+int Daemon::metrics_port() const { return metrics_ ? metrics_->bound_port() : 0; }
+
+absl::Status Daemon::StartGrpc() {
+  std::string listen = options_.grpc_listen;
+  const bool is_unix = absl::StartsWith(listen, "unix:");
+  std::string socket_path;
+  if (is_unix) {
+    socket_path = listen.substr(5);
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat("grpc_listen: cannot create the directory of ",
+                                                        socket_path, ": ", ec.message()));
+    }
+    if (SocketInUse(socket_path)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grpc_listen: ", socket_path, " is in use by another process (is plimsolld already running?)"));
+    }
+    unlink(socket_path.c_str());  // a stale socket from a crashed run
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  // The control API has no TLS yet, so TCP is only for loopback use and tests.
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), is_unix ? nullptr : &port);
+  builder.RegisterService(service_.get());
+  // Only the owner may use the socket: 0600 from creation, not chmod'ed after.
+  const mode_t old_umask = umask(0177);
+  grpc_server_ = builder.BuildAndStart();
+  umask(old_umask);
+  if (!grpc_server_) {
+    return absl::UnavailableError(absl::StrCat("grpc_listen: cannot listen on ", listen));
+  }
+  if (is_unix) {
+    grpc_address_ = listen;
+  } else {
+    grpc_address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::Start() {
+  if (!options_.metrics_listen.empty()) {
+    if (absl::Status s = metrics_->Serve(options_.metrics_listen); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("metrics_listen: ", s.message()));
+    }
+  }
+  if (absl::Status s = StartGrpc(); !s.ok()) return s;
+  PLOG_INFO << "plimsolld serving grpc=" << grpc_address_ << " metrics="
+            << (options_.metrics_listen.empty()
+                    ? std::string("off")
+                    : absl::StrCat(options_.metrics_listen.substr(0, options_.metrics_listen.rfind(':')),
+                                   ":", metrics_port()))
+            << " policy=" << options_.policy << " tick=" << absl::FormatDuration(options_.tick)
+            << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri;
+  started_ = true;
+  loop_thread_ = std::thread([this] { loop_->Run(); });
+  return absl::OkStatus();
+}
+
+void Daemon::Shutdown() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (loop_) loop_->Stop();
+  if (loop_thread_.joinable()) loop_thread_.join();
+  if (grpc_server_) {
+    grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc_server_->Wait();
+    if (absl::StartsWith(options_.grpc_listen, "unix:")) unlink(options_.grpc_listen.substr(5).c_str());
+  }
+}
+
+}  // namespace plimsoll::server

@@ -1,0 +1,818 @@
+// The only file in the project that includes <libvirt/libvirt.h>.
+#include "server/hypervisor/libvirt_hypervisor.h"
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/log.h"
+
+namespace plimsoll::hypervisor {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+
+// True on the shared libvirt event thread; lets teardown paths avoid waiting
+// for (or joining) the very thread they run on.
+thread_local bool tls_on_event_thread = false;
+
+// ---------------------------------------------------------------------------
+// Errors
+
+// libvirt's default handler prints every error to stderr, including the ones
+// we expect and turn into statuses (a vanished domain, a keepalive the test
+// driver does not support). Errors still reach us through virGetLastError.
+void DropLibvirtError(void* /*opaque*/, virErrorPtr /*error*/) {}
+
+struct LibvirtError {
+  int code = VIR_ERR_OK;
+  std::string message;
+};
+
+// Reads and clears this thread's last libvirt error (libvirt keeps it per thread).
+LibvirtError TakeLastError() {
+  LibvirtError out;
+  virErrorPtr e = virGetLastError();
+  if (e != nullptr) {
+    out.code = e->code;
+    out.message = e->message != nullptr ? e->message : "(no message)";
+  } else {
+    out.message = "unknown libvirt error (none recorded)";
+  }
+  virResetLastError();
+  return out;
+}
+
+// Errors that mean the connection itself is gone or unusable, not just this call.
+bool IsConnectionError(int code) {
+  switch (code) {
+    case VIR_ERR_NO_CONNECT:
+    case VIR_ERR_INVALID_CONN:
+    case VIR_ERR_RPC:
+    case VIR_ERR_SYSTEM_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusCode MapErrorCode(int code) {
+  if (IsConnectionError(code)) return absl::StatusCode::kUnavailable;
+  switch (code) {
+    case VIR_ERR_NO_DOMAIN:
+      return absl::StatusCode::kNotFound;
+    case VIR_ERR_INVALID_ARG:
+    case VIR_ERR_OVERFLOW:
+    case VIR_ERR_XML_ERROR:  // We send no XML; in practice a test:/// URI naming a bad file.
+      return absl::StatusCode::kInvalidArgument;
+    case VIR_ERR_OPERATION_INVALID:
+      return absl::StatusCode::kFailedPrecondition;
+    case VIR_ERR_NO_SUPPORT:
+    case VIR_ERR_OPERATION_UNSUPPORTED:
+    case VIR_ERR_ARGUMENT_UNSUPPORTED:
+      return absl::StatusCode::kUnimplemented;
+    case VIR_ERR_OPERATION_TIMEOUT:
+    case VIR_ERR_AGENT_UNRESPONSIVE:
+      return absl::StatusCode::kDeadlineExceeded;
+    case VIR_ERR_AUTH_FAILED:
+    case VIR_ERR_AUTH_CANCELLED:
+    case VIR_ERR_AUTH_UNAVAILABLE:
+    case VIR_ERR_OPERATION_DENIED:
+    case VIR_ERR_ACCESS_DENIED:
+      return absl::StatusCode::kPermissionDenied;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::Status MakeStatus(absl::StatusCode code, absl::string_view what, const LibvirtError& e) {
+  return absl::Status(code, absl::StrCat(what, ": ", e.message, " [libvirt error ", e.code, "]"));
+}
+
+// ---------------------------------------------------------------------------
+// The process-wide event loop
+
+void RemoveTimerOnce(int timer, void* /*opaque*/) { virEventRemoveTimeout(timer); }
+
+// libvirt has one default event implementation per process; it must be
+// registered before the first connection and run by some thread for events,
+// keepalives and close notifications to work. One thread serves every
+// connection, whatever the number of guests. The thread runs while at least
+// one LibvirtHypervisor holds it, so tests and shutdown end with no stray thread.
+class EventLoop {
+ public:
+  static EventLoop& Get() {
+    // Never destroyed: libvirt offers no way to unregister its event impl.
+    static EventLoop* const loop = new EventLoop();
+    return *loop;
+  }
+
+  absl::Status Acquire() {
+    absl::MutexLock l(&mu_);
+    if (!init_status_.ok()) return init_status_;
+    if (users_++ == 0) {
+      stop_ = std::make_shared<std::atomic<bool>>(false);
+      thread_ = std::thread(&EventLoop::Run, stop_);
+    }
+    return absl::OkStatus();
+  }
+
+  void Release() {
+    absl::MutexLock l(&mu_);
+    if (--users_ > 0) return;
+    stop_->store(true);
+    // Adding a timer interrupts the loop's poll(); the timer fires at once and
+    // removes itself, and the loop then sees the stop flag. Joining under mu_
+    // keeps a concurrent Acquire() from running a second loop thread meanwhile;
+    // the loop thread never takes mu_.
+    if (virEventAddTimeout(0, &RemoveTimerOnce, nullptr, nullptr) < 0) {
+      LibvirtError e = TakeLastError();
+      PLOG_ERROR << "cannot wake the libvirt event loop to stop it: " << e.message;
+      thread_.detach();
+      return;
+    }
+    if (tls_on_event_thread) {
+      thread_.detach();  // Cannot join ourselves; the loop ends when we return to it.
+    } else {
+      thread_.join();
+    }
+  }
+
+ private:
+  EventLoop() {
+    if (virInitialize() < 0) {
+      init_status_ = MakeStatus(absl::StatusCode::kInternal, "virInitialize", TakeLastError());
+      return;
+    }
+    virSetErrorFunc(nullptr, &DropLibvirtError);
+    if (virEventRegisterDefaultImpl() < 0) {
+      init_status_ =
+          MakeStatus(absl::StatusCode::kInternal, "virEventRegisterDefaultImpl", TakeLastError());
+    }
+  }
+
+  // Each thread owns its stop flag, so a detached old thread and a new one
+  // cannot be confused.
+  static void Run(std::shared_ptr<std::atomic<bool>> stop) {
+    tls_on_event_thread = true;
+    while (!stop->load()) {
+      if (virEventRunDefaultImpl() < 0) {
+        LibvirtError e = TakeLastError();
+        PLOG_ERROR << "libvirt event loop iteration failed: " << e.message;
+      }
+    }
+  }
+
+  absl::Mutex mu_;
+  absl::Status init_status_;
+  int users_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<std::atomic<bool>> stop_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+};
+
+// ---------------------------------------------------------------------------
+// Event delivery
+
+// Holds the user's callback. libvirt may still be running a domain-event
+// callback after it was deregistered, and frees the registration's opaque only
+// later (through the free callback), so each registration owns a shared_ptr to
+// this sink rather than pointing into LibvirtHypervisor.
+class EventSink {
+ public:
+  using Callback = std::function<void(const DomainEvent&)>;
+
+  void Set(Callback callback) {
+    absl::MutexLock l(&mu_);
+    callback_ = callback ? std::make_shared<const Callback>(std::move(callback)) : nullptr;
+    // Waiting for in-flight deliveries gives callers a clean cut-over (they may
+    // destroy what the old callback captured); impossible from the event thread.
+    if (!tls_on_event_thread) mu_.Await(absl::Condition(this, &EventSink::Idle));
+  }
+
+  void Deliver(const DomainEvent& event) {
+    std::shared_ptr<const Callback> callback;
+    {
+      absl::MutexLock l(&mu_);
+      if (callback_ == nullptr) return;
+      callback = callback_;
+      ++in_flight_;
+    }
+    // Called without the lock so the callback may call SetEventCallback().
+    (*callback)(event);
+    absl::MutexLock l(&mu_);
+    --in_flight_;
+  }
+
+ private:
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; }
+
+  absl::Mutex mu_;
+  std::shared_ptr<const Callback> callback_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+using SinkRef = std::shared_ptr<EventSink>;
+
+void FreeSinkRef(void* opaque) { delete static_cast<SinkRef*>(opaque); }
+
+std::string DomainUuid(virDomainPtr dom) {
+  char buf[VIR_UUID_STRING_BUFLEN] = {};
+  if (virDomainGetUUIDString(dom, buf) < 0) {
+    virResetLastError();
+    return "";
+  }
+  return buf;
+}
+
+std::string DomainName(virDomainPtr dom) {
+  const char* name = virDomainGetName(dom);
+  return name != nullptr ? name : "";
+}
+
+DomainEvent::Kind MapLifecycle(int event, int detail) {
+  switch (event) {
+    case VIR_DOMAIN_EVENT_STARTED:
+    case VIR_DOMAIN_EVENT_RESUMED:
+      return DomainEvent::Kind::kStarted;
+    case VIR_DOMAIN_EVENT_STOPPED:
+      return detail == VIR_DOMAIN_EVENT_STOPPED_CRASHED ? DomainEvent::Kind::kCrashed
+                                                         : DomainEvent::Kind::kStopped;
+    case VIR_DOMAIN_EVENT_SHUTDOWN:
+      return DomainEvent::Kind::kStopped;
+    case VIR_DOMAIN_EVENT_CRASHED:
+      return DomainEvent::Kind::kCrashed;
+    default:
+      return DomainEvent::Kind::kOther;
+  }
+}
+
+int OnLifecycleEvent(virConnectPtr /*conn*/, virDomainPtr dom, int event, int detail,
+                     void* opaque) {
+  DomainEvent e;
+  e.kind = MapLifecycle(event, detail);
+  e.uuid = DomainUuid(dom);
+  e.name = DomainName(dom);
+  (*static_cast<SinkRef*>(opaque))->Deliver(e);
+  return 0;
+}
+
+void OnBalloonChangeEvent(virConnectPtr /*conn*/, virDomainPtr dom, unsigned long long actual_kib,
+                          void* opaque) {
+  DomainEvent e;
+  e.kind = DomainEvent::Kind::kBalloonChange;
+  e.uuid = DomainUuid(dom);
+  e.name = DomainName(dom);
+  e.balloon_bytes = static_cast<int64_t>(actual_kib) * kKiB;
+  (*static_cast<SinkRef*>(opaque))->Deliver(e);
+}
+
+// Liveness of one LibvirtHypervisor's connection. The close callback only
+// flips this flag: in the remote driver it can run on a thread that is inside
+// an RPC and holds the connection mutex.
+struct ConnectionFlag {
+  std::string uri;
+  std::atomic<bool> up{false};
+};
+
+const char* CloseReasonName(int reason) {
+  switch (reason) {
+    case VIR_CONNECT_CLOSE_REASON_ERROR:
+      return "error";
+    case VIR_CONNECT_CLOSE_REASON_EOF:
+      return "eof";
+    case VIR_CONNECT_CLOSE_REASON_KEEPALIVE:
+      return "keepalive";
+    case VIR_CONNECT_CLOSE_REASON_CLIENT:
+      return "client";
+    default:
+      return "unknown";
+  }
+}
+
+void OnConnectionClosed(virConnectPtr /*conn*/, int reason, void* opaque) {
+  auto* flag = static_cast<ConnectionFlag*>(opaque);
+  flag->up.store(false);
+  PLOG_WARNING << "libvirt connection lost uri=" << flag->uri
+               << " reason=" << CloseReasonName(reason);
+}
+
+// ---------------------------------------------------------------------------
+// Stats
+
+struct DomainDeleter {
+  void operator()(virDomainPtr dom) const { virDomainFree(dom); }
+};
+using DomainPtr = std::unique_ptr<virDomain, DomainDeleter>;
+
+struct StatsRecordsDeleter {
+  void operator()(virDomainStatsRecordPtr* records) const { virDomainStatsRecordListFree(records); }
+};
+
+// Stores one libvirt memory stat (tag from virDomainMemoryStatTags; KiB for
+// sizes, seconds for last_update, raw counts or KiB otherwise).
+void StoreMemoryStat(int tag, unsigned long long value, BalloonStats* out) {
+  const int64_t v = static_cast<int64_t>(value);
+  switch (tag) {
+    case VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON:
+      out->actual_bytes = v * kKiB;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_UNUSED:
+      out->unused_bytes = v * kKiB;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_USABLE:
+      out->usable_bytes = v * kKiB;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_AVAILABLE:
+      out->available_bytes = v * kKiB;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_DISK_CACHES:
+      out->disk_caches_bytes = v * kKiB;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_RSS:
+      out->rss_bytes = v * kKiB;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_SWAP_IN:
+      out->swap_in = value;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_SWAP_OUT:
+      out->swap_out = value;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT:
+      out->major_fault = value;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT:
+      out->minor_fault = value;
+      break;
+    case VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE:
+      out->last_update = v;
+      break;
+    default:
+      break;  // hugetlb counters and future tags: not used by the daemon.
+  }
+}
+
+// Bulk-stats field names (after "balloon.") and the per-domain tag they match.
+// "maximum" has no tag: it is the <memory> ceiling, which ListActiveDomains reports.
+int TagForBulkField(absl::string_view field) {
+  static constexpr struct {
+    const char* name;
+    int tag;
+  } kFields[] = {
+      {"current", VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON},
+      {"swap_in", VIR_DOMAIN_MEMORY_STAT_SWAP_IN},
+      {"swap_out", VIR_DOMAIN_MEMORY_STAT_SWAP_OUT},
+      {"major_fault", VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT},
+      {"minor_fault", VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT},
+      {"unused", VIR_DOMAIN_MEMORY_STAT_UNUSED},
+      {"available", VIR_DOMAIN_MEMORY_STAT_AVAILABLE},
+      {"usable", VIR_DOMAIN_MEMORY_STAT_USABLE},
+      {"rss", VIR_DOMAIN_MEMORY_STAT_RSS},
+      {"last-update", VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE},
+      {"disk_caches", VIR_DOMAIN_MEMORY_STAT_DISK_CACHES},
+  };
+  for (const auto& f : kFields) {
+    if (field == f.name) return f.tag;
+  }
+  return -1;
+}
+
+std::optional<unsigned long long> TypedParamValue(const virTypedParameter& p) {
+  switch (p.type) {
+    case VIR_TYPED_PARAM_ULLONG:
+      return p.value.ul;
+    case VIR_TYPED_PARAM_LLONG:
+      return p.value.l < 0 ? 0 : static_cast<unsigned long long>(p.value.l);
+    case VIR_TYPED_PARAM_UINT:
+      return p.value.ui;
+    case VIR_TYPED_PARAM_INT:
+      return p.value.i < 0 ? 0 : static_cast<unsigned long long>(p.value.i);
+    default:
+      return std::nullopt;
+  }
+}
+
+// Parses a bulk record's balloon.* fields; returns how many balloon fields it had.
+int ParseBulkRecord(const virDomainStatsRecord& record, BalloonStats* out) {
+  constexpr absl::string_view kPrefix = "balloon.";
+  int balloon_fields = 0;
+  for (int i = 0; i < record.nparams; ++i) {
+    const virTypedParameter& p = record.params[i];
+    absl::string_view name(p.field);
+    if (!absl::StartsWith(name, kPrefix)) continue;
+    ++balloon_fields;
+    const int tag = TagForBulkField(name.substr(kPrefix.size()));
+    std::optional<unsigned long long> value = TypedParamValue(p);
+    if (tag >= 0 && value.has_value()) StoreMemoryStat(tag, *value, out);
+  }
+  return balloon_fields;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Impl
+
+struct LibvirtHypervisor::Impl {
+  explicit Impl(std::string uri_in) : uri(std::move(uri_in)) { flag.uri = uri; }
+
+  ~Impl() {
+    {
+      absl::MutexLock l(&mu);
+      CloseLocked();
+    }
+    sink->Set(nullptr);
+    bool release;
+    {
+      absl::MutexLock l(&mu);
+      release = loop_acquired;
+    }
+    // After the connection is closed, so the loop's last iteration runs the
+    // deferred frees of the timers and callbacks that connection left behind.
+    if (release) EventLoop::Get().Release();
+  }
+
+  absl::Status Connect();
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::Status CheckConnectedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Turns this thread's last libvirt error into a status; marks the
+  // connection lost when the error (or libvirt's liveness check) says so.
+  absl::Status FailLocked(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::StatusOr<DomainPtr> LookupLocked(const std::string& uuid, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Per-domain fallback. nullopt: the domain vanished or stopped meanwhile, or
+  // a per-domain error that was logged (one bad guest must not hide the rest).
+  absl::StatusOr<std::optional<BalloonStats>> MemoryStatsLocked(virDomainPtr dom,
+                                                                const std::string& uuid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
+      const std::vector<std::string>& uuids);
+  absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains();
+
+  const std::string uri;
+  const std::shared_ptr<EventSink> sink = std::make_shared<EventSink>();
+  // Read by IsConnected() without the mutex, so a slow call never blocks it.
+  ConnectionFlag flag;
+
+  mutable absl::Mutex mu;
+  virConnectPtr conn ABSL_GUARDED_BY(mu) = nullptr;
+  bool loop_acquired ABSL_GUARDED_BY(mu) = false;
+  bool close_callback_registered ABSL_GUARDED_BY(mu) = false;
+  int lifecycle_callback_id ABSL_GUARDED_BY(mu) = -1;
+  int balloon_callback_id ABSL_GUARDED_BY(mu) = -1;
+  // Per-connection capability memo: drivers that reject NOWAIT or the bulk call
+  // are asked only once per connection.
+  bool bulk_nowait_ok ABSL_GUARDED_BY(mu) = true;
+  bool bulk_supported ABSL_GUARDED_BY(mu) = true;
+};
+
+absl::Status LibvirtHypervisor::Impl::Connect() {
+  absl::MutexLock l(&mu);
+  if (conn != nullptr && flag.up.load()) {
+    if (virConnectIsAlive(conn) == 1) return absl::OkStatus();
+    virResetLastError();
+  }
+  if (!loop_acquired) {
+    // Must precede virConnectOpen: libvirt binds a connection's events and
+    // keepalive to whatever event impl is registered when it opens.
+    absl::Status s = EventLoop::Get().Acquire();
+    if (!s.ok()) return s;
+    loop_acquired = true;
+  }
+  CloseLocked();  // A lost connection still holds callbacks and memory.
+
+  conn = virConnectOpen(uri.empty() ? nullptr : uri.c_str());
+  if (conn == nullptr) {
+    LibvirtError e = TakeLastError();
+    return MakeStatus(MapErrorCode(e.code), absl::StrCat("virConnectOpen(\"", uri, "\")"), e);
+  }
+  bulk_nowait_ok = true;
+  bulk_supported = true;
+
+  // Without keepalive a dead libvirtd is noticed only at the next call; local
+  // drivers (test, or qemu:///system opened in-process) do not support it.
+  if (virConnectSetKeepAlive(conn, 5, 3) < 0) {
+    LibvirtError e = TakeLastError();
+    PLOG_INFO << "libvirt keepalive not enabled uri=" << uri << " reason=\"" << e.message << "\"";
+  }
+  // Drivers without close notification accept the registration and never call it.
+  if (virConnectRegisterCloseCallback(conn, &OnConnectionClosed, &flag, nullptr) == 0) {
+    close_callback_registered = true;
+  } else {
+    LibvirtError e = TakeLastError();
+    PLOG_WARNING << "libvirt close callback not registered uri=" << uri << " reason=\""
+                 << e.message << "\"";
+  }
+
+  auto* lifecycle_ref = new SinkRef(sink);
+  lifecycle_callback_id = virConnectDomainEventRegisterAny(
+      conn, nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK(&OnLifecycleEvent),
+      lifecycle_ref, &FreeSinkRef);
+  if (lifecycle_callback_id < 0) {
+    delete lifecycle_ref;  // libvirt does not call the free callback on failure.
+    LibvirtError e = TakeLastError();
+    CloseLocked();
+    return MakeStatus(MapErrorCode(e.code), "register lifecycle events", e);
+  }
+  auto* balloon_ref = new SinkRef(sink);
+  balloon_callback_id = virConnectDomainEventRegisterAny(
+      conn, nullptr, VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
+      VIR_DOMAIN_EVENT_CALLBACK(&OnBalloonChangeEvent), balloon_ref, &FreeSinkRef);
+  if (balloon_callback_id < 0) {
+    delete balloon_ref;
+    LibvirtError e = TakeLastError();
+    CloseLocked();
+    return MakeStatus(MapErrorCode(e.code), "register balloon-change events", e);
+  }
+
+  flag.up.store(true);
+  PLOG_INFO << "libvirt connected uri=" << uri;
+  return absl::OkStatus();
+}
+
+void LibvirtHypervisor::Impl::CloseLocked() {
+  if (conn == nullptr) return;
+  // Failures here (typically RPC errors on a dead connection) change nothing:
+  // virConnectClose below frees whatever is left.
+  if (lifecycle_callback_id >= 0) {
+    virConnectDomainEventDeregisterAny(conn, lifecycle_callback_id);
+    lifecycle_callback_id = -1;
+  }
+  if (balloon_callback_id >= 0) {
+    virConnectDomainEventDeregisterAny(conn, balloon_callback_id);
+    balloon_callback_id = -1;
+  }
+  if (close_callback_registered) {
+    virConnectUnregisterCloseCallback(conn, &OnConnectionClosed);
+    close_callback_registered = false;
+  }
+  flag.up.store(false);
+  const int refs = virConnectClose(conn);
+  if (refs > 0) {
+    // Something still references the connection: a virDomainPtr we did not free.
+    PLOG_WARNING << "libvirt connection still referenced after close uri=" << uri
+                 << " refs=" << refs;
+  }
+  virResetLastError();
+  conn = nullptr;
+}
+
+absl::Status LibvirtHypervisor::Impl::CheckConnectedLocked() const {
+  if (conn == nullptr || !flag.up.load()) {
+    return absl::UnavailableError(absl::StrCat("not connected to libvirt uri=\"", uri, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtHypervisor::Impl::FailLocked(absl::string_view what) {
+  LibvirtError e = TakeLastError();
+  bool lost = IsConnectionError(e.code);
+  // The remote driver reports calls on a dead socket as internal errors
+  // ("client socket is closed"); its liveness check is local, no RPC.
+  if (!lost && conn != nullptr && virConnectIsAlive(conn) == 0) lost = true;
+  virResetLastError();
+  if (lost) {
+    if (flag.up.exchange(false)) {
+      PLOG_WARNING << "libvirt connection marked lost uri=" << uri << " after=\"" << what
+                   << "\" error=\"" << e.message << "\"";
+    }
+    return MakeStatus(absl::StatusCode::kUnavailable, what, e);
+  }
+  return MakeStatus(MapErrorCode(e.code), what, e);
+}
+
+absl::StatusOr<DomainPtr> LibvirtHypervisor::Impl::LookupLocked(const std::string& uuid,
+                                                                absl::string_view what) {
+  virDomainPtr dom = virDomainLookupByUUIDString(conn, uuid.c_str());
+  if (dom == nullptr) return FailLocked(absl::StrCat(what, " uuid=", uuid));
+  return DomainPtr(dom);
+}
+
+absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomains() {
+  absl::MutexLock l(&mu);
+  if (absl::Status s = CheckConnectedLocked(); !s.ok()) return s;
+  virDomainPtr* raw = nullptr;
+  const int n = virConnectListAllDomains(conn, &raw, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+  if (n < 0) return FailLocked("virConnectListAllDomains");
+  std::vector<DomainPtr> doms;
+  doms.reserve(n);
+  for (int i = 0; i < n; ++i) doms.emplace_back(raw[i]);
+  free(raw);
+
+  std::vector<DomainInfo> out;
+  out.reserve(n);
+  for (const DomainPtr& dom : doms) {
+    DomainInfo d;
+    d.name = DomainName(dom.get());
+    d.uuid = DomainUuid(dom.get());
+    virDomainInfo info;
+    if (virDomainGetInfo(dom.get(), &info) < 0) {
+      absl::Status s = FailLocked(absl::StrCat("virDomainGetInfo uuid=", d.uuid));
+      if (absl::IsUnavailable(s)) return s;
+      // NOT_FOUND / FAILED_PRECONDITION: the domain went away since the list.
+      if (!absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
+        PLOG_WARNING << "skipping domain uuid=" << d.uuid << " name=" << d.name
+                     << " error=\"" << s.message() << "\"";
+      }
+      continue;
+    }
+    switch (info.state) {
+      case VIR_DOMAIN_RUNNING:
+      case VIR_DOMAIN_BLOCKED:  // Running but idle (a Xen-ism); memory-wise it is running.
+        d.state = DomainRunState::kRunning;
+        break;
+      case VIR_DOMAIN_PAUSED:
+        d.state = DomainRunState::kPaused;
+        break;
+      case VIR_DOMAIN_SHUTOFF:
+        d.state = DomainRunState::kShutoff;
+        break;
+      case VIR_DOMAIN_CRASHED:
+        d.state = DomainRunState::kCrashed;
+        break;
+      default:
+        d.state = DomainRunState::kOther;
+        break;
+    }
+    d.max_bytes = static_cast<int64_t>(info.maxMem) * kKiB;
+    d.current_bytes = static_cast<int64_t>(info.memory) * kKiB;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<BalloonStats>> LibvirtHypervisor::Impl::MemoryStatsLocked(
+    virDomainPtr dom, const std::string& uuid) {
+  virDomainMemoryStatStruct stats[VIR_DOMAIN_MEMORY_STAT_NR];
+  const int n = virDomainMemoryStats(dom, stats, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+  if (n < 0) {
+    absl::Status s = FailLocked(absl::StrCat("virDomainMemoryStats uuid=", uuid));
+    if (absl::IsUnavailable(s)) return s;
+    if (!absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
+      PLOG_WARNING << "no balloon stats uuid=" << uuid << " error=\"" << s.message() << "\"";
+    }
+    return std::optional<BalloonStats>();
+  }
+  BalloonStats out;
+  for (int i = 0; i < n; ++i) StoreMemoryStat(stats[i].tag, stats[i].val, &out);
+  return std::optional<BalloonStats>(out);
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>>
+LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) {
+  absl::MutexLock l(&mu);
+  if (absl::Status s = CheckConnectedLocked(); !s.ok()) return s;
+  absl::flat_hash_map<std::string, BalloonStats> out;
+  if (uuids.empty()) return out;
+  // libvirt prints lowercase uuids; callers' spelling is kept for the result keys.
+  absl::flat_hash_map<std::string, const std::string*> wanted;
+  for (const std::string& u : uuids) wanted.emplace(absl::AsciiStrToLower(u), &u);
+
+  if (bulk_supported) {
+    virDomainStatsRecordPtr* raw = nullptr;
+    // NOWAIT: a domain busy with another job reports what it can without
+    // blocking the whole tick (current/maximum, no guest stats).
+    unsigned int flags = VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE;
+    if (bulk_nowait_ok) flags |= VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT;
+    int n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_BALLOON, &raw, flags);
+    if (n < 0 && bulk_nowait_ok) {
+      // Drivers that predate NOWAIT (or ignore it) reject the flag: retry once
+      // without it and remember for this connection.
+      virErrorPtr e = virGetLastError();
+      const absl::StatusCode code = MapErrorCode(e != nullptr ? e->code : VIR_ERR_OK);
+      if (code == absl::StatusCode::kInvalidArgument ||
+          code == absl::StatusCode::kUnimplemented) {
+        virResetLastError();
+        bulk_nowait_ok = false;
+        flags &= ~static_cast<unsigned int>(VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
+        n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_BALLOON, &raw, flags);
+      }
+    }
+    if (n < 0) {
+      absl::Status s = FailLocked("virConnectGetAllDomainStats");
+      if (!absl::IsUnimplemented(s)) return s;
+      bulk_supported = false;  // Fall through to per-domain calls below.
+      PLOG_INFO << "bulk domain stats unsupported, using per-domain calls uri=" << uri;
+    } else {
+      std::unique_ptr<virDomainStatsRecordPtr, StatsRecordsDeleter> records(raw);
+      for (int i = 0; i < n; ++i) {
+        const virDomainStatsRecord& record = *raw[i];
+        auto it = wanted.find(DomainUuid(record.dom));
+        if (it == wanted.end()) continue;
+        BalloonStats stats;
+        if (ParseBulkRecord(record, &stats) == 0) {
+          // An empty balloon record (the test driver): ask this domain directly.
+          absl::StatusOr<std::optional<BalloonStats>> one = MemoryStatsLocked(record.dom, it->first);
+          if (!one.ok()) return one.status();
+          if (!one->has_value()) continue;
+          stats = **one;
+        }
+        out.emplace(*it->second, stats);
+      }
+      return out;
+    }
+  }
+
+  for (const auto& [lower, original] : wanted) {
+    absl::StatusOr<DomainPtr> dom = LookupLocked(lower, "virDomainLookupByUUIDString");
+    if (!dom.ok()) {
+      if (absl::IsUnavailable(dom.status())) return dom.status();
+      continue;  // Unknown or vanished: simply missing.
+    }
+    absl::StatusOr<std::optional<BalloonStats>> one = MemoryStatsLocked(dom->get(), lower);
+    if (!one.ok()) return one.status();
+    if (one->has_value()) out.emplace(*original, **one);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// LibvirtHypervisor
+
+LibvirtHypervisor::LibvirtHypervisor(std::string uri)
+    : impl_(std::make_unique<Impl>(std::move(uri))) {}
+
+LibvirtHypervisor::~LibvirtHypervisor() = default;
+
+const std::string& LibvirtHypervisor::uri() const { return impl_->uri; }
+
+absl::Status LibvirtHypervisor::Connect() { return impl_->Connect(); }
+
+bool LibvirtHypervisor::IsConnected() const { return impl_->flag.up.load(); }
+
+absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::ListActiveDomains() {
+  return impl_->ListActiveDomains();
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> LibvirtHypervisor::GetBalloonStats(
+    const std::vector<std::string>& uuids) {
+  return impl_->GetBalloonStats(uuids);
+}
+
+absl::Status LibvirtHypervisor::EnableStats(const std::string& uuid, int period_seconds) {
+  if (period_seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EnableStats uuid=", uuid, ": negative period ", period_seconds));
+  }
+  absl::MutexLock l(&impl_->mu);
+  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
+  absl::StatusOr<DomainPtr> dom = impl_->LookupLocked(uuid, "EnableStats");
+  if (!dom.ok()) return dom.status();
+  if (virDomainSetMemoryStatsPeriod(dom->get(), period_seconds, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    return impl_->FailLocked(absl::StrCat("virDomainSetMemoryStatsPeriod uuid=", uuid,
+                                          " period_s=", period_seconds));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtHypervisor::SetBalloonTarget(const std::string& uuid, int64_t bytes) {
+  // libvirt treats 0 KiB as an invalid argument too; saying so here is clearer.
+  if (bytes < kKiB) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetBalloonTarget uuid=", uuid, ": target ", bytes, " bytes is below 1 KiB"));
+  }
+  const unsigned long kib = static_cast<unsigned long>(bytes / kKiB);
+  absl::MutexLock l(&impl_->mu);
+  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
+  absl::StatusOr<DomainPtr> dom = impl_->LookupLocked(uuid, "SetBalloonTarget");
+  if (!dom.ok()) return dom.status();
+  if (virDomainSetMemoryFlags(dom->get(), kib, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    return impl_->FailLocked(
+        absl::StrCat("virDomainSetMemoryFlags uuid=", uuid, " target_kib=", kib));
+  }
+  return absl::OkStatus();
+}
+
+void LibvirtHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {
+  impl_->sink->Set(std::move(callback));
+}
+
+absl::Status LibvirtHypervisor::DestroyDomainForTest(const std::string& uuid) {
+  absl::MutexLock l(&impl_->mu);
+  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
+  absl::StatusOr<DomainPtr> dom = impl_->LookupLocked(uuid, "DestroyDomainForTest");
+  if (!dom.ok()) return dom.status();
+  if (virDomainDestroy(dom->get()) < 0) {
+    return impl_->FailLocked(absl::StrCat("virDomainDestroy uuid=", uuid));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plimsoll::hypervisor

@@ -1,0 +1,86 @@
+// The production Hypervisor: one libvirt connection (qemu:///system, or the
+// in-process test driver in tests). This header deliberately does not include
+// <libvirt/libvirt.h>; everything libvirt lives behind Impl in the .cc.
+#ifndef PLIMSOLL_SERVER_HYPERVISOR_LIBVIRT_HYPERVISOR_H_
+#define PLIMSOLL_SERVER_HYPERVISOR_LIBVIRT_HYPERVISOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/hypervisor/hypervisor.h"
+
+namespace plimsoll::hypervisor {
+
+// Talks to libvirt over one read-write connection to `uri`.
+//
+// Threads: all instances share one process-wide libvirt event loop thread
+// (started by the first Connect(), stopped when the last instance is
+// destroyed), so the thread count does not grow with guests or instances.
+// Events are delivered on that thread. Every public method is thread-safe;
+// calls on one instance are serialised by a mutex around the connection, and
+// the event thread never takes that mutex, so a callback may call back into
+// this object (it will wait for any call in progress). Do not destroy the
+// object from inside its own event callback.
+//
+// Status codes (the libvirt message is always part of the status message):
+//   UNAVAILABLE        not connected, or the connection was lost (RPC, system,
+//                      no-connect errors, or libvirt reports the connection
+//                      dead); IsConnected() turns false and Connect() reopens.
+//   NOT_FOUND          no such domain (VIR_ERR_NO_DOMAIN).
+//   INVALID_ARGUMENT   libvirt refused an argument (a target above the
+//                      domain's <memory>, a malformed uuid, a test:/// URI
+//                      naming an unreadable file), or a target below 1 KiB.
+//   FAILED_PRECONDITION the domain is not in a state for it (e.g. not running).
+//   UNIMPLEMENTED      the driver does not support the call.
+//   DEADLINE_EXCEEDED  libvirt timed out waiting (e.g. a busy domain job).
+//   PERMISSION_DENIED  authentication failed or the operation was denied.
+//   INTERNAL           anything else.
+class LibvirtHypervisor final : public Hypervisor {
+ public:
+  // `uri` is passed to virConnectOpen unchanged; "" means libvirt's default.
+  // Nothing is opened until Connect().
+  explicit LibvirtHypervisor(std::string uri);
+  // Closes the connection and deregisters all callbacks; after it returns the
+  // event callback is not running and will not be called.
+  ~LibvirtHypervisor() override;
+
+  LibvirtHypervisor(const LibvirtHypervisor&) = delete;
+  LibvirtHypervisor& operator=(const LibvirtHypervisor&) = delete;
+
+  absl::Status Connect() override;
+  bool IsConnected() const override;
+  absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() override;
+  // One virConnectGetAllDomainStats(BALLOON) call for all active domains;
+  // virDomainMemoryStats only for domains whose bulk record has no balloon
+  // fields at all (the test driver). swap_in/swap_out are KiB as libvirt
+  // reports them; faults are counts.
+  absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
+      const std::vector<std::string>& uuids) override;
+  absl::Status EnableStats(const std::string& uuid, int period_seconds) override;
+  // `bytes` is rounded down to whole KiB (libvirt's unit).
+  absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override;
+  // After it returns the previous callback is not running (unless called from
+  // the event thread itself) and will not be called again.
+  void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;
+
+  const std::string& uri() const;
+
+  // TEST ONLY. Hard-stops a domain (virDomainDestroy). The test driver keeps
+  // its state per connection, so a test can only change that state through
+  // this object's own connection. Never call this from production code.
+  absl::Status DestroyDomainForTest(const std::string& uuid);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plimsoll::hypervisor
+
+#endif  // PLIMSOLL_SERVER_HYPERVISOR_LIBVIRT_HYPERVISOR_H_

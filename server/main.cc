@@ -1,0 +1,109 @@
+// plimsolld: page-cache-aware balloon controller for KVM hosts.
+// Usage: plimsolld [--config=FILE] [--check_config] [--<config field>=VALUE ...]
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "server/config.h"
+#include "server/daemon.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(plimsolld: page-cache-aware balloon controller for KVM hosts
+
+Usage: plimsolld [--config=FILE] [--check_config] [--FIELD=VALUE ...]
+
+  --config=FILE     configuration in protobuf text format (plimsoll.v1.DaemonConfig)
+  --check_config    validate the configuration, print the effective one, exit
+  --help            this text
+
+Every configuration field is also a flag of the same name, overriding the file:
+  --libvirt_uri=qemu:///system   --grpc_listen=unix:/run/plimsoll/plimsolld.sock
+  --metrics_listen=127.0.0.1:9587 --policy=mom   --tick=5s   --dry_run
+  --guest_memory_budget_bytes=N   --host_reserve_bytes=N   (nested fields by name)
+All config flags: )";
+
+int Fail(const std::string& message) {
+  std::cerr << "plimsolld: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  bool check_config = false;
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage << "--" << absl::StrJoin(plimsoll::server::ConfigFlagNames(), ", --") << "\n";
+      return 0;
+    }
+    if (!absl::StartsWith(arg, "--")) return Fail("unexpected argument \"" + arg + "\" (see --help)");
+    arg = arg.substr(2);
+    const size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (name == "config") {
+      if (value.empty()) return Fail("--config needs a file: --config=/etc/plimsoll/plimsolld.textproto");
+      config_path = value;
+    } else if (name == "check_config") {
+      check_config = true;
+    } else {
+      flags.emplace_back(name, value);
+    }
+  }
+
+  plimsoll::v1::DaemonConfig file_config;
+  if (!config_path.empty()) {
+    auto loaded = plimsoll::server::LoadConfigFile(config_path);
+    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+    file_config = *loaded;
+  }
+  auto flag_config = plimsoll::server::ConfigFromFlags(flags);
+  if (!flag_config.ok()) return Fail(std::string(flag_config.status().message()));
+  const plimsoll::v1::DaemonConfig effective =
+      plimsoll::server::WithDefaults(plimsoll::server::Overlay(file_config, *flag_config));
+  auto options = plimsoll::server::Resolve(effective);
+  if (!options.ok()) return Fail(std::string(options.status().message()));
+  if (check_config) {
+    std::cout << "# effective plimsolld configuration (valid)\n" << plimsoll::server::ToText(effective);
+    return 0;
+  }
+
+  // Block the shutdown signals in every thread; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto daemon = plimsoll::server::Daemon::Create(*options);
+  if (!daemon.ok()) return Fail(std::string(daemon.status().message()));
+  if (absl::Status s = (*daemon)->Start(); !s.ok()) return Fail(std::string(s.message()));
+
+  while (true) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGHUP) {
+      PLOG_WARNING << "SIGHUP: configuration reload is not implemented yet; keeping the running config";
+      continue;
+    }
+    PLOG_INFO << "received " << strsignal(sig) << "; shutting down";
+    break;
+  }
+  (*daemon)->Shutdown();
+  PLOG_INFO << "plimsolld stopped";
+  return 0;
+}

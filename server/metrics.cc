@@ -1,0 +1,196 @@
+#include "server/metrics.h"
+
+#include <exception>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+
+namespace plimsoll::server {
+namespace {
+
+using prometheus::Family;
+using prometheus::Gauge;
+
+// One guest gauge family and the series it holds per guest uuid.
+struct GuestGauge {
+  Family<Gauge>* family = nullptr;
+  absl::flat_hash_map<std::string, Gauge*> by_uuid;
+};
+
+}  // namespace
+
+struct Metrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+
+  absl::Mutex mu;  // guards the guest series maps (families are themselves thread-safe)
+  std::map<std::string, GuestGauge> guest_gauges;  // by metric name
+
+  Family<Gauge>* host_budget;
+  Family<Gauge>* host_available;
+  Family<Gauge>* host_total;
+  Family<Gauge>* host_reserve;
+  Family<Gauge>* host_guests_actual;
+  Family<Gauge>* host_psi_some;
+  Family<Gauge>* host_psi_full;
+  Family<Gauge>* libvirt_connected;
+  Family<Gauge>* guests;
+  Family<prometheus::Counter>* decisions;
+  Family<prometheus::Counter>* libvirt_errors;
+  prometheus::Histogram* tick_duration;
+
+  Gauge* psi_some_series = nullptr;
+  Gauge* psi_full_series = nullptr;
+
+  Family<Gauge>* G(const std::string& name, const std::string& help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
+  }
+  void GuestFamily(const std::string& name, const std::string& help) {
+    guest_gauges[name].family = G(name, help);
+  }
+
+  // Sets (or, with no value, removes) one guest's series in one family.
+  void SetGuest(const std::string& metric, const plimsoll::v1::Guest& g, bool present, double value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    GuestGauge& gg = guest_gauges.at(metric);
+    auto it = gg.by_uuid.find(g.uuid());
+    if (!present) {
+      if (it != gg.by_uuid.end()) {
+        gg.family->Remove(it->second);
+        gg.by_uuid.erase(it);
+      }
+      return;
+    }
+    if (it == gg.by_uuid.end()) {
+      it = gg.by_uuid.emplace(g.uuid(), &gg.family->Add({{"domain", g.name()}, {"uuid", g.uuid()}})).first;
+    }
+    it->second->Set(value);
+  }
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.GuestFamily("plimsoll_guest_balloon_target_bytes", "Balloon target plimsolld last set (guest size, bytes).");
+  m.GuestFamily("plimsoll_guest_balloon_actual_bytes", "Current balloon size reported by libvirt (bytes).");
+  m.GuestFamily("plimsoll_guest_max_bytes", "Balloon ceiling: the domain's <memory> (bytes).");
+  m.GuestFamily("plimsoll_guest_min_bytes", "Floor plimsolld never balloons the guest below (bytes).");
+  m.GuestFamily("plimsoll_guest_usable_bytes", "Guest MemAvailable from virtio-balloon stats (bytes).");
+  m.GuestFamily("plimsoll_guest_disk_caches_bytes", "Guest page cache (Cached) from virtio-balloon stats (bytes).");
+  m.GuestFamily("plimsoll_guest_unused_bytes", "Guest MemFree from virtio-balloon stats (bytes).");
+  m.GuestFamily("plimsoll_guest_stats_age_seconds", "Seconds since the guest's balloon stats last advanced.");
+  m.GuestFamily("plimsoll_guest_stats_fresh", "1 when the guest's stats are fresh enough to shrink it on.");
+  m.GuestFamily("plimsoll_guest_managed", "1 when plimsolld is applying targets to the guest.");
+  m.host_budget = m.G("plimsoll_host_guest_budget_bytes", "Memory all guests may use together: min(MemTotal - reserve, configured budget).");
+  m.host_available = m.G("plimsoll_host_mem_available_bytes", "Host MemAvailable (bytes).");
+  m.host_total = m.G("plimsoll_host_mem_total_bytes", "Host MemTotal (bytes).");
+  m.host_reserve = m.G("plimsoll_host_reserve_bytes", "Memory kept for the host itself (bytes).");
+  m.host_guests_actual = m.G("plimsoll_host_guests_actual_bytes", "Sum of all guests' current balloon sizes (bytes).");
+  m.host_psi_some = m.G("plimsoll_host_psi_memory_some_avg10", "Host memory PSI 'some' avg10 (percent of time stalled).");
+  m.host_psi_full = m.G("plimsoll_host_psi_memory_full_avg10", "Host memory PSI 'full' avg10 (percent of time stalled).");
+  m.libvirt_connected = m.G("plimsoll_libvirt_connected", "1 while the libvirt connection is up.");
+  m.guests = m.G("plimsoll_guests", "Guests plimsolld knows, by management state.");
+  m.decisions = &prometheus::BuildCounter().Name("plimsoll_decisions_total").Help("Balloon decisions by direction (inflate = guest shrinks).").Register(*m.registry);
+  for (const char* d : {"inflate", "deflate", "hold"}) m.decisions->Add({{"direction", d}});
+  m.libvirt_errors = &prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
+  auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
+  m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+}
+
+Metrics::~Metrics() = default;
+
+absl::Status Metrics::Serve(const std::string& listen) {
+  try {
+    impl_->exposer = std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  impl_->exposer->RegisterCollectable(impl_->registry);
+  return absl::OkStatus();
+}
+
+int Metrics::bound_port() const {
+  if (!impl_->exposer) return 0;
+  auto ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+std::shared_ptr<prometheus::Registry> Metrics::registry() const { return impl_->registry; }
+
+void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
+  Impl& m = *impl_;
+  absl::MutexLock l(&m.mu);
+  absl::flat_hash_map<std::string, bool> present;
+  std::map<std::string, int> by_state;
+  for (const auto& g : view.guests()) {
+    present[g.uuid()] = true;
+    const auto& s = g.stats();
+    m.SetGuest("plimsoll_guest_balloon_target_bytes", g, true, g.target_bytes());
+    m.SetGuest("plimsoll_guest_balloon_actual_bytes", g, true, g.actual_bytes());
+    m.SetGuest("plimsoll_guest_max_bytes", g, true, g.max_bytes());
+    m.SetGuest("plimsoll_guest_min_bytes", g, true, g.min_bytes());
+    m.SetGuest("plimsoll_guest_usable_bytes", g, s.has_usable(), s.usable().bytes());
+    m.SetGuest("plimsoll_guest_disk_caches_bytes", g, s.has_disk_caches(), s.disk_caches().bytes());
+    m.SetGuest("plimsoll_guest_unused_bytes", g, s.has_unused(), s.unused().bytes());
+    m.SetGuest("plimsoll_guest_stats_age_seconds", g, true, s.stats_age_seconds());
+    m.SetGuest("plimsoll_guest_stats_fresh", g, true, s.stats_fresh() ? 1 : 0);
+    m.SetGuest("plimsoll_guest_managed", g,
+               true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
+    by_state[plimsoll::v1::ManagementState_Name(g.management_state())]++;
+  }
+  // Drop every series of guests that went away.
+  for (auto& [name, gg] : m.guest_gauges) {
+    for (auto it = gg.by_uuid.begin(); it != gg.by_uuid.end();) {
+      if (!present.contains(it->first)) {
+        gg.family->Remove(it->second);
+        gg.by_uuid.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  const auto& h = view.host();
+  m.host_budget->Add({}).Set(h.guest_budget_bytes());
+  m.host_available->Add({}).Set(h.mem_available_bytes());
+  m.host_total->Add({}).Set(h.mem_total_bytes());
+  m.host_reserve->Add({}).Set(h.host_reserve_bytes());
+  m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
+  m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
+  m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
+  m.libvirt_connected->Add({}).Set(h.libvirt_connected() ? 1 : 0);
+  for (int s = plimsoll::v1::ManagementState_MIN; s <= plimsoll::v1::ManagementState_MAX; ++s) {
+    if (s == plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED) continue;
+    const std::string name = plimsoll::v1::ManagementState_Name(static_cast<plimsoll::v1::ManagementState>(s));
+    std::string label = name.substr(std::string("MANAGEMENT_STATE_").size());
+    for (char& c : label) c = static_cast<char>(std::tolower(c));
+    m.guests->Add({{"state", label}}).Set(by_state[name]);
+  }
+}
+
+void Metrics::CountDecision(plimsoll::v1::Direction direction) {
+  const char* d = direction == plimsoll::v1::DIRECTION_INFLATE   ? "inflate"
+                  : direction == plimsoll::v1::DIRECTION_DEFLATE ? "deflate"
+                                                                 : "hold";
+  impl_->decisions->Add({{"direction", d}}).Increment();
+}
+
+void Metrics::CountLibvirtError(const std::string& operation) {
+  impl_->libvirt_errors->Add({{"operation", operation}}).Increment();
+}
+
+void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(seconds); }
+
+std::string Metrics::Render() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(impl_->registry->Collect());
+}
+
+}  // namespace plimsoll::server

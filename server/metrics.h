@@ -1,0 +1,51 @@
+// Every Prometheus series plimsolld exports is declared in metrics.cc, once.
+// Guest series carry labels {domain, uuid} and disappear with the guest.
+// Thread-safe: the control loop writes, prometheus-cpp's exposer thread reads.
+#ifndef PLIMSOLL_SERVER_METRICS_H_
+#define PLIMSOLL_SERVER_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "plimsoll/v1/control.pb.h"
+
+namespace prometheus {
+class Registry;
+class Exposer;
+}  // namespace prometheus
+
+namespace plimsoll::server {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Serves /metrics on "host:port". Port 0 picks a free port; see bound_port().
+  absl::Status Serve(const std::string& listen);
+  int bound_port() const;
+
+  // Sets every guest and host gauge from the published view; removes the series
+  // of guests that are no longer in it and of stats a guest no longer reports.
+  void Publish(const plimsoll::v1::ListGuestsResponse& view);
+
+  void CountDecision(plimsoll::v1::Direction direction);
+  void CountLibvirtError(const std::string& operation);
+  void ObserveTick(double seconds);
+
+  // The text exposition, for tests that do not want a socket.
+  std::string Render() const;
+
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plimsoll::server
+
+#endif  // PLIMSOLL_SERVER_METRICS_H_
