@@ -115,7 +115,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
-    last_logged_reason_.erase(uuid);
+    last_logged_.erase(uuid);
   }
   std::vector<std::string> uuids;
   uuids.reserve(tracker_.guests().size());
@@ -152,7 +152,7 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   if (!last_host_.has_value()) return std::nullopt;
   policy::Snapshot snap;
   snap.now = now;
-  snap.tick = tick_;
+  snap.tick = tick_.load();
   const host::HostMemory& h = *last_host_;
   snap.host.mem_total_bytes = h.mem_total_bytes;
   snap.host.mem_free_bytes = h.mem_free_bytes;
@@ -213,7 +213,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     }
     if (deps_.metrics) deps_.metrics->CountDecision(direction);
     plimsoll::v1::Decision& rec = g->last_decision;
-    rec.set_tick(tick_);
+    rec.set_tick(tick_.load());
     rec.set_unix_micros(absl::ToUnixMicros(now));
     rec.set_policy(std::string(deps_.policy->name()));
     rec.set_direction(direction);
@@ -222,9 +222,13 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_reason(reason);
     rec.set_applied(applied);
 
-    const bool changed_reason = last_logged_reason_[g->info.uuid] != reason;
-    if (direction != plimsoll::v1::DIRECTION_HOLD || changed_reason) {
-      last_logged_reason_[g->info.uuid] = reason;
+    // Every move is logged; a hold only when it follows a move or a minute of silence,
+    // so a quiet host does not write one line per guest per tick.
+    LoggedDecision& logged = last_logged_[g->info.uuid];
+    if (direction != plimsoll::v1::DIRECTION_HOLD || logged.direction != plimsoll::v1::DIRECTION_HOLD ||
+        now - logged.at >= absl::Minutes(1)) {
+      logged.direction = direction;
+      logged.at = now;
       PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid
                 << " policy=" << deps_.policy->name() << " direction=" << DirectionName(direction)
                 << " prev_target=" << Mib(previous) << " target=" << Mib(target)
@@ -292,7 +296,7 @@ void ControlLoop::Publish(absl::Time now) {
   host->set_policy(std::string(deps_.policy->name()));
   host->set_dry_run(deps_.actuator->dry_run());
   host->set_libvirt_connected(deps_.hypervisor->IsConnected());
-  host->set_tick(tick_);
+  host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
   (void)now;
   if (deps_.metrics) deps_.metrics->Publish(*view);

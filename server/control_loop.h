@@ -5,6 +5,7 @@
 #ifndef PLIMSOLL_SERVER_CONTROL_LOOP_H_
 #define PLIMSOLL_SERVER_CONTROL_LOOP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -74,14 +75,18 @@ class ControlLoop {
   LoopOptions options_;
   GuestTracker tracker_;
   policy::PolicyState policy_state_;
-  int64_t tick_ = 0;
+  std::atomic<int64_t> tick_{0};
 
   bool was_connected_ = false;
   absl::Duration reconnect_backoff_;
   absl::Time next_connect_attempt_ = absl::InfinitePast();
   std::optional<host::HostMemory> last_host_;
-  // Last logged hold reason per guest, so unchanged holds are not logged every tick.
-  absl::flat_hash_map<std::string, std::string> last_logged_reason_;
+  // When and what was last logged per guest, so unchanged holds are not logged every tick.
+  struct LoggedDecision {
+    plimsoll::v1::Direction direction = plimsoll::v1::DIRECTION_UNSPECIFIED;
+    absl::Time at = absl::InfinitePast();
+  };
+  absl::flat_hash_map<std::string, LoggedDecision> last_logged_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);

@@ -89,6 +89,11 @@ absl::Status Daemon::StartGrpc() {
   std::string socket_path;
   if (is_unix) {
     socket_path = listen.substr(5);
+    if (socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return absl::InvalidArgumentError(absl::StrCat("grpc_listen: unix socket path ", socket_path, " is ",
+                                                     socket_path.size(), " bytes; the limit is ",
+                                                     sizeof(sockaddr_un::sun_path) - 1));
+    }
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
     if (ec) {
@@ -148,7 +153,7 @@ void Daemon::Shutdown() {
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   if (grpc_server_) {
-    grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     grpc_server_->Wait();
     if (absl::StartsWith(options_.grpc_listen, "unix:")) unlink(options_.grpc_listen.substr(5).c_str());
   }
