@@ -140,9 +140,10 @@ absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t b
 
 void FakeHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {
   absl::MutexLock l(&mu_);
-  callback_ = callback ? std::make_shared<const std::function<void(const DomainEvent&)>>(
-                             std::move(callback))
-                       : nullptr;
+  callback_ =
+      callback
+          ? std::make_shared<const std::function<void(const DomainEvent&)>>(std::move(callback))
+          : nullptr;
 }
 
 void FakeHypervisor::AddDomain(const DomainInfo& info) {
@@ -153,8 +154,8 @@ void FakeHypervisor::AddDomain(const DomainInfo& info) {
   domains_[info.uuid] = std::move(d);
 }
 
-void FakeHypervisor::AddDomain(const std::string& uuid, const std::string& name,
-                               int64_t max_bytes, int64_t current_bytes) {
+void FakeHypervisor::AddDomain(const std::string& uuid, const std::string& name, int64_t max_bytes,
+                               int64_t current_bytes) {
   DomainInfo info;
   info.uuid = uuid;
   info.name = name;

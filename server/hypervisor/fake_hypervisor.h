@@ -43,7 +43,13 @@ class FakeHypervisor : public Hypervisor {
     bool emit_balloon_events = false;
   };
 
-  enum class Method { kConnect, kListActiveDomains, kGetBalloonStats, kEnableStats, kSetBalloonTarget };
+  enum class Method {
+    kConnect,
+    kListActiveDomains,
+    kGetBalloonStats,
+    kEnableStats,
+    kSetBalloonTarget
+  };
 
   // One SetBalloonTarget call as it reached the fake (scripted failures included).
   struct TargetCall {

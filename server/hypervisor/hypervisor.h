@@ -35,6 +35,7 @@ struct BalloonStats {
   std::optional<int64_t> available_bytes;    // guest MemTotal (misleading libvirt name)
   std::optional<int64_t> disk_caches_bytes;  // guest Cached
   std::optional<int64_t> rss_bytes;          // QEMU RSS on the host
+  // swap_in/swap_out are KiB and the faults are counts, as libvirt reports them.
   std::optional<uint64_t> swap_in;
   std::optional<uint64_t> swap_out;
   std::optional<uint64_t> major_fault;

@@ -106,12 +106,11 @@ int Main(int argc, char** argv) {
     uuids.push_back(d.uuid);
     if (stats_period >= 0) {
       absl::Status s = hv.EnableStats(d.uuid, stats_period);
-      std::cout << "enable_stats name=" << d.name << " period_s=" << stats_period
-                << " status=\"" << s << "\"\n";
+      std::cout << "enable_stats name=" << d.name << " period_s=" << stats_period << " status=\""
+                << s << "\"\n";
     }
   }
-  absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> stats =
-      hv.GetBalloonStats(uuids);
+  absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> stats = hv.GetBalloonStats(uuids);
   if (!stats.ok()) {
     std::cerr << "stats failed: " << stats.status() << "\n";
     return 1;

@@ -254,7 +254,7 @@ DomainEvent::Kind MapLifecycle(int event, int detail) {
       return DomainEvent::Kind::kStarted;
     case VIR_DOMAIN_EVENT_STOPPED:
       return detail == VIR_DOMAIN_EVENT_STOPPED_CRASHED ? DomainEvent::Kind::kCrashed
-                                                         : DomainEvent::Kind::kStopped;
+                                                        : DomainEvent::Kind::kStopped;
     case VIR_DOMAIN_EVENT_SHUTDOWN:
       return DomainEvent::Kind::kStopped;
     case VIR_DOMAIN_EVENT_CRASHED:
@@ -517,8 +517,8 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
     close_callback_registered = true;
   } else {
     LibvirtError e = TakeLastError();
-    PLOG_WARNING << "libvirt close callback not registered uri=" << uri << " reason=\""
-                 << e.message << "\"";
+    PLOG_WARNING << "libvirt close callback not registered uri=" << uri << " reason=\"" << e.message
+                 << "\"";
   }
 
   auto* lifecycle_ref = new SinkRef(sink);
@@ -566,9 +566,10 @@ void LibvirtHypervisor::Impl::CloseLocked() {
   flag.up.store(false);
   const int refs = virConnectClose(conn);
   if (refs > 0) {
-    // Something still references the connection: a virDomainPtr we did not free.
-    PLOG_WARNING << "libvirt connection still referenced after close uri=" << uri
-                 << " refs=" << refs;
+    // Normal while the event thread is delivering an event of this connection
+    // (the dispatch holds a reference and frees the connection when done). If
+    // it shows up on every close, look for a virDomainPtr that was not freed.
+    PLOG_INFO << "libvirt connection still referenced after close uri=" << uri << " refs=" << refs;
   }
   virResetLastError();
   conn = nullptr;
@@ -628,8 +629,8 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
       if (absl::IsUnavailable(s)) return s;
       // NOT_FOUND / FAILED_PRECONDITION: the domain went away since the list.
       if (!absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
-        PLOG_WARNING << "skipping domain uuid=" << d.uuid << " name=" << d.name
-                     << " error=\"" << s.message() << "\"";
+        PLOG_WARNING << "skipping domain uuid=" << d.uuid << " name=" << d.name << " error=\""
+                     << s.message() << "\"";
       }
       continue;
     }
@@ -697,8 +698,7 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
       // without it and remember for this connection.
       virErrorPtr e = virGetLastError();
       const absl::StatusCode code = MapErrorCode(e != nullptr ? e->code : VIR_ERR_OK);
-      if (code == absl::StatusCode::kInvalidArgument ||
-          code == absl::StatusCode::kUnimplemented) {
+      if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented) {
         virResetLastError();
         bulk_nowait_ok = false;
         flags &= ~static_cast<unsigned int>(VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
@@ -719,7 +719,8 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
         BalloonStats stats;
         if (ParseBulkRecord(record, &stats) == 0) {
           // An empty balloon record (the test driver): ask this domain directly.
-          absl::StatusOr<std::optional<BalloonStats>> one = MemoryStatsLocked(record.dom, it->first);
+          absl::StatusOr<std::optional<BalloonStats>> one =
+              MemoryStatsLocked(record.dom, it->first);
           if (!one.ok()) return one.status();
           if (!one->has_value()) continue;
           stats = **one;
@@ -776,8 +777,8 @@ absl::Status LibvirtHypervisor::EnableStats(const std::string& uuid, int period_
   absl::StatusOr<DomainPtr> dom = impl_->LookupLocked(uuid, "EnableStats");
   if (!dom.ok()) return dom.status();
   if (virDomainSetMemoryStatsPeriod(dom->get(), period_seconds, VIR_DOMAIN_AFFECT_LIVE) < 0) {
-    return impl_->FailLocked(absl::StrCat("virDomainSetMemoryStatsPeriod uuid=", uuid,
-                                          " period_s=", period_seconds));
+    return impl_->FailLocked(
+        absl::StrCat("virDomainSetMemoryStatsPeriod uuid=", uuid, " period_s=", period_seconds));
   }
   return absl::OkStatus();
 }

@@ -25,15 +25,15 @@ using ::testing::Key;
 using ::testing::UnorderedElementsAre;
 
 // Prints the status (with libvirt's message) when it is not OK.
-#define ASSERT_OK(expr)               \
-  do {                                \
-    const absl::Status _s = (expr);   \
-    ASSERT_TRUE(_s.ok()) << _s;       \
+#define ASSERT_OK(expr)             \
+  do {                              \
+    const absl::Status _s = (expr); \
+    ASSERT_TRUE(_s.ok()) << _s;     \
   } while (0)
-#define EXPECT_OK(expr)               \
-  do {                                \
-    const absl::Status _s = (expr);   \
-    EXPECT_TRUE(_s.ok()) << _s;       \
+#define EXPECT_OK(expr)             \
+  do {                              \
+    const absl::Status _s = (expr); \
+    EXPECT_TRUE(_s.ok()) << _s;     \
   } while (0)
 
 constexpr int64_t kKiB = 1024;
