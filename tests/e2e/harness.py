@@ -1,0 +1,156 @@
+"""Pieces the end-to-end tests share: plimsolld and plimsollctl as a user runs them,
+a real Prometheus server scraping plimsolld, and polling helpers.
+
+Binaries come from bazel-bin (tools/test.sh builds them first).
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+REPO = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
+import lab as labmod  # noqa: E402
+
+BIN = os.path.realpath(os.path.join(REPO, "bazel-bin"))
+PLIMSOLLD = os.path.join(BIN, "server", "plimsolld")
+PLIMSOLLCTL = os.path.join(BIN, "ctl", "plimsollctl")
+WORKLOAD = os.path.join(BIN, "tests", "lab", "guest_workload")
+MIB = 1024 * 1024
+
+
+def skip_reason():
+    """Why real-guest tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "real-guest e2e tests need root (private libvirtd in a mount namespace)"
+    if shutil.which("qemu-system-x86_64") is None:
+        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+    for b in (PLIMSOLLD, PLIMSOLLCTL, WORKLOAD):
+        if not os.path.exists(b):
+            return "%s is not built (run tools/test.sh, which builds it)" % b
+    return labmod.preflight_problem()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, predicate, timeout, interval=0.5):
+    """Polls predicate() until it returns a truthy value; raises AssertionError with `what`."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as e:  # a transient failure while polling is just "not yet"
+            last = e
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Daemon:
+    """plimsolld started as a process with flags, its log in a file."""
+
+    def __init__(self, workdir, uri, **flags):
+        self.workdir = workdir
+        self.socket = os.path.join(workdir, "plimsolld.sock")
+        self.metrics_port = free_port()
+        self.log_path = os.path.join(workdir, "plimsolld-%d.log" % int(time.time() * 1000))
+        args = [PLIMSOLLD, "--libvirt_uri=" + uri, "--grpc_listen=unix:" + self.socket,
+                "--metrics_listen=127.0.0.1:%d" % self.metrics_port]
+        args += ["--%s=%s" % (k, v) for k, v in flags.items()]
+        self.args = args
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for("plimsolld socket", lambda: os.path.exists(self.socket) or self._died(), 15, 0.1)
+        if self.proc.poll() is not None:
+            raise AssertionError("plimsolld exited %s:\n%s" % (self.proc.returncode, self.read_log()))
+
+    def _died(self):
+        return self.proc.poll() is not None
+
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def ctl(self, *args):
+        out = subprocess.run([PLIMSOLLCTL, "--server=unix:" + self.socket] + list(args),
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode != 0:
+            raise RuntimeError("plimsollctl %s failed (%d): %s" % (args, out.returncode, out.stderr))
+        return out.stdout
+
+    def guests(self):
+        """ListGuests as JSON: {name: guest dict} plus the host block."""
+        view = json.loads(self.ctl("guests", "--json"))
+        return {g["name"]: g for g in view.get("guests", [])}, view.get("host", {})
+
+    def metrics(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+class Prometheus:
+    """A real Prometheus server (Debian's package) on loopback scraping one target every second."""
+
+    def __init__(self, workdir, target_port):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="prom-", dir=workdir)
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: plimsolld\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % target_port)
+        self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
+             "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for("prometheus ready", self._ready, 30)
+
+    def _ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("prometheus exited %s" % self.proc.returncode)
+        with urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.port, timeout=2) as r:
+            return r.status == 200
+
+    def query(self, promql):
+        """Instant query; returns [(labels dict, float value)]."""
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (self.port, urllib.parse.urlencode({"query": promql}))
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = json.loads(r.read().decode())
+        if body.get("status") != "success":
+            raise AssertionError("query %s failed: %s" % (promql, body))
+        return [(s["metric"], float(s["value"][1])) for s in body["data"]["result"]]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()

@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""Runs the end-to-end suites on real QEMU guests (tests/e2e/test_*.py and the lab
+harness's own tests/lab/lab_test.py) and writes "passed failed skipped" to --summary-file."""
+
+import argparse
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.realpath(os.path.join(HERE, "..", ".."))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--summary-file")
+    ap.add_argument("-k", dest="pattern", help="only tests whose id contains this")
+    args = ap.parse_args()
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    suite.addTests(loader.discover(os.path.join(REPO, "tests", "lab"), pattern="lab_test.py",
+                                   top_level_dir=os.path.join(REPO, "tests", "lab")))
+    suite.addTests(loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE))
+    if args.pattern:
+        def flatten(s):
+            for t in s:
+                if isinstance(t, unittest.TestSuite):
+                    yield from flatten(t)
+                else:
+                    yield t
+        suite = unittest.TestSuite(t for t in flatten(suite) if args.pattern in t.id())
+    t0 = time.monotonic()
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    passed = result.testsRun - failed - skipped
+    print("e2e: %d passed, %d failed, %d skipped in %.0fs" % (passed, failed, skipped,
+                                                                time.monotonic() - t0))
+    if args.summary_file:
+        with open(args.summary_file, "w") as f:
+            f.write("%d %d %d\n" % (passed, failed, skipped))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
