@@ -25,7 +25,11 @@ class ScriptedPolicy : public policy::Policy {
     policy::Decisions d;
     for (const auto& g : s.guests) {
       auto it = targets.find(g.uuid);
-      d.guests.push_back({g.uuid, it == targets.end() ? g.target_bytes : it->second, "scripted"});
+      policy::GuestDecision decision;
+      decision.uuid = g.uuid;
+      decision.target_bytes = it == targets.end() ? g.target_bytes : it->second;
+      decision.reason = "scripted";
+      d.guests.push_back(decision);
     }
     d.next_state = state;
     last_snapshot = s;
