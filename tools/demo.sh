@@ -53,7 +53,7 @@ echo "demo: starting the lab: stream (reads a 700 MiB file in a loop), hot (re-r
 echo "      anon (idle, allocates 400 MiB after 60 s); 1024 MiB each, guest budget ${BUDGET_MIB} MiB"
 URI=$(python3 tests/lab/lab.py up --state "$STATE" \
   --workload-bin "$BIN/tests/lab/guest_workload" \
-  --guest stream:stream:1024 --guest hot:hot:1024 --guest anon:anon:1024 | sed -n 's/^URI=//p')
+  --guest stream:stream:1024 --guest hot:hot:1024 --guest anon:anon:1024:400:60 | sed -n 's/^URI=//p')
 [ -n "$URI" ] || { echo "demo: the lab did not start" >&2; exit 1; }
 
 "$BIN/server/plimsolld" --libvirt_uri="$URI" --grpc_listen="unix:$SOCK" \
