@@ -46,6 +46,24 @@ struct GuestView {
 
   // Relative weight when memory is shared out; 1000 by default.
   int64_t shares = 1000;
+
+  // Signals only the in-guest agent (plimsoll-agent) can read; each is absent when the agent did
+  // not report it (no agent, old kernel, no PSI). Sizes are bytes from /proc/meminfo.
+  std::optional<int64_t> anon_bytes;           // AnonPages
+  std::optional<int64_t> unreclaimable_bytes;  // Shmem + SUnreclaim: reclaim cannot free it
+  std::optional<int64_t> active_file_bytes;    // Active(file)
+  std::optional<int64_t> inactive_file_bytes;  // Inactive(file)
+  // workingset_refault_file per second over the agent's last report interval (pages/s).
+  std::optional<double> refaults_per_second;
+  // /proc/pressure/memory "some": avg10 in percent, and the cumulative stall in microseconds.
+  std::optional<double> psi_some_avg10;
+  std::optional<uint64_t> psi_some_total_us;
+  // /proc/vmstat counters since guest boot: balloon_inflate and balloon_deflate (pages), oom_kill.
+  std::optional<uint64_t> balloon_inflate_pages;
+  std::optional<uint64_t> balloon_deflate_pages;
+  std::optional<uint64_t> oom_kill;
+  // Seconds since the agent report the fields above come from (stats_age_seconds when absent).
+  std::optional<double> agent_age_seconds;
 };
 
 // The host side of the snapshot.
@@ -85,6 +103,10 @@ struct GuestDecision {
   int64_t target_bytes = 0;
   // Human-readable, key=value numbers: why this target ("host_free_pct=12.0 used=..").
   std::string reason;
+  // How the guest's balloon behaves, for the daemon to export: "ok", "stuck" (actual does not
+  // follow the target), "churning" (the guest deflates the balloon while we inflate it) or
+  // "self_deflated" (the guest took memory back on OOM). Empty from policies that do not track it.
+  std::string state;
 };
 
 struct Decisions {

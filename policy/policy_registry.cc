@@ -10,7 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "policy/mom_policy.h"
+#include "policy/pagecache_policy.h"
 #include "policy/policy.h"
+#include "policy/proxmox_policy.h"
 #include "policy/static_policy.h"
 
 namespace plimsoll::policy {
@@ -18,11 +20,13 @@ namespace plimsoll::policy {
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name) {
   if (name == "mom") return std::make_unique<MomPolicy>();
   if (name == "static") return std::make_unique<StaticPolicy>();
+  if (name == "pagecache") return std::make_unique<PagecachePolicy>();
+  if (name == "proxmox") return std::make_unique<ProxmoxPolicy>();
   return absl::InvalidArgumentError(absl::StrCat("unknown policy \"", absl::CHexEscape(name),
                                                  "\"; known policies: ",
                                                  absl::StrJoin(PolicyNames(), ", ")));
 }
 
-std::vector<std::string> PolicyNames() { return {"mom", "static"}; }
+std::vector<std::string> PolicyNames() { return {"mom", "static", "pagecache", "proxmox"}; }
 
 }  // namespace plimsoll::policy

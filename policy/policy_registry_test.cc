@@ -13,8 +13,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(PolicyRegistryTest, NamesAreMomAndStatic) {
-  EXPECT_THAT(PolicyNames(), ElementsAre("mom", "static"));
+TEST(PolicyRegistryTest, NamesAreEveryPolicy) {
+  EXPECT_THAT(PolicyNames(), ElementsAre("mom", "static", "pagecache", "proxmox"));
 }
 
 TEST(PolicyRegistryTest, EveryNameBuildsAPolicyOfThatName) {
@@ -29,13 +29,14 @@ TEST(PolicyRegistryTest, EveryNameBuildsAPolicyOfThatName) {
 }
 
 TEST(PolicyRegistryTest, UnknownNameListsKnownNames) {
-  for (const char* name : {"", "Mom", "proxmox", "mom "}) {
+  for (const char* name : {"", "Mom", "Proxmox", "mom ", "page_cache"}) {
     absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
     ASSERT_FALSE(policy.ok()) << name;
     EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(policy.status().message(), HasSubstr("known policies: mom, static"));
+    EXPECT_THAT(policy.status().message(),
+                HasSubstr("known policies: mom, static, pagecache, proxmox"));
   }
-  EXPECT_THAT(MakePolicy("proxmox").status().message(), HasSubstr("unknown policy \"proxmox\""));
+  EXPECT_THAT(MakePolicy("Proxmox").status().message(), HasSubstr("unknown policy \"Proxmox\""));
   EXPECT_THAT(MakePolicy("a\nb").status().message(), HasSubstr("\"a\\nb\""));
 }
 

@@ -1,0 +1,107 @@
+#include "policy/balloon_progress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "policy/guest_signals.h"
+#include "policy/reason_format.h"
+
+namespace plimsoll::policy {
+namespace {
+
+void OpenWindow(ProgressMemory* memory, int direction, double now_s, double actual) {
+  memory->window_direction = direction;
+  memory->window_start_s = now_s;
+  memory->window_start_actual = actual;
+}
+
+}  // namespace
+
+double ProgressTolerance(double target_bytes, const ProgressParams& params) {
+  return std::max(params.tolerance_min_bytes, params.tolerance_fraction * target_bytes);
+}
+
+ProgressVerdict CheckProgress(const GuestView& guest, double now_s, const ProgressParams& params,
+                              ProgressMemory* memory) {
+  ProgressVerdict verdict;
+  const double actual = static_cast<double>(guest.actual_bytes);
+  const double target = static_cast<double>(guest.target_bytes);
+  const double tolerance = ProgressTolerance(target, params);
+  verdict.tolerance_bytes = tolerance;
+  const std::optional<double> previous_actual = memory->actual;
+  const std::optional<double> previous_target = memory->target;
+  memory->actual = actual;
+  memory->target = target;
+  const int direction = actual > target + tolerance ? -1 : actual < target - tolerance ? 1 : 0;
+
+  // Counter deltas since the previous call (the agent's vmstat, pages).
+  std::optional<double> inflated;
+  std::optional<double> deflated;
+  if (guest.balloon_inflate_pages.has_value() && guest.balloon_deflate_pages.has_value()) {
+    const double inflate = static_cast<double>(*guest.balloon_inflate_pages);
+    const double deflate = static_cast<double>(*guest.balloon_deflate_pages);
+    if (memory->inflate_pages.has_value() && memory->deflate_pages.has_value() &&
+        inflate >= *memory->inflate_pages && deflate >= *memory->deflate_pages) {
+      inflated = (inflate - *memory->inflate_pages) * kGuestPageBytes;
+      deflated = (deflate - *memory->deflate_pages) * kGuestPageBytes;
+    }
+    memory->inflate_pages = inflate;
+    memory->deflate_pages = deflate;
+  }
+
+  if (!previous_actual.has_value() || !previous_target.has_value()) {
+    OpenWindow(memory, direction, now_s, actual);
+    return verdict;
+  }
+
+  // Self-deflation: above both the old and the new target, and rising.
+  const double highest_target = std::max(target, *previous_target);
+  if (actual > highest_target + tolerance && actual > *previous_actual + tolerance) {
+    verdict.event = ProgressEvent::kSelfDeflated;
+    verdict.detail =
+        absl::StrCat("actual=", FormatMib(actual), " rose_from=", FormatMib(*previous_actual),
+                     " above_target=", FormatMib(highest_target));
+    OpenWindow(memory, direction, now_s, actual);
+    return verdict;
+  }
+
+  // Churn: while we were inflating, the guest deflated much of what it inflated.
+  const bool was_inflating =
+      *previous_actual > *previous_target + ProgressTolerance(*previous_target, params);
+  if (was_inflating && inflated.has_value() && deflated.has_value() &&
+      *deflated >= params.churn_min_bytes && *deflated >= params.churn_ratio * *inflated) {
+    verdict.event = ProgressEvent::kChurning;
+    verdict.detail = absl::StrCat("balloon_inflated=", FormatMib(*inflated),
+                                  " balloon_deflated=", FormatMib(*deflated),
+                                  " net=", FormatMib(*previous_actual - actual));
+    OpenWindow(memory, direction, now_s, actual);
+    return verdict;
+  }
+
+  if (direction == 0) {
+    verdict.arrived = memory->window_direction != 0;
+    OpenWindow(memory, 0, now_s, actual);
+    return verdict;
+  }
+  if (direction != memory->window_direction) {
+    OpenWindow(memory, direction, now_s, actual);
+    return verdict;
+  }
+  const double elapsed = now_s - memory->window_start_s;
+  if (elapsed < params.window_seconds) return verdict;
+  const double moved = direction * (actual - memory->window_start_actual);
+  // Arriving within the window would have been judged above, so the rate alone decides.
+  const double needed = params.min_rate_bytes_per_second * elapsed;
+  if (moved < needed) {
+    verdict.event = ProgressEvent::kStuck;
+    verdict.detail = absl::StrCat("moved=", FormatMib(moved), " in=", FormatFixed(elapsed, 1),
+                                  "s need=", FormatMib(needed),
+                                  " distance=", FormatMib(std::fabs(actual - target)));
+  }
+  OpenWindow(memory, direction, now_s, actual);
+  return verdict;
+}
+
+}  // namespace plimsoll::policy

@@ -1,0 +1,116 @@
+#include "policy/balloon_progress.h"
+
+#include <cstdint>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kMib = int64_t{1} << 20;
+
+GuestView At(double actual_mib, double target_mib) {
+  GuestView g;
+  g.max_bytes = 4096 * kMib;
+  g.actual_bytes = static_cast<int64_t>(actual_mib * kMib);
+  g.target_bytes = static_cast<int64_t>(target_mib * kMib);
+  return g;
+}
+
+TEST(BalloonProgressTest, FirstCallOnlyRecords) {
+  ProgressMemory m;
+  ProgressVerdict v = CheckProgress(At(4096, 1024), 0, ProgressParams(), &m);
+  EXPECT_EQ(v.event, ProgressEvent::kNone);
+  EXPECT_EQ(m.window_direction, -1);
+  EXPECT_EQ(v.tolerance_bytes, 16.0 * kMib);  // 1% of 1 GiB is less than the minimum
+}
+
+TEST(BalloonProgressTest, AHealthyBalloonArrives) {
+  ProgressMemory m;
+  CheckProgress(At(4096, 3072), 0, ProgressParams(), &m);
+  ProgressVerdict v = CheckProgress(At(3500, 3072), 5, ProgressParams(), &m);
+  EXPECT_EQ(v.event, ProgressEvent::kNone);
+  EXPECT_FALSE(v.arrived);
+  v = CheckProgress(At(3080, 3072), 10, ProgressParams(), &m);
+  EXPECT_TRUE(v.arrived);
+  v = CheckProgress(At(3072, 3072), 15, ProgressParams(), &m);
+  EXPECT_FALSE(v.arrived);  // arriving is reported once
+}
+
+TEST(BalloonProgressTest, APageEveryFewSecondsIsStuck) {
+  ProgressMemory m;
+  double actual = 4096;
+  CheckProgress(At(actual, 2048), 0, ProgressParams(), &m);
+  ProgressVerdict v;
+  for (int t = 3; t <= 30; t += 3) {
+    actual -= 4.0 / 1024;  // one 4 KiB page
+    v = CheckProgress(At(actual, 2048), t, ProgressParams(), &m);
+    if (t < 30) {
+      EXPECT_EQ(v.event, ProgressEvent::kNone) << t;
+    }
+  }
+  EXPECT_EQ(v.event, ProgressEvent::kStuck);
+  EXPECT_THAT(v.detail, HasSubstr("need=30MiB"));
+}
+
+TEST(BalloonProgressTest, SlowButSteadyIsNotStuck) {
+  ProgressMemory m;
+  double actual = 4096;
+  CheckProgress(At(actual, 1024), 0, ProgressParams(), &m);
+  for (int t = 5; t <= 120; t += 5) {
+    actual -= 4 * 5;  // 4 MiB/s
+    EXPECT_EQ(CheckProgress(At(actual, 1024), t, ProgressParams(), &m).event, ProgressEvent::kNone)
+        << t;
+  }
+}
+
+TEST(BalloonProgressTest, ATargetMovingTheSameWayDoesNotRestartTheClock) {
+  // A probe lowers the target every 5 s while the balloon does not move at all.
+  ProgressMemory m;
+  CheckProgress(At(4096, 4000), 0, ProgressParams(), &m);
+  ProgressVerdict v;
+  for (int t = 5; t <= 30; t += 5) v = CheckProgress(At(4096, 4000 - 20 * t), t, ProgressParams(), &m);
+  EXPECT_EQ(v.event, ProgressEvent::kStuck);
+}
+
+TEST(BalloonProgressTest, DeflateOnOomIsSelfDeflation) {
+  ProgressMemory m;
+  CheckProgress(At(2048, 2048), 0, ProgressParams(), &m);
+  ProgressVerdict v = CheckProgress(At(2600, 2048), 5, ProgressParams(), &m);
+  EXPECT_EQ(v.event, ProgressEvent::kSelfDeflated);
+  EXPECT_THAT(v.detail, HasSubstr("actual=2600MiB rose_from=2048MiB"));
+  // A deflate we asked for is not.
+  ProgressMemory m2;
+  CheckProgress(At(2048, 2048), 0, ProgressParams(), &m2);
+  EXPECT_EQ(CheckProgress(At(2600, 3072), 5, ProgressParams(), &m2).event, ProgressEvent::kNone);
+}
+
+TEST(BalloonProgressTest, DeflatingWhileWeInflateIsChurn) {
+  GuestView g = At(4096, 2048);
+  g.balloon_inflate_pages = 0;
+  g.balloon_deflate_pages = 0;
+  ProgressMemory m;
+  CheckProgress(g, 0, ProgressParams(), &m);
+  g.actual_bytes = 4090 * kMib;
+  g.balloon_inflate_pages = 256 * 500;  // 500 MiB in
+  g.balloon_deflate_pages = 256 * 494;  // 494 MiB out
+  ProgressVerdict v = CheckProgress(g, 5, ProgressParams(), &m);
+  EXPECT_EQ(v.event, ProgressEvent::kChurning);
+  EXPECT_THAT(v.detail, HasSubstr("balloon_inflated=500MiB balloon_deflated=494MiB net=6MiB"));
+  // Deflate counters rising while we deflate are what we asked for.
+  GuestView d = At(1024, 2048);
+  d.balloon_inflate_pages = 0;
+  d.balloon_deflate_pages = 0;
+  ProgressMemory m2;
+  CheckProgress(d, 0, ProgressParams(), &m2);
+  d.actual_bytes = 1500 * kMib;
+  d.balloon_deflate_pages = 256 * 476;
+  EXPECT_EQ(CheckProgress(d, 5, ProgressParams(), &m2).event, ProgressEvent::kNone);
+}
+
+}  // namespace
+}  // namespace plimsoll::policy

@@ -1,0 +1,171 @@
+#include "policy/guest_signals.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "policy/reason_format.h"
+
+namespace plimsoll::policy {
+namespace {
+
+// Counters and rates beyond these are not measurements: ~100 GiB/s of refaults.
+constexpr double kMaxRefaultPagesPerSecond = 25.0e6;
+
+std::optional<std::string> SizeProblem(const char* name, const std::optional<int64_t>& value,
+                                       double ceiling) {
+  if (!value.has_value()) return std::nullopt;
+  if (*value < 0) return absl::StrCat(name, "=", *value);
+  if (static_cast<double>(*value) > ceiling) {
+    return absl::StrCat(name, "=", FormatMib(*value), ">max=", FormatMib(ceiling));
+  }
+  return std::nullopt;
+}
+
+// A counter's increase since `previous`, or nullopt when there is no previous value or the
+// counter went backwards (guest reboot: start over).
+std::optional<double> Increase(double current, const std::optional<double>& previous) {
+  if (!previous.has_value() || current < *previous) return std::nullopt;
+  return current - *previous;
+}
+
+}  // namespace
+
+const char* SignalSourceName(SignalSource source) {
+  switch (source) {
+    case SignalSource::kAgent:
+      return "agent";
+    case SignalSource::kLibvirt:
+      return "libvirt";
+    case SignalSource::kFreeOnly:
+      return "free_only";
+  }
+  return "unknown";
+}
+
+std::optional<std::string> ImplausibleStatsReason(const GuestView& guest) {
+  // A little slack over the ceiling: MemTotal-based figures may include a few pages the balloon
+  // size does not.
+  const double ceiling = static_cast<double>(guest.max_bytes) * 1.02;
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::optional<int64_t>*>{"unused", &guest.unused_bytes},
+        {"usable", &guest.usable_bytes},
+        {"disk_caches", &guest.disk_caches_bytes},
+        {"anon", &guest.anon_bytes},
+        {"unreclaimable", &guest.unreclaimable_bytes},
+        {"active_file", &guest.active_file_bytes},
+        {"inactive_file", &guest.inactive_file_bytes}}) {
+    if (auto problem = SizeProblem(name, *value, ceiling); problem.has_value()) return problem;
+  }
+  const double agent_sum = static_cast<double>(guest.anon_bytes.value_or(0)) +
+                           static_cast<double>(guest.unreclaimable_bytes.value_or(0)) +
+                           static_cast<double>(guest.active_file_bytes.value_or(0)) +
+                           static_cast<double>(guest.inactive_file_bytes.value_or(0));
+  if (agent_sum > ceiling) {
+    return absl::StrCat("anon+unreclaimable+file=", FormatMib(agent_sum),
+                        ">max=", FormatMib(ceiling));
+  }
+  if (guest.psi_some_avg10.has_value() &&
+      !(*guest.psi_some_avg10 >= 0 && *guest.psi_some_avg10 <= 100)) {
+    return absl::StrCat("psi_some_avg10=", FormatFixed(*guest.psi_some_avg10, 1));
+  }
+  if (guest.refaults_per_second.has_value() &&
+      !(*guest.refaults_per_second >= 0 &&
+        *guest.refaults_per_second <= kMaxRefaultPagesPerSecond)) {
+    return absl::StrCat("refaults_per_second=", FormatFixed(*guest.refaults_per_second, 1));
+  }
+  if (guest.agent_age_seconds.has_value() &&
+      !(*guest.agent_age_seconds >= 0 && std::isfinite(*guest.agent_age_seconds))) {
+    return absl::StrCat("agent_age_s=", FormatFixed(*guest.agent_age_seconds, 1));
+  }
+  return std::nullopt;
+}
+
+GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemory& previous,
+                         SignalMemory* next) {
+  GuestSignals s;
+  const double actual = static_cast<double>(guest.actual_bytes);
+  s.cache_bytes = static_cast<double>(guest.disk_caches_bytes.value_or(0));
+  if (guest.anon_bytes.has_value() && guest.unreclaimable_bytes.has_value()) {
+    s.source = SignalSource::kAgent;
+    s.hard_bytes = static_cast<double>(*guest.anon_bytes + *guest.unreclaimable_bytes);
+    s.active_file_bytes = static_cast<double>(guest.active_file_bytes.value_or(0));
+    if (!guest.disk_caches_bytes.has_value()) {
+      s.cache_bytes = static_cast<double>(guest.active_file_bytes.value_or(0) +
+                                          guest.inactive_file_bytes.value_or(0));
+    }
+  } else if (guest.usable_bytes.has_value()) {
+    s.source = SignalSource::kLibvirt;
+    s.hard_bytes = std::max(0.0, actual - static_cast<double>(*guest.usable_bytes));
+  } else {
+    s.source = SignalSource::kFreeOnly;
+    s.hard_bytes = std::max(0.0, actual - static_cast<double>(guest.unused_bytes.value_or(0)));
+  }
+
+  const double age = guest.agent_age_seconds.value_or(std::max(0.0, guest.stats_age_seconds));
+  s.report_s = now_s - age;
+  s.new_report = !previous.report_s.has_value() || s.report_s > *previous.report_s + 1e-3;
+
+  *next = previous;
+  if (!s.new_report) {
+    // Same measurement as last time: same rates, and nothing new happened.
+    s.stall_pct = previous.stall_pct;
+    s.refault_bytes_per_s = previous.refault_bytes_per_s;
+    return s;
+  }
+  const double interval =
+      previous.report_s.has_value() ? s.report_s - *previous.report_s : 0.0;
+  next->report_s = s.report_s;
+
+  // Stall: PSI total over the interval when we can, avg10 otherwise.
+  std::optional<double> stall;
+  if (guest.psi_some_total_us.has_value()) {
+    const double total = static_cast<double>(*guest.psi_some_total_us);
+    if (auto delta = Increase(total, previous.psi_total_us); delta && interval > 0) {
+      stall = std::clamp(*delta / (interval * 1e6) * 100.0, 0.0, 100.0);
+    }
+    next->psi_total_us = total;
+  }
+  if (!stall.has_value() && guest.psi_some_avg10.has_value()) stall = *guest.psi_some_avg10;
+  s.stall_pct = stall;
+
+  // Refaults: the agent's rate, else major faults and swap-ins from libvirt.
+  std::optional<double> refault;
+  if (guest.refaults_per_second.has_value()) {
+    refault = *guest.refaults_per_second * kGuestPageBytes;
+  } else if (guest.major_fault.has_value() || guest.swap_in.has_value()) {
+    // A rate only when every counter reported has a previous value and did not go backwards.
+    double bytes = 0;
+    bool measured = interval > 0;
+    if (guest.major_fault.has_value()) {
+      const double faults = static_cast<double>(*guest.major_fault);
+      const std::optional<double> delta = Increase(faults, previous.major_fault);
+      measured = measured && delta.has_value();
+      bytes += delta.value_or(0) * kGuestPageBytes;
+      next->major_fault = faults;
+    }
+    if (guest.swap_in.has_value()) {
+      const double kib = static_cast<double>(*guest.swap_in);
+      const std::optional<double> delta = Increase(kib, previous.swap_in_kib);
+      measured = measured && delta.has_value();
+      bytes += delta.value_or(0) * 1024.0;
+      next->swap_in_kib = kib;
+    }
+    if (measured) refault = bytes / interval;
+  }
+  s.refault_bytes_per_s = refault;
+
+  if (guest.oom_kill.has_value()) {
+    const double kills = static_cast<double>(*guest.oom_kill);
+    s.new_oom_kills = Increase(kills, previous.oom_kill).value_or(0);
+    next->oom_kill = kills;
+  }
+  next->stall_pct = s.stall_pct;
+  next->refault_bytes_per_s = s.refault_bytes_per_s;
+  return s;
+}
+
+}  // namespace plimsoll::policy

@@ -1,0 +1,82 @@
+// What one guest's stats say about its memory demand and pressure, in one place, so the
+// pagecache policy's arithmetic reads the same whether the numbers come from plimsoll-agent or
+// from libvirt's balloon stats alone.
+//
+// Three sources, best first:
+// - kAgent: anon_bytes and unreclaimable_bytes are reported. Hard demand = anon + unreclaimable;
+//   stall comes from PSI (the cumulative total when present: stall over the report interval, as
+//   Senpai measures it; avg10 otherwise) and refaults from workingset_refault_file.
+// - kLibvirt: usable (MemAvailable) is reported. Hard demand = actual - usable, i.e. everything
+//   the guest itself does not count as available (it includes kernel memory). There is no PSI;
+//   major faults plus swap-ins per second stand in for refaults.
+// - kFreeOnly: only unused (MemFree). Hard demand = actual - unused: page cache counts as used,
+//   as in MoM. Nothing but free memory is ever reclaimable from such a guest.
+//
+// Rates need two reports. The report time is now - age (agent_age_seconds, else
+// stats_age_seconds); a Decide that sees no newer report than the previous one reuses the
+// previous rates and says so (new_report == false), so a policy can refuse to act twice on one
+// measurement.
+//
+// Pure functions, thread-safe.
+#ifndef PLIMSOLL_POLICY_GUEST_SIGNALS_H_
+#define PLIMSOLL_POLICY_GUEST_SIGNALS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+
+// Bytes per page in the guest counters (workingset_refault_file, balloon_*, major faults).
+inline constexpr double kGuestPageBytes = 4096;
+
+enum class SignalSource { kAgent, kLibvirt, kFreeOnly };
+
+// "agent", "libvirt", "free_only".
+const char* SignalSourceName(SignalSource source);
+
+// What ReadSignals remembers between calls for one guest (carried in PolicyState by the caller).
+struct SignalMemory {
+  std::optional<double> report_s;  // report time of the last report seen (unix seconds)
+  std::optional<double> psi_total_us;
+  std::optional<double> major_fault;
+  std::optional<double> swap_in_kib;
+  std::optional<double> oom_kill;
+  // The rates computed from the last new report, reused until the next one.
+  std::optional<double> stall_pct;
+  std::optional<double> refault_bytes_per_s;
+};
+
+struct GuestSignals {
+  SignalSource source = SignalSource::kFreeOnly;
+  double hard_bytes = 0;         // memory the guest cannot give back (see the file comment)
+  double cache_bytes = 0;        // page cache (Cached), 0 when unknown
+  double active_file_bytes = 0;  // agent only; 0 otherwise
+  bool new_report = false;       // a report newer than the one the previous call saw
+  double report_s = 0;           // this report's time (unix seconds)
+  // Percent of the last report interval some task stalled on memory; absent without PSI.
+  std::optional<double> stall_pct;
+  // Bytes/s of evicted file pages read back (agent), or of major faults and swap-ins (libvirt).
+  std::optional<double> refault_bytes_per_s;
+  // OOM kills in the guest since the previous report (agent only, else 0).
+  double new_oom_kills = 0;
+};
+
+// Why `guest`'s stats are impossible and must not steer a decision ("usable=5120MiB>max=4096MiB",
+// "psi_some_avg10=250.0"), or nullopt when they are plausible. Sizes above the balloon ceiling
+// or negative, PSI outside [0, 100], negative or non-finite refault rates, and agent sizes that
+// together exceed the ceiling are impossible. Counters that go backwards are not: a rebooted
+// guest restarts them, and ReadSignals starts over.
+std::optional<std::string> ImplausibleStatsReason(const GuestView& guest);
+
+// The signals of `guest` at `now_s` (unix seconds), given what the previous call remembered;
+// `next` receives what to remember for the next call. Call only on guests with plausible stats
+// and an "unused" figure (guest_safety.h).
+GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemory& previous,
+                         SignalMemory* next);
+
+}  // namespace plimsoll::policy
+
+#endif  // PLIMSOLL_POLICY_GUEST_SIGNALS_H_

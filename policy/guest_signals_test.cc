@@ -1,0 +1,155 @@
+#include "policy/guest_signals.h"
+
+#include <cstdint>
+#include <optional>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Optional;
+
+constexpr int64_t kMib = int64_t{1} << 20;
+
+GuestView Libvirt() {
+  GuestView g;
+  g.uuid = "u";
+  g.max_bytes = 4096 * kMib;
+  g.actual_bytes = 4096 * kMib;
+  g.target_bytes = g.actual_bytes;
+  g.has_stats = true;
+  g.stats_fresh = true;
+  g.unused_bytes = 100 * kMib;
+  g.usable_bytes = 3000 * kMib;
+  g.disk_caches_bytes = 2900 * kMib;
+  return g;
+}
+
+GuestView Agent() {
+  GuestView g = Libvirt();
+  g.anon_bytes = 700 * kMib;
+  g.unreclaimable_bytes = 100 * kMib;
+  g.active_file_bytes = 1000 * kMib;
+  g.inactive_file_bytes = 1900 * kMib;
+  return g;
+}
+
+TEST(GuestSignalsTest, SourcesAndHardDemand) {
+  SignalMemory next;
+  GuestSignals agent = ReadSignals(Agent(), 100, SignalMemory(), &next);
+  EXPECT_EQ(agent.source, SignalSource::kAgent);
+  EXPECT_EQ(agent.hard_bytes, 800.0 * kMib);
+  EXPECT_EQ(agent.active_file_bytes, 1000.0 * kMib);
+  EXPECT_EQ(agent.cache_bytes, 2900.0 * kMib);
+
+  GuestSignals libvirt = ReadSignals(Libvirt(), 100, SignalMemory(), &next);
+  EXPECT_EQ(libvirt.source, SignalSource::kLibvirt);
+  EXPECT_EQ(libvirt.hard_bytes, 1096.0 * kMib);  // actual - usable
+
+  GuestView old = Libvirt();
+  old.usable_bytes.reset();
+  GuestSignals free_only = ReadSignals(old, 100, SignalMemory(), &next);
+  EXPECT_EQ(free_only.source, SignalSource::kFreeOnly);
+  EXPECT_EQ(free_only.hard_bytes, 3996.0 * kMib);  // cache counts as used
+  EXPECT_STREQ(SignalSourceName(free_only.source), "free_only");
+}
+
+TEST(GuestSignalsTest, StallComesFromPsiTotalOverTheReportInterval) {
+  GuestView g = Agent();
+  g.psi_some_total_us = 5'000'000;
+  g.psi_some_avg10 = 40;  // ignored once the total gives an interval figure
+  g.stats_age_seconds = 0;
+  SignalMemory m1;
+  GuestSignals first = ReadSignals(g, 100, SignalMemory(), &m1);
+  EXPECT_TRUE(first.new_report);
+  EXPECT_THAT(first.stall_pct, Optional(40.0));  // no interval yet: avg10
+  g.psi_some_total_us = 6'000'000;  // 1 s stalled in 10 s
+  SignalMemory m2;
+  GuestSignals second = ReadSignals(g, 110, m1, &m2);
+  EXPECT_TRUE(second.new_report);
+  ASSERT_TRUE(second.stall_pct.has_value());
+  EXPECT_NEAR(*second.stall_pct, 10.0, 1e-9);
+
+  // The same report again (its age grew with the clock): same figures, not new.
+  g.stats_age_seconds = 5;
+  SignalMemory m3;
+  GuestSignals again = ReadSignals(g, 115, m2, &m3);
+  EXPECT_FALSE(again.new_report);
+  EXPECT_NEAR(*again.stall_pct, 10.0, 1e-9);
+}
+
+TEST(GuestSignalsTest, AgentAgeWinsOverStatsAge) {
+  GuestView g = Agent();
+  g.stats_age_seconds = 1;
+  g.agent_age_seconds = 4;
+  SignalMemory next;
+  EXPECT_EQ(ReadSignals(g, 100, SignalMemory(), &next).report_s, 96);
+}
+
+TEST(GuestSignalsTest, RefaultsFromAgentOrFromMajorFaultsAndSwapIns) {
+  GuestView a = Agent();
+  a.refaults_per_second = 256;  // pages
+  SignalMemory next;
+  EXPECT_THAT(ReadSignals(a, 100, SignalMemory(), &next).refault_bytes_per_s,
+              Optional(1.0 * kMib));
+
+  GuestView l = Libvirt();
+  l.major_fault = 1000;
+  l.swap_in = 0;
+  SignalMemory m1;
+  EXPECT_EQ(ReadSignals(l, 100, SignalMemory(), &m1).refault_bytes_per_s, std::nullopt);
+  l.major_fault = 1000 + 2560;  // 10 MiB of faults
+  l.swap_in = 10240;            // 10 MiB swapped in (KiB)
+  SignalMemory m2;
+  GuestSignals s = ReadSignals(l, 110, m1, &m2);
+  ASSERT_TRUE(s.refault_bytes_per_s.has_value());
+  EXPECT_NEAR(*s.refault_bytes_per_s, 2.0 * kMib, 1e-6);
+
+  // A rebooted guest restarts its counters: no rate, then rates from the new base.
+  l.major_fault = 5;
+  SignalMemory m3;
+  EXPECT_EQ(ReadSignals(l, 120, m2, &m3).refault_bytes_per_s, std::nullopt);
+}
+
+TEST(GuestSignalsTest, OomKillsAreCountedOncePerReport) {
+  GuestView g = Agent();
+  g.oom_kill = 3;
+  SignalMemory m1;
+  EXPECT_EQ(ReadSignals(g, 100, SignalMemory(), &m1).new_oom_kills, 0);
+  g.oom_kill = 4;
+  SignalMemory m2;
+  EXPECT_EQ(ReadSignals(g, 105, m1, &m2).new_oom_kills, 1);
+  g.stats_age_seconds = 5;  // no new report
+  SignalMemory m3;
+  EXPECT_EQ(ReadSignals(g, 110, m2, &m3).new_oom_kills, 0);
+}
+
+TEST(GuestSignalsTest, ImplausibleStatsAreNamed) {
+  EXPECT_EQ(ImplausibleStatsReason(Agent()), std::nullopt);
+  GuestView g = Libvirt();
+  g.usable_bytes = 5000 * kMib;
+  EXPECT_THAT(ImplausibleStatsReason(g), Optional(HasSubstr("usable=5000MiB>max=")));
+  g = Libvirt();
+  g.unused_bytes = -1;
+  EXPECT_THAT(ImplausibleStatsReason(g), Optional(HasSubstr("unused=-1")));
+  g = Agent();
+  g.anon_bytes = 3000 * kMib;
+  g.inactive_file_bytes = 3000 * kMib;
+  EXPECT_THAT(ImplausibleStatsReason(g), Optional(HasSubstr("anon+unreclaimable+file=")));
+  g = Agent();
+  g.psi_some_avg10 = 250;
+  EXPECT_THAT(ImplausibleStatsReason(g), Optional(HasSubstr("psi_some_avg10=250.0")));
+  g = Agent();
+  g.refaults_per_second = -3;
+  EXPECT_THAT(ImplausibleStatsReason(g), Optional(HasSubstr("refaults_per_second=-3.0")));
+  g = Agent();
+  g.refaults_per_second = std::nan("");
+  EXPECT_NE(ImplausibleStatsReason(g), std::nullopt);
+}
+
+}  // namespace
+}  // namespace plimsoll::policy

@@ -1,0 +1,519 @@
+#include "policy/pagecache_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "policy/balloon_progress.h"
+#include "policy/guest_safety.h"
+#include "policy/guest_signals.h"
+#include "policy/idle_tax.h"
+#include "policy/reason_format.h"
+
+namespace plimsoll::policy {
+namespace {
+
+constexpr char kHostKey[] = "@host";
+
+enum StateCode { kOk = 0, kStuck = 1, kChurning = 2, kSelfDeflated = 3 };
+
+const char* StateName(int code) {
+  switch (code) {
+    case kStuck:
+      return "stuck";
+    case kChurning:
+      return "churning";
+    case kSelfDeflated:
+      return "self_deflated";
+    default:
+      return "ok";
+  }
+}
+
+// Typed access to the generic PolicyState slots.
+std::optional<double> Get(const GuestPolicyState& state, absl::string_view key) {
+  auto it = state.values.find(key);
+  if (it == state.values.end() || !std::isfinite(it->second)) return std::nullopt;
+  return it->second;
+}
+
+double GetOr(const GuestPolicyState& state, absl::string_view key, double fallback) {
+  return Get(state, key).value_or(fallback);
+}
+
+void Put(GuestPolicyState* state, absl::string_view key, const std::optional<double>& value) {
+  if (value.has_value()) {
+    state->values[std::string(key)] = *value;
+  } else {
+    state->values.erase(key);
+  }
+}
+
+SignalMemory LoadSignals(const GuestPolicyState& s) {
+  SignalMemory m;
+  m.report_s = Get(s, "rep_t");
+  m.psi_total_us = Get(s, "psi_tot");
+  m.major_fault = Get(s, "mf");
+  m.swap_in_kib = Get(s, "swap_in");
+  m.oom_kill = Get(s, "oom");
+  m.stall_pct = Get(s, "stall");
+  m.refault_bytes_per_s = Get(s, "refault");
+  return m;
+}
+
+void StoreSignals(const SignalMemory& m, GuestPolicyState* s) {
+  Put(s, "rep_t", m.report_s);
+  Put(s, "psi_tot", m.psi_total_us);
+  Put(s, "mf", m.major_fault);
+  Put(s, "swap_in", m.swap_in_kib);
+  Put(s, "oom", m.oom_kill);
+  Put(s, "stall", m.stall_pct);
+  Put(s, "refault", m.refault_bytes_per_s);
+}
+
+ProgressMemory LoadProgress(const GuestPolicyState& s) {
+  ProgressMemory m;
+  m.target = Get(s, "p_tgt");
+  m.actual = Get(s, "p_act");
+  m.window_direction = static_cast<int>(GetOr(s, "p_dir", 0));
+  m.window_start_s = GetOr(s, "p_t", 0);
+  m.window_start_actual = GetOr(s, "p_start", 0);
+  m.inflate_pages = Get(s, "infl");
+  m.deflate_pages = Get(s, "defl");
+  return m;
+}
+
+void StoreProgress(const ProgressMemory& m, GuestPolicyState* s) {
+  Put(s, "p_tgt", m.target);
+  Put(s, "p_act", m.actual);
+  Put(s, "p_dir", m.window_direction);
+  Put(s, "p_t", m.window_start_s);
+  Put(s, "p_start", m.window_start_actual);
+  Put(s, "infl", m.inflate_pages);
+  Put(s, "defl", m.deflate_pages);
+}
+
+// Everything one guest contributes to a tick, from assessment to decision.
+struct Work {
+  const GuestView* guest = nullptr;
+  GuestPolicyState next;
+  bool hold = false;  // unsafe or implausible: held, takes no part in sharing out
+  std::string hold_reason;
+
+  double actual = 0;
+  double tolerance = 0;
+  GuestSignals signals;
+  double floor = 0;
+  double working_set = 0;
+  double allow = 0;
+  double severity = 0;
+  bool under_pressure = false;
+  bool mild = false;
+  bool in_retry = false;
+  int state = kOk;
+  std::string action = "hold";
+  std::string event_detail;
+
+  // Sharing out.
+  double desired = 0;  // what the guest asks for before the host has its say
+  bool urgent = false;
+  double priority = 0;
+  bool donor = false;
+  double granted = 0;
+  double taken = 0;
+  double target = 0;  // the outcome, before clamping
+};
+
+double Seconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
+std::string OptPct(const std::optional<double>& v) {
+  return v.has_value() ? FormatFixed(*v, 2) : std::string("-");
+}
+
+std::string OptRate(const std::optional<double>& v) {
+  return v.has_value() ? absl::StrCat(FormatMib(*v), "/s") : std::string("-");
+}
+
+class Decider {
+ public:
+  Decider(const PagecacheParams& params, const Snapshot& snapshot, const PolicyState& state)
+      : p_(params), snapshot_(snapshot), state_(state), now_(Seconds(snapshot.now)) {}
+
+  Decisions Run();
+
+ private:
+  const GuestPolicyState& Previous(absl::string_view key) const {
+    auto it = state_.guests.find(key);
+    return it == state_.guests.end() ? empty_ : it->second;
+  }
+  void Assess(const GuestView& guest, Work* w) const;
+  void ShareOut(std::vector<Work>* works, Decisions* decisions) const;
+  GuestDecision Finish(Work* w) const;
+
+  const PagecacheParams& p_;
+  const Snapshot& snapshot_;
+  const PolicyState& state_;
+  const double now_;
+  const GuestPolicyState empty_;
+};
+
+void Decider::Assess(const GuestView& guest, Work* w) const {
+  const GuestPolicyState& prev = Previous(guest.uuid);
+  w->guest = &guest;
+  w->next = prev;
+  w->actual = static_cast<double>(guest.actual_bytes);
+  w->state = static_cast<int>(GetOr(prev, "state", kOk));
+  if (std::optional<std::string> why = UnsafeToActReason(guest); why.has_value()) {
+    w->hold = true;
+    w->hold_reason = *why;
+    return;
+  }
+  if (std::optional<std::string> why = ImplausibleStatsReason(guest); why.has_value()) {
+    w->hold = true;
+    w->hold_reason = absl::StrCat("stats_implausible ", *why);
+    return;
+  }
+  GuestPolicyState& next = w->next;
+  const double max_bytes = static_cast<double>(guest.max_bytes);
+  const double last_target = static_cast<double>(guest.target_bytes);
+
+  // Signals and balloon progress.
+  SignalMemory signal_memory;
+  w->signals = ReadSignals(guest, now_, LoadSignals(prev), &signal_memory);
+  const std::optional<double> previous_refault = LoadSignals(prev).refault_bytes_per_s;
+  StoreSignals(signal_memory, &next);
+  ProgressMemory progress = LoadProgress(prev);
+  const ProgressVerdict verdict = CheckProgress(guest, now_, p_.progress, &progress);
+  StoreProgress(progress, &next);
+  w->tolerance = verdict.tolerance_bytes;
+  const GuestSignals& s = w->signals;
+
+  // Demand: the floor never goes, the working set is what we believe is in use.
+  const double headroom = std::max(p_.headroom_min_bytes, p_.headroom_fraction * max_bytes);
+  double floor_raw = s.hard_bytes + headroom;
+  double working_set = floor_raw;
+  if (s.source == SignalSource::kAgent) {
+    working_set = floor_raw + s.active_file_bytes;
+  } else if (s.source == SignalSource::kLibvirt) {
+    floor_raw += p_.fallback_cache_keep * s.cache_bytes;
+    working_set = floor_raw;
+  }
+  w->floor = std::min(std::max(floor_raw, static_cast<double>(FloorBytes(guest))), max_bytes);
+  w->working_set = std::clamp(working_set, w->floor, max_bytes);
+
+  // Memory kept between ticks.
+  const bool first_sight = !Get(prev, "allow").has_value();
+  double allow = GetOr(prev, "allow", w->actual);
+  double cool_until = GetOr(prev, "cool_until", 0);
+  double cool_len = GetOr(prev, "cool_len", p_.cooldown_min_seconds);
+  double calm_t = GetOr(prev, "calm_t", now_);
+  double retry_at = GetOr(prev, "retry_at", 0);
+  double retry_len = GetOr(prev, "retry_len", p_.retry_min_seconds);
+  double probe_t = GetOr(prev, "probe_t", 0);
+  const double move_t = GetOr(prev, "move_t", 0);
+
+  // Balloons that do not follow: reset the target near what was reached, retry later.
+  bool reset = false;
+  const bool inflating = w->actual > last_target + w->tolerance;
+  switch (verdict.event) {
+    case ProgressEvent::kStuck:
+      w->state = kStuck;
+      reset = true;
+      if (inflating) allow = w->actual;
+      break;
+    case ProgressEvent::kChurning:
+      w->state = kChurning;
+      reset = true;
+      allow = w->actual;
+      cool_until = now_ + cool_len;
+      cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
+      break;
+    case ProgressEvent::kSelfDeflated:
+      w->state = kSelfDeflated;
+      reset = true;
+      allow = std::min(max_bytes, w->actual * (1 + p_.backoff_min_fraction));
+      cool_until = now_ + cool_len;
+      cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
+      calm_t = now_;
+      break;
+    case ProgressEvent::kNone:
+      break;
+  }
+  if (reset) {
+    retry_at = now_ + retry_len;
+    retry_len = std::min(2 * retry_len, p_.retry_max_seconds);
+    w->event_detail = verdict.detail;
+    w->action = "reset";
+  } else if (verdict.arrived && w->state != kOk && now_ >= retry_at) {
+    // The balloon followed a target again after its retry time: trust it again.
+    w->state = kOk;
+    retry_len = p_.retry_min_seconds;
+  }
+  w->in_retry = now_ < retry_at;
+
+  // Pressure.
+  const double stall = s.stall_pct.value_or(0);
+  const double refault = s.refault_bytes_per_s.value_or(0);
+  w->severity = std::max(stall / p_.pressure_stall_pct, refault / p_.pressure_refault_bytes_per_second);
+  const double calmness =
+      std::max(stall / p_.calm_stall_pct, refault / p_.calm_refault_bytes_per_second);
+  const bool refault_rising = previous_refault.has_value() && s.new_report &&
+                              refault > 2 * *previous_refault &&
+                              refault >= 0.25 * p_.calm_refault_bytes_per_second;
+  w->under_pressure = w->severity >= 1 || s.new_oom_kills > 0;
+  w->mild = !w->under_pressure && (calmness >= 1 || refault_rising);
+  if (w->under_pressure) calm_t = now_;
+  if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
+
+  if (w->under_pressure && s.new_report) {
+    // Back off: give memory back now, multiplicatively, and stop probing for a while.
+    const double base = std::max(w->actual, last_target);
+    const double overshoot = std::max(0.0, w->severity - 1);
+    double fraction = p_.backoff_min_fraction + p_.backoff_gain * overshoot * overshoot;
+    fraction = std::clamp(fraction, p_.backoff_min_fraction, p_.backoff_max_fraction);
+    double grow = base * fraction;
+    grow = std::max(grow, refault * p_.refault_window_seconds);
+    if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
+    allow = std::max(allow, std::min(max_bytes, base + grow));
+    cool_until = now_ + cool_len;
+    cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
+    w->action = "backoff";
+  } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
+             now_ >= cool_until && !w->in_retry &&
+             std::fabs(w->actual - last_target) <= w->tolerance && s.report_s > probe_t &&
+             now_ - probe_t >= p_.probe_interval_seconds - 1e-6) {
+    // Probe down: the previous step landed, was measured, and the guest stayed calm.
+    const double fraction = s.source == SignalSource::kAgent ? p_.probe_fraction
+                                                             : p_.fallback_probe_fraction;
+    double step = fraction * w->actual * std::max(0.25, 1 - calmness);
+    if (std::min(allow, w->actual) - step < w->working_set) step *= 0.5;
+    step = std::min(step, p_.probe_max_bytes);
+    const double probed = std::max(w->floor, std::min(allow, w->actual) - step);
+    if (probed < allow) {
+      allow = probed;
+      probe_t = now_;
+      w->action = "probe";
+    }
+  } else if (w->under_pressure || w->mild) {
+    w->action = "hold_pressure";
+  }
+  const bool floor_driven = allow < w->floor;
+  allow = std::clamp(allow, w->floor, max_bytes);
+  if (floor_driven) w->action = "floor";
+  w->allow = allow;
+
+  // What the guest asks for.
+  w->desired = allow;
+  if (w->in_retry) {
+    w->desired = w->state == kSelfDeflated ? std::max(allow, w->actual) : w->actual;
+    if (w->state != kSelfDeflated && floor_driven) w->desired = std::max(w->actual, w->floor);
+  }
+  const bool grows = w->desired > w->actual + 0.5;
+  w->urgent = grows && (w->under_pressure || floor_driven || w->state == kSelfDeflated);
+  w->priority = (s.new_oom_kills > 0 || verdict.event == ProgressEvent::kSelfDeflated) ? 1e9
+                : floor_driven                                                     ? 1e6
+                                                                                   : w->severity;
+  // Measured: a report newer than our last change of its target.
+  const bool measured = s.report_s > move_t;
+  w->donor = !grows && !w->under_pressure && !w->mild && !w->in_retry && measured && !reset;
+
+  next.values["allow"] = allow;
+  next.values["cool_until"] = cool_until;
+  next.values["cool_len"] = cool_len;
+  next.values["calm_t"] = calm_t;
+  next.values["retry_at"] = retry_at;
+  next.values["retry_len"] = retry_len;
+  next.values["probe_t"] = probe_t;
+  next.values["state"] = w->state;
+}
+
+void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
+  const HostView& host = snapshot_.host;
+  const double budget = static_cast<double>(host.guest_budget_bytes);
+  double sum_actual = 0;
+  for (const Work& w : *works) sum_actual += w.actual;
+  const double host_room = static_cast<double>(host.mem_available_bytes) -
+                           static_cast<double>(host.host_reserve_bytes) + sum_actual;
+  const double limit = std::min(budget, host_room);  // what all guests together may hold
+  const double free = limit - sum_actual;
+  const double free_fraction = free / budget;
+
+  // Hysteresis, remembered under "@host".
+  const GuestPolicyState& prev_host = Previous(kHostKey);
+  bool psi_latch = GetOr(prev_host, "psi_latch", 0) != 0;
+  if (host.psi_some_avg10.has_value()) {
+    if (*host.psi_some_avg10 >= p_.host_psi_high) psi_latch = true;
+    if (*host.psi_some_avg10 <= p_.host_psi_low) psi_latch = false;
+  } else {
+    psi_latch = false;
+  }
+  bool reclaim = GetOr(prev_host, "reclaim", 0) != 0;
+  if (free_fraction < p_.low_free_fraction || psi_latch) reclaim = true;
+  if (free_fraction >= p_.high_free_fraction && !psi_latch) reclaim = false;
+  GuestPolicyState& host_next = decisions->next_state.guests[kHostKey];
+  host_next.values["psi_latch"] = psi_latch;
+  host_next.values["reclaim"] = reclaim;
+
+  // Free before grow: growth comes out of memory that is free now, pressured guests first.
+  double committed = 0;
+  std::vector<Work*> growers;
+  for (Work& w : *works) {
+    if (w.hold) {
+      committed += std::max(w.actual, static_cast<double>(w.guest->target_bytes));
+      continue;
+    }
+    committed += w.actual;
+    if (w.desired > w.actual + 0.5) growers.push_back(&w);
+  }
+  std::stable_sort(growers.begin(), growers.end(), [](const Work* a, const Work* b) {
+    if (a->urgent != b->urgent) return a->urgent;
+    return a->priority > b->priority;
+  });
+  double shortfall = 0;
+  double granted_total = 0;
+  for (Work* w : growers) {
+    const double want = w->desired - w->actual;
+    const double ceiling = w->urgent ? limit : limit - p_.high_free_fraction * budget;
+    const double grant = std::clamp(ceiling - committed, 0.0, want);
+    committed += grant;
+    granted_total += grant;
+    w->granted = grant;
+    w->target = w->actual + grant;
+    if (w->urgent) shortfall += want - grant;
+  }
+
+  // Reclaim: the deficit beyond what the probes already free, by shares and idle tax.
+  double deficit = shortfall;
+  if (reclaim) deficit += std::max(0.0, p_.high_free_fraction * budget - (limit - committed));
+  if (psi_latch) deficit += p_.host_psi_reclaim_fraction * budget;
+  double probe_free = 0;
+  std::vector<ReclaimCandidate> candidates;
+  std::vector<Work*> donors;
+  for (Work& w : *works) {
+    if (w.hold || w.desired > w.actual + 0.5) continue;
+    w.target = std::min(w.desired, w.actual);
+    probe_free += w.actual - w.target;
+    if (!w.donor) continue;
+    ReclaimCandidate c;
+    c.size = w.target;
+    c.active = std::clamp(std::min(w.allow, w.working_set), w.floor, w.target);
+    const double step = std::max(p_.reclaim_step_min_bytes, p_.reclaim_step_fraction * w.actual);
+    c.lowest = std::max(w.floor, w.actual - step);
+    c.shares = static_cast<double>(w.guest->shares);
+    candidates.push_back(c);
+    donors.push_back(&w);
+  }
+  const double to_reclaim = std::max(0.0, deficit - probe_free);
+  const std::vector<double> take = DistributeReclaim(candidates, to_reclaim, p_.idle_tax);
+  double taken_total = 0;
+  for (size_t i = 0; i < donors.size(); ++i) {
+    Work& w = *donors[i];
+    w.taken = take[i];
+    taken_total += take[i];
+    w.target -= take[i];
+    if (take[i] > 0) {
+      w.allow = std::min(w.allow, w.target);
+      w.next.values["allow"] = w.allow;
+      w.action = "reclaim";
+    }
+  }
+
+  decisions->summary = absl::StrCat(
+      "pagecache: mode=", reclaim ? "reclaim" : "relaxed", " free=", FormatMib(free),
+      " free_pct=", FormatFixed(100 * free_fraction, 1),
+      " low_pct=", FormatFixed(100 * p_.low_free_fraction, 1),
+      " high_pct=", FormatFixed(100 * p_.high_free_fraction, 1), " budget=", FormatMib(budget),
+      " limited_by=", host_room < budget ? "host" : "budget",
+      " host_psi=", OptPct(host.psi_some_avg10), " psi_latch=", psi_latch ? 1 : 0,
+      " granted=", FormatMib(granted_total), " shortfall=", FormatMib(shortfall),
+      " deficit=", FormatMib(deficit), " probe_free=", FormatMib(probe_free),
+      " reclaimed=", FormatMib(taken_total),
+      " unmet=", FormatMib(std::max(0.0, to_reclaim - taken_total)),
+      " guests=", works->size(), " donors=", donors.size());
+}
+
+GuestDecision Decider::Finish(Work* w) const {
+  const GuestView& guest = *w->guest;
+  if (w->hold) {
+    GuestDecision d = HoldDecision(guest, absl::StrCat("pagecache: hold ", w->hold_reason));
+    d.state = StateName(w->state);
+    absl::StrAppend(&d.reason, " state=", d.state);
+    return d;
+  }
+  GuestDecision d;
+  d.uuid = guest.uuid;
+  d.target_bytes = ClampTarget(guest, w->target);
+  if (std::fabs(static_cast<double>(d.target_bytes - guest.target_bytes)) < p_.min_change_bytes &&
+      guest.target_bytes >= FloorBytes(guest)) {
+    d.target_bytes = guest.target_bytes;
+  }
+  if (d.target_bytes != guest.target_bytes) w->next.values["move_t"] = now_;
+  d.state = StateName(w->state);
+  const GuestSignals& s = w->signals;
+  d.reason = absl::StrCat(
+      "pagecache: src=", SignalSourceName(s.source), " actual=", FormatMib(w->actual),
+      " hard=", FormatMib(s.hard_bytes), " cache=", FormatMib(s.cache_bytes),
+      " floor=", FormatMib(w->floor), " ws=", FormatMib(w->working_set),
+      " allow=", FormatMib(w->allow), " stall_pct=", OptPct(s.stall_pct),
+      " refault=", OptRate(s.refault_bytes_per_s), " severity=", FormatFixed(w->severity, 2),
+      " level=", w->under_pressure ? "pressured" : w->mild ? "mild" : "calm",
+      " new_report=", s.new_report ? 1 : 0, " action=", w->action);
+  if (w->granted > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(w->granted));
+  if (w->desired > w->actual + 0.5 && w->granted + 0.5 < w->desired - w->actual) {
+    absl::StrAppend(&d.reason, " wanted=", FormatMib(w->desired - w->actual));
+  }
+  if (w->taken > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(w->taken));
+  if (w->in_retry) absl::StrAppend(&d.reason, " retry_wait=1");
+  absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " state=", d.state);
+  if (!w->event_detail.empty()) absl::StrAppend(&d.reason, " ", w->event_detail);
+  return d;
+}
+
+Decisions Decider::Run() {
+  Decisions decisions;
+  decisions.guests.reserve(snapshot_.guests.size());
+  if (snapshot_.host.guest_budget_bytes <= 0) {
+    const std::string why =
+        absl::StrCat("pagecache: hold guest_budget_bytes=", snapshot_.host.guest_budget_bytes);
+    for (const GuestView& guest : snapshot_.guests) {
+      decisions.guests.push_back(HoldDecision(guest, why));
+      auto it = state_.guests.find(guest.uuid);
+      if (it != state_.guests.end()) decisions.next_state.guests[guest.uuid] = it->second;
+    }
+    decisions.summary = absl::StrCat(why, " guests=", snapshot_.guests.size());
+    return decisions;
+  }
+  std::vector<Work> works(snapshot_.guests.size());
+  for (size_t i = 0; i < works.size(); ++i) Assess(snapshot_.guests[i], &works[i]);
+  ShareOut(&works, &decisions);
+  int counts[4] = {0, 0, 0, 0};
+  int pressured = 0;
+  int held = 0;
+  for (Work& w : works) {
+    decisions.guests.push_back(Finish(&w));
+    ++counts[std::clamp(w.state, 0, 3)];
+    pressured += w.under_pressure ? 1 : 0;
+    held += w.hold ? 1 : 0;
+    decisions.next_state.guests[w.guest->uuid] = std::move(w.next);
+  }
+  absl::StrAppend(&decisions.summary, " pressured=", pressured, " held=", held,
+                  " stuck=", counts[kStuck], " churning=", counts[kChurning],
+                  " self_deflated=", counts[kSelfDeflated]);
+  return decisions;
+}
+
+}  // namespace
+
+absl::string_view PagecachePolicy::name() const { return "pagecache"; }
+
+Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
+  return Decider(params_, snapshot, state).Run();
+}
+
+}  // namespace plimsoll::policy

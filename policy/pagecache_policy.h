@@ -1,0 +1,119 @@
+// The page-cache-aware policy: take back each guest's cold page cache, protect its hot cache and
+// its anonymous memory, and give memory back at once when a guest needs it. docs/policy.md tells
+// why each rule is there; in short:
+//
+// Per guest (guest_signals.h reads the stats):
+// - floor = hard demand + headroom (never below min_bytes): anon + unreclaimable with the agent;
+//   without it, what MemAvailable does not cover plus fallback_cache_keep of the page cache.
+// - allowance: the size the guest is known to be calm at, found by feedback, as Senpai does for
+//   cgroups. While a new report shows no stall and no refault rise, the allowance is probed down
+//   by probe_fraction of the guest's size per probe_interval, but only once the previous step has
+//   landed and been measured. When stall or refaults cross the pressure line, it is raised at once
+//   (multiplicatively, quadratic in the overshoot, at least the refaults of refault_window) and
+//   probing pauses for a cooldown that doubles each time (slow to take, fast to give).
+// - stuck, churning and self-deflated balloons (balloon_progress.h) get their target reset to
+//   what they reached and are not inflated again before a retry time that doubles each time.
+//
+// Host (once per tick, with the guests' proposals):
+// - free = min(guest budget - sum of actual, host MemAvailable - reserve), as for MoM.
+// - Growth is granted from free memory only (squeezed: free before grow), pressured guests first.
+// - Reclaim mode, with hysteresis: entered when free < low_free_fraction of the budget or host
+//   PSI some avg10 >= host_psi_high; left when free >= high_free_fraction and PSI <= host_psi_low.
+//   In it, the deficit (up to high_free_fraction free, plus growth not granted, plus
+//   host_psi_reclaim_fraction of the budget per tick while PSI is high) is taken from guests that
+//   are not under pressure, by shares with ESX's idle-memory tax (idle_tax.h), never below their
+//   floor and at most reclaim_step per guest per tick.
+// - No guest is shrunk on stale or implausible stats, while under pressure, nor before a report
+//   newer than its last target change has been seen.
+//
+// PolicyState keys, per guest uuid (all doubles; times are unix seconds, sizes bytes):
+//   allow       allowance: the size the guest is believed to be calm at
+//   probe_t     when the allowance was last probed down
+//   move_t      when this policy last changed the guest's target
+//   cool_until  no probing before this time (set by a backoff)
+//   cool_len    the next cooldown's length (doubles per backoff, reset after calm_reset_seconds)
+//   calm_t      when the guest was last under pressure
+//   retry_at    no inflation before this time (stuck, churning, self-deflated)
+//   retry_len   the next retry delay (doubles per event, reset when the balloon follows again)
+//   state       0 ok, 1 stuck, 2 churning, 3 self_deflated
+//   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
+//   p_tgt p_act p_dir p_t p_start infl defl      balloon_progress.h ProgressMemory
+// and under the key "@host" (not a uuid): reclaim (0/1, the hysteresis mode) and psi_latch (0/1).
+#ifndef PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
+#define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
+
+#include "absl/strings/string_view.h"
+#include "policy/balloon_progress.h"
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+
+struct PagecacheParams {
+  // Demand.
+  double headroom_min_bytes = 128.0 * (1 << 20);
+  double headroom_fraction = 0.05;    // of max_bytes; the larger of the two is used
+  double fallback_cache_keep = 0.25;  // libvirt-only guests: share of Cached kept as maybe hot
+
+  // Feedback: probing down.
+  double probe_interval_seconds = 5;
+  double probe_fraction = 0.02;           // of actual per probe, agent guests
+  double fallback_probe_fraction = 0.01;  // libvirt-only guests: no PSI, slower
+  double probe_max_bytes = 256.0 * (1 << 20);
+  // Calm (may be probed) below both; pressured (gets memory back) at or above either.
+  double calm_stall_pct = 0.5;
+  double pressure_stall_pct = 2.0;
+  double calm_refault_bytes_per_second = 1.0 * (1 << 20);
+  double pressure_refault_bytes_per_second = 4.0 * (1 << 20);
+
+  // Feedback: backing off.
+  double backoff_min_fraction = 0.05;
+  double backoff_max_fraction = 0.5;
+  double backoff_gain = 0.05;  // growth fraction per (overshoot - 1)^2
+  double refault_window_seconds = 10;
+  double oom_backoff_fraction = 0.25;
+  double cooldown_min_seconds = 30;
+  double cooldown_max_seconds = 600;
+  double calm_reset_seconds = 600;
+
+  // Balloons that do not follow.
+  ProgressParams progress;
+  double retry_min_seconds = 60;
+  double retry_max_seconds = 960;
+
+  // Host.
+  double low_free_fraction = 0.05;
+  double high_free_fraction = 0.10;
+  double host_psi_high = 10;
+  double host_psi_low = 2;
+  double host_psi_reclaim_fraction = 0.02;
+  double idle_tax = 0.75;
+  double reclaim_step_fraction = 0.25;
+  double reclaim_step_min_bytes = 256.0 * (1 << 20);
+
+  // Changes smaller than this are not worth a balloon operation.
+  double min_change_bytes = 1.0 * (1 << 20);
+};
+
+// Immutable after construction: thread-safe. All memory between ticks is in PolicyState (keys
+// above); guests that left the snapshot are dropped from next_state.
+class PagecachePolicy : public Policy {
+ public:
+  explicit PagecachePolicy(PagecacheParams params = PagecacheParams()) : params_(params) {}
+
+  // "pagecache".
+  absl::string_view name() const override;
+
+  // One decision per guest in snapshot order, each with a reason carrying its numbers and a
+  // state ("ok", "stuck", "churning", "self_deflated"). A snapshot with guest_budget_bytes <= 0
+  // holds every guest.
+  Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const override;
+
+  const PagecacheParams& params() const { return params_; }
+
+ private:
+  const PagecacheParams params_;
+};
+
+}  // namespace plimsoll::policy
+
+#endif  // PLIMSOLL_POLICY_PAGECACHE_POLICY_H_

@@ -1,0 +1,353 @@
+#include "policy/pagecache_policy.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kMib = int64_t{1} << 20;
+
+// An agent guest of 4096 MiB (max 4096) with 600 MiB anon, 100 MiB unreclaimable, 300 MiB hot
+// (active) and 2900 MiB cold (inactive) page cache, calm, reporting every 5 s.
+GuestView AgentGuest(const std::string& name) {
+  GuestView g;
+  g.name = name;
+  g.uuid = "uuid-" + name;
+  g.max_bytes = 4096 * kMib;
+  g.min_bytes = 512 * kMib;
+  g.actual_bytes = 4096 * kMib;
+  g.target_bytes = g.actual_bytes;
+  g.has_stats = true;
+  g.stats_fresh = true;
+  g.stats_age_seconds = 0;
+  g.unused_bytes = 50 * kMib;
+  g.usable_bytes = 3200 * kMib;
+  g.total_bytes = g.max_bytes;
+  g.disk_caches_bytes = 3200 * kMib;
+  g.anon_bytes = 600 * kMib;
+  g.unreclaimable_bytes = 100 * kMib;
+  g.active_file_bytes = 300 * kMib;
+  g.inactive_file_bytes = 2900 * kMib;
+  g.refaults_per_second = 0;
+  g.psi_some_avg10 = 0;
+  g.psi_some_total_us = 0;
+  g.balloon_inflate_pages = 0;
+  g.balloon_deflate_pages = 0;
+  g.oom_kill = 0;
+  return g;
+}
+
+// Plays ticks 5 s apart: decisions become the guests' targets, and by default every balloon
+// lands on its target before the next tick (tests move `actual` themselves otherwise).
+class Harness {
+ public:
+  explicit Harness(std::vector<GuestView> guests, int64_t budget_mib = 16384)
+      : guests_(std::move(guests)) {
+    host_.mem_total_bytes = 65536 * kMib;
+    host_.mem_available_bytes = 65536 * kMib;
+    host_.guest_budget_bytes = budget_mib * kMib;
+  }
+
+  const Decisions& Tick(bool land = true) {
+    Snapshot s;
+    s.now = absl::FromUnixSeconds(1'700'000'000) + absl::Seconds(5 * tick_);
+    s.tick = tick_++;
+    s.host = host_;
+    s.guests = guests_;
+    last_ = policy_.Decide(s, state_);
+    state_ = last_.next_state;
+    EXPECT_EQ(last_.guests.size(), guests_.size());
+    for (size_t i = 0; i < guests_.size(); ++i) {
+      guests_[i].target_bytes = last_.guests[i].target_bytes;
+      if (land) guests_[i].actual_bytes = guests_[i].target_bytes;
+    }
+    return last_;
+  }
+
+  double TargetMib(size_t i) const {
+    return static_cast<double>(last_.guests[i].target_bytes) / kMib;
+  }
+
+  std::vector<GuestView>& guests() { return guests_; }
+  HostView& host() { return host_; }
+  const PolicyState& state() const { return state_; }
+
+ private:
+  PagecachePolicy policy_;
+  std::vector<GuestView> guests_;
+  HostView host_;
+  PolicyState state_;
+  Decisions last_;
+  int64_t tick_ = 0;
+};
+
+TEST(PagecachePolicyTest, NameAndOneDecisionPerGuest) {
+  PagecachePolicy policy;
+  EXPECT_EQ(policy.name(), "pagecache");
+  EXPECT_TRUE(policy.Decide(Snapshot(), PolicyState()).guests.empty());
+}
+
+TEST(PagecachePolicyTest, NoBudgetHoldsEveryGuest) {
+  Harness h({AgentGuest("a")}, 0);
+  const Decisions& d = h.Tick();
+  EXPECT_EQ(d.guests[0].target_bytes, 4096 * kMib);
+  EXPECT_THAT(d.summary, HasSubstr("hold guest_budget_bytes=0"));
+}
+
+TEST(PagecachePolicyTest, FirstSightAdoptsThenProbesDownSlowly) {
+  Harness h({AgentGuest("a")});
+  EXPECT_EQ(h.Tick().guests[0].target_bytes, 4096 * kMib);  // adopt, measure
+  const Decisions& d = h.Tick();
+  // 2% of 4096 MiB.
+  EXPECT_NEAR(h.TargetMib(0), 4096 - 81.92, 0.01);
+  EXPECT_EQ(d.guests[0].state, "ok");
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("src=agent"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=probe"));
+  EXPECT_THAT(d.summary, HasSubstr("mode=relaxed"));
+}
+
+TEST(PagecachePolicyTest, ProbesOnlyAfterTheStepLandedAndWasMeasured) {
+  Harness h({AgentGuest("a")});
+  h.Tick();
+  h.Tick(/*land=*/false);  // the probe is issued but the balloon has not moved
+  const double issued = h.TargetMib(0);
+  h.Tick(/*land=*/false);
+  EXPECT_EQ(h.TargetMib(0), issued);
+  EXPECT_THAT(h.Tick(true).guests[0].reason, HasSubstr("action=hold"));
+  // Landed now; the next tick probes again.
+  h.Tick();
+  EXPECT_LT(h.TargetMib(0), issued - 1);
+}
+
+TEST(PagecachePolicyTest, NeverBelowHardDemandPlusHeadroomNorMin) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 400; ++i) h.Tick();
+  // anon 600 + unreclaimable 100 + headroom max(128, 5% of 4096 = 204.8).
+  EXPECT_NEAR(h.TargetMib(0), 904.8, 0.1);
+  h.guests()[0].anon_bytes = 100 * kMib;
+  h.guests()[0].unreclaimable_bytes = 0;
+  for (int i = 0; i < 100; ++i) h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), 512, 0.1);  // min_bytes
+}
+
+TEST(PagecachePolicyTest, UntrustworthyStatsAreNeverShrunk) {
+  GuestView stale = AgentGuest("stale");
+  stale.stats_fresh = false;
+  stale.stats_age_seconds = 120;
+  GuestView none = AgentGuest("none");
+  none.has_stats = false;
+  GuestView nonsense = AgentGuest("nonsense");
+  nonsense.usable_bytes = 40000 * kMib;
+  Harness h({stale, none, nonsense}, 1024);  // far over budget: everybody else would shrink
+  for (int i = 0; i < 5; ++i) h.Tick();
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(h.TargetMib(i), 4096);
+  EXPECT_THAT(h.Tick().guests[2].reason, HasSubstr("stats_implausible usable=40000MiB"));
+}
+
+TEST(PagecachePolicyTest, APressuredGuestGetsMemoryBackAtTheNextTick) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  ASSERT_LT(before, 3600);
+  // 2 s stalled in the last 5 s (40%) and 20 MiB/s of refaults.
+  h.guests()[0].psi_some_total_us = 2'000'000;
+  h.guests()[0].refaults_per_second = 20 * 256;
+  const Decisions& d = h.Tick();
+  // severity = 40% / 2% = 20: the growth fraction hits its 50% cap.
+  EXPECT_NEAR(h.TargetMib(0), before * 1.5, 0.5);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=backoff"));
+  // Same report again: no second backoff, and no probing while pressure shows.
+  h.guests()[0].stats_age_seconds = 5;
+  h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), before * 1.5, 0.5);
+  // Calm again: probing waits for the cooldown (30 s).
+  h.guests()[0].stats_age_seconds = 0;
+  h.guests()[0].refaults_per_second = 0;
+  const double after = h.TargetMib(0);
+  for (int i = 0; i < 4; ++i) {
+    h.Tick();
+    EXPECT_EQ(h.TargetMib(0), after) << i;
+  }
+  for (int i = 0; i < 3; ++i) h.Tick();
+  EXPECT_LT(h.TargetMib(0), after);
+}
+
+TEST(PagecachePolicyTest, RisingAnonRaisesTheFloorAtOnce) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 400; ++i) h.Tick();
+  ASSERT_NEAR(h.TargetMib(0), 904.8, 0.1);
+  h.guests()[0].anon_bytes = 1600 * kMib;
+  h.guests()[0].inactive_file_bytes = 0;
+  const Decisions& d = h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), 1904.8, 0.1);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=floor"));
+}
+
+TEST(PagecachePolicyTest, OverBudgetTakesIdleMemoryFirstAndKeepsAMargin) {
+  // Budget 7680 MiB for two 4096 MiB guests. "idle" has 2900 MiB of cold cache, "busy" uses
+  // 3000 MiB of hot cache.
+  GuestView idle = AgentGuest("idle");
+  GuestView busy = AgentGuest("busy");
+  busy.active_file_bytes = 3000 * kMib;
+  busy.inactive_file_bytes = 200 * kMib;
+  Harness h({idle, busy}, 7680);
+  const Decisions& d = h.Tick();
+  EXPECT_THAT(d.summary, HasSubstr("mode=reclaim"));
+  // Deficit: 512 MiB over budget plus 10% of it free = 1280 MiB. The idle guest gives its
+  // per-tick maximum (a quarter of 4096) before the busy one gives anything.
+  EXPECT_NEAR(4096 - h.TargetMib(0), 1024, 0.01);
+  EXPECT_NEAR(4096 - h.TargetMib(1), 256, 0.01);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=reclaim"));
+  // Both calm: both probed, the busy one at half steps once inside its active file.
+  for (int i = 0; i < 10; ++i) h.Tick();
+  EXPECT_LE(h.TargetMib(0) + h.TargetMib(1), 7680 * 0.9 + 1);
+  EXPECT_GT(h.TargetMib(1), h.TargetMib(0) + 900);
+}
+
+TEST(PagecachePolicyTest, FreeBeforeGrow) {
+  // Budget exactly full: the pressured guest cannot grow before the other one has shrunk.
+  GuestView a = AgentGuest("a");
+  GuestView b = AgentGuest("b");
+  Harness h({a, b}, 8192);
+  h.Tick(false);
+  h.guests()[0].psi_some_total_us = 2'000'000;
+  const Decisions& d = h.Tick(false);
+  EXPECT_EQ(h.TargetMib(0), 4096);  // already at max: nothing to give
+  (void)d;
+
+  GuestView c = AgentGuest("c");
+  GuestView e = AgentGuest("e");
+  c.actual_bytes = c.target_bytes = 2048 * kMib;
+  c.anon_bytes = 1500 * kMib;
+  c.active_file_bytes = 300 * kMib;
+  c.inactive_file_bytes = 0;
+  Harness h2({c, e}, 2048 + 4096);
+  h2.Tick(false);
+  h2.guests()[0].psi_some_total_us = 2'000'000;
+  const Decisions& d2 = h2.Tick(false);
+  EXPECT_EQ(h2.TargetMib(0), 2048);  // nothing free yet
+  EXPECT_LT(h2.TargetMib(1), 4096);  // the other guest is asked to make room
+  EXPECT_THAT(d2.summary, HasSubstr("shortfall="));
+  EXPECT_THAT(d2.guests[0].reason, HasSubstr("wanted="));
+  // Once the room is there, the pressured guest gets it.
+  h2.guests()[1].actual_bytes = h2.guests()[1].target_bytes;
+  h2.Tick(false);
+  EXPECT_GT(h2.TargetMib(0), 2048);
+}
+
+TEST(PagecachePolicyTest, AStuckBalloonIsResetAndRetriedLater) {
+  Harness h({AgentGuest("a")}, 2048);  // needs to shrink a lot
+  h.Tick(false);
+  std::string state;
+  int stuck_tick = -1;
+  for (int i = 1; i < 20 && stuck_tick < 0; ++i) {
+    const Decisions& d = h.Tick(false);  // the balloon never moves
+    if (d.guests[0].state == "stuck") stuck_tick = i;
+  }
+  ASSERT_GT(stuck_tick, 0);
+  EXPECT_LE(stuck_tick, 8);  // 30 s window at 5 s ticks
+  EXPECT_EQ(h.TargetMib(0), 4096);  // reset to what it reached
+  // No new inflation before the retry time (60 s).
+  for (int i = 0; i < 11; ++i) {
+    const Decisions& d = h.Tick(false);
+    EXPECT_EQ(h.TargetMib(0), 4096) << i;
+    EXPECT_EQ(d.guests[0].state, "stuck") << i;
+  }
+}
+
+TEST(PagecachePolicyTest, ChurnIsDetectedAndInflationStops) {
+  Harness h({AgentGuest("a")}, 2048);
+  h.Tick(false);
+  h.Tick(false);
+  ASSERT_LT(h.TargetMib(0), 4000);
+  // The guest inflated 500 MiB and deflated 495 MiB meanwhile.
+  h.guests()[0].actual_bytes -= 5 * kMib;
+  h.guests()[0].balloon_inflate_pages = 500 * 256;
+  h.guests()[0].balloon_deflate_pages = 495 * 256;
+  const Decisions& d = h.Tick(false);
+  EXPECT_EQ(d.guests[0].state, "churning");
+  EXPECT_EQ(h.TargetMib(0), 4091);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("balloon_deflated=495MiB"));
+}
+
+TEST(PagecachePolicyTest, SelfDeflationIsAcceptedNotFought) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 100; ++i) h.Tick();
+  const double low = h.TargetMib(0);
+  h.guests()[0].actual_bytes = static_cast<int64_t>((low + 800) * kMib);  // deflated on OOM
+  const Decisions& d = h.Tick(false);
+  EXPECT_EQ(d.guests[0].state, "self_deflated");
+  EXPECT_GE(h.TargetMib(0), low + 800);
+  for (int i = 0; i < 10; ++i) {
+    h.Tick();
+    EXPECT_GE(h.TargetMib(0), low + 800) << i;
+  }
+}
+
+TEST(PagecachePolicyTest, HostPressureHasHysteresis) {
+  GuestView a = AgentGuest("a");
+  Harness h({a}, 4096 + 300);  // 300 MiB free of 4396: 6.8%, between low and high
+  h.Tick(false);
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("mode=relaxed"));
+  h.host().mem_available_bytes = 100 * kMib;  // host short: free is 2.3%
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("mode=reclaim"));
+  h.host().mem_available_bytes = 65536 * kMib;  // back to 6.8%: still reclaiming
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("mode=reclaim"));
+  h.host().guest_budget_bytes = 8192 * kMib;
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("mode=relaxed"));
+  // Host PSI latches reclaim until it falls to host_psi_low.
+  h.host().psi_some_avg10 = 12;
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("psi_latch=1"));
+  h.host().psi_some_avg10 = 5;
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("mode=reclaim"));
+  h.host().psi_some_avg10 = 1;
+  EXPECT_THAT(h.Tick(false).summary, HasSubstr("mode=relaxed"));
+}
+
+TEST(PagecachePolicyTest, LibvirtOnlyGuestsProbeSlowlyAndKeepPartOfTheirCache) {
+  GuestView g = AgentGuest("a");
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.active_file_bytes.reset();
+  g.inactive_file_bytes.reset();
+  g.refaults_per_second.reset();
+  g.psi_some_avg10.reset();
+  g.psi_some_total_us.reset();
+  Harness h({g});
+  h.Tick();
+  const Decisions& d = h.Tick();
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("src=libvirt"));
+  EXPECT_NEAR(h.TargetMib(0), 4096 - 40.96, 0.01);  // 1% probes
+  // The guest keeps 896 MiB it cannot give (actual - usable); the rest is cache.
+  for (int i = 0; i < 600; ++i) {
+    GuestView& v = h.guests()[0];
+    v.usable_bytes = v.actual_bytes - 896 * kMib;
+    v.disk_caches_bytes = v.usable_bytes;
+    h.Tick();
+  }
+  // floor = 896 + headroom 204.8 + a quarter of the cache left: T = 1100.8 + (T - 896) / 4.
+  EXPECT_NEAR(h.TargetMib(0), 1169.07, 1);
+}
+
+TEST(PagecachePolicyTest, DepartedGuestsLeaveTheState) {
+  Harness h({AgentGuest("a"), AgentGuest("b")});
+  h.Tick();
+  EXPECT_TRUE(h.state().guests.contains("uuid-b"));
+  h.guests().pop_back();
+  h.Tick();
+  EXPECT_FALSE(h.state().guests.contains("uuid-b"));
+  EXPECT_TRUE(h.state().guests.contains("@host"));
+}
+
+}  // namespace
+}  // namespace plimsoll::policy
