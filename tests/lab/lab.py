@@ -242,13 +242,16 @@ esac
 say ready name=$NAME workload=$WORKLOAD
 
 # Heartbeat: one line, one write, every 2 s. -1 marks a counter the kernel lacks.
+PSI_FILE=/proc/pressure/memory
+[ -r $PSI_FILE ] || PSI_FILE=
 while :; do
   awk -v up="$(cut -d' ' -f1 /proc/uptime)" '
+    FILENAME ~ /pressure/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); a["psi_" $1 "_" kv[1]] = kv[2] } next }
     { k = $1; sub(/:$/, "", k); a[k] = $2 }
     function g(k) { return (k in a) ? a[k] : -1 }
     END {
-      printf "PLIMSOLL-HB uptime=%s memtotal_kb=%s memfree_kb=%s memavail_kb=%s cached_kb=%s active_file_kb=%s inactive_file_kb=%s anon_kb=%s oom_kill=%s balloon_inflate=%s balloon_deflate=%s workingset_refault_file=%s pgmajfault=%s\n", up, g("MemTotal"), g("MemFree"), g("MemAvailable"), g("Cached"), g("Active(file)"), g("Inactive(file)"), g("AnonPages"), g("oom_kill"), g("balloon_inflate"), g("balloon_deflate"), g("workingset_refault_file"), g("pgmajfault")
-    }' /proc/meminfo /proc/vmstat
+      printf "PLIMSOLL-HB uptime=%s memtotal_kb=%s memfree_kb=%s memavail_kb=%s cached_kb=%s active_file_kb=%s inactive_file_kb=%s anon_kb=%s oom_kill=%s balloon_inflate=%s balloon_deflate=%s workingset_refault_file=%s pgmajfault=%s psi_some_avg10=%s psi_some_total_us=%s psi_full_avg10=%s\n", up, g("MemTotal"), g("MemFree"), g("MemAvailable"), g("Cached"), g("Active(file)"), g("Inactive(file)"), g("AnonPages"), g("oom_kill"), g("balloon_inflate"), g("balloon_deflate"), g("workingset_refault_file"), g("pgmajfault"), g("psi_some_avg10"), g("psi_some_total"), g("psi_full_avg10")
+    }' /proc/meminfo /proc/vmstat $PSI_FILE
   sleep 2
 done
 """
