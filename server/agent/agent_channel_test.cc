@@ -1,0 +1,251 @@
+// Both ends of the agent channel in one process, over real gRPC on loopback: the real Reporter
+// (agent side, reading a captured /proc tree) against the real AgentServer/Service/Store
+// (daemon side).
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "agent/dial.h"
+#include "agent/guest_reader.h"
+#include "agent/psi_trigger.h"
+#include "agent/reporter.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/agent/agent_server.h"
+#include "server/agent/agent_service.h"
+#include "server/agent/agent_store.h"
+#include "server/agent/test_reports.h"
+
+namespace plimsoll::server::agent {
+namespace {
+
+using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
+using ::plimsoll::agent::GuestReader;
+using ::plimsoll::agent::ParseServerAddress;
+using ::plimsoll::agent::PsiTrigger;
+using ::plimsoll::agent::Reporter;
+using ::plimsoll::agent::ReporterOptions;
+using ::testing::HasSubstr;
+using ::testing::Optional;
+
+constexpr uint64_t kKiB = 1024;
+
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(15)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// A guest /proc tree from this machine's captures, with PSI.
+std::string MakeProcTree() {
+  std::string root = ::testing::TempDir() + "/channel_root_XXXXXX";
+  EXPECT_NE(mkdtemp(root.data()), nullptr);
+  mkdir((root + "/proc").c_str(), 0755);
+  mkdir((root + "/proc/pressure").c_str(), 0755);
+  std::ofstream(root + "/proc/meminfo") << ReadFile("common/testdata/meminfo_host.txt");
+  std::ofstream(root + "/proc/vmstat") << ReadFile("common/testdata/vmstat_host.txt");
+  std::ofstream(root + "/proc/pressure/memory") << ReadFile("common/testdata/pressure_memory_busy.txt");
+  return root;
+}
+
+// Everything plimsolld owns for the agent channel; a "restart" builds a new one.
+struct Daemon {
+  explicit Daemon(const std::string& listen) {
+    ValidatorOptions vo;
+    vo.reports_per_second = 100;  // the test agents report every 100 ms
+    vo.burst = 100;
+    validator = std::make_unique<ReportValidator>(TestHostKey(), vo);
+    store = std::make_unique<AgentStore>(validator.get(), RealClock::Get());
+    // The captured host has 24 GiB; these "guests" may be that large.
+    store->SetKnownGuests({{kVictim, GuestLimits{32 * kGiB}}, {kAttacker, GuestLimits{32 * kGiB}}});
+    service = std::make_unique<AgentService>(store.get(), RealClock::Get());
+    AgentServerOptions so;
+    so.listen = listen;
+    absl::StatusOr<std::unique_ptr<AgentServer>> s = AgentServer::Start(so, service.get());
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) server = *std::move(s);
+  }
+  ~Daemon() {
+    if (server) server->Shutdown(absl::Milliseconds(100));
+  }
+  std::unique_ptr<ReportValidator> validator;
+  std::unique_ptr<AgentStore> store;
+  std::unique_ptr<AgentService> service;
+  std::unique_ptr<AgentServer> server;
+};
+
+// A reporter running on its own thread.
+class Agent {
+ public:
+  Agent(const std::string& proc_root, const std::string& server, const std::string& uuid, const std::string& token,
+        absl::Duration interval = absl::Milliseconds(100), std::unique_ptr<PsiTrigger> trigger = nullptr)
+      : reader_(proc_root) {
+    ReporterOptions o;
+    o.server = *ParseServerAddress(server);
+    o.server_text = server;
+    o.guest_uuid = uuid;
+    o.token = token;
+    o.boot_id = kBootA;
+    o.interval = interval;
+    o.initial_backoff = absl::Milliseconds(100);
+    o.max_backoff = absl::Milliseconds(400);
+    o.connect_timeout = absl::Seconds(2);
+    absl::StatusOr<std::unique_ptr<Reporter>> r = Reporter::Create(o, &reader_, std::move(trigger));
+    EXPECT_TRUE(r.ok()) << r.status();
+    reporter_ = *std::move(r);
+    thread_ = std::thread([this] { reporter_->Run(); });
+  }
+  ~Agent() { Stop(); }
+  void Stop() {
+    reporter_->Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  Reporter& reporter() { return *reporter_; }
+
+ private:
+  GuestReader reader_;
+  std::unique_ptr<Reporter> reporter_;
+  std::thread thread_;
+};
+
+class AgentChannelTest : public ::testing::Test {
+ protected:
+  std::string proc_root_ = MakeProcTree();
+};
+
+TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
+  auto daemon = std::make_unique<Daemon>("127.0.0.1:0");
+  const int port = daemon->server->port();
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  Agent agent(proc_root_, address, kVictim, TokenFor(kVictim));
+
+  ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim).has_value(); }));
+  std::optional<AgentSignals> s = daemon->store->FreshSignals(kVictim);
+  EXPECT_EQ(s->mem_total_bytes, static_cast<int64_t>(24684092 * kKiB));
+  EXPECT_EQ(s->active_file_bytes, static_cast<int64_t>(112920 * kKiB));
+  EXPECT_THAT(s->psi_some_avg10, Optional(12.5));
+  EXPECT_EQ(s->boot_id, kBootA);
+  EXPECT_TRUE(s->connected);
+  // Counters of the captured file do not move: a rate of zero once two samples span 1 s.
+  ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim)->refaults_per_second.has_value(); }));
+  EXPECT_THAT(daemon->store->FreshSignals(kVictim)->refaults_per_second, Optional(0.0));
+
+  // plimsolld restarts on the same port: the agent reconnects by itself.
+  daemon.reset();
+  EXPECT_TRUE(WaitUntil([&] { return !agent.reporter().stats().connected; }));
+  absl::SleepFor(absl::Milliseconds(300));  // a short outage, long enough for failed attempts
+  const absl::Time restarted = absl::Now();
+  daemon = std::make_unique<Daemon>(address);
+  ASSERT_NE(daemon->server, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim).has_value(); }));
+  const absl::Duration reconnect = absl::Now() - restarted;
+  std::cout << "reconnected and reporting " << absl::FormatDuration(reconnect) << " after the restart\n";
+  EXPECT_LT(reconnect, absl::Seconds(5));
+  EXPECT_GE(agent.reporter().stats().connections, 2u);
+  EXPECT_TRUE(daemon->store->IsConnected(kVictim));
+}
+
+TEST_F(AgentChannelTest, SpoofingAgentIsRejectedCountedAndTheVictimUntouched) {
+  Daemon daemon("127.0.0.1:0");
+  const std::string address = daemon.server->address();
+  auto victim = std::make_unique<Agent>(proc_root_, address, kVictim, TokenFor(kVictim));
+  ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim).has_value(); }));
+  victim->Stop();
+  const AgentSignals before = *daemon.store->Signals(kVictim);
+  const uint64_t accepted_before = daemon.store->counters().accepted;
+
+  // The attacker guest knows its own token only, and claims the victim's uuid.
+  Agent spoofer(proc_root_, address, kVictim, TokenFor(kAttacker));
+  ASSERT_TRUE(WaitUntil([&] { return daemon.store->counters().rejected_for(RejectReason::kBadProof) >= 2; }));
+  // Denied on every attempt; it keeps retrying with backoff but never gets in.
+  EXPECT_THAT(spoofer.reporter().stats().last_disconnect, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(spoofer.reporter().stats().last_disconnect, HasSubstr("bad_proof"));
+  EXPECT_EQ(spoofer.reporter().stats().acks_accepted, 0u);
+  spoofer.Stop();
+
+  const AgentSignals after = *daemon.store->Signals(kVictim);
+  EXPECT_EQ(after.sequence, before.sequence);
+  EXPECT_EQ(after.received, before.received);
+  EXPECT_EQ(after.reports_accepted, before.reports_accepted);
+  EXPECT_EQ(after.last_reject_reason, "");
+  EXPECT_FALSE(after.connected);
+  EXPECT_EQ(daemon.store->counters().accepted, accepted_before);
+  EXPECT_GE(daemon.service->counters().streams_denied, 2u);
+
+  // The same agent with the right token is welcome.
+  Agent honest(proc_root_, address, kVictim, TokenFor(kVictim));
+  EXPECT_TRUE(WaitUntil([&] { return daemon.store->Signals(kVictim)->reports_accepted > before.reports_accepted; }));
+}
+
+// The spike path without real memory pressure: a TCP socket's urgent data raises POLLPRI just
+// as a PSI trigger does.
+TEST_F(AgentChannelTest, TriggerSendsASpikeReportAtOnce) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int sender = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(sender, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int watched = accept(listener, nullptr, nullptr);
+  ASSERT_GE(watched, 0);
+  close(listener);
+
+  Daemon daemon("127.0.0.1:0");
+  // A long interval: only the first report (sent on connect) and the spike can arrive.
+  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Seconds(30),
+              PsiTrigger::WrapForTesting(watched, "test 1 1"));
+  ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim).has_value(); }));
+  EXPECT_FALSE(daemon.store->FreshSignals(kVictim)->spike);
+
+  const absl::Time fired = absl::Now();
+  ASSERT_EQ(send(sender, "!", 1, MSG_OOB), 1);
+  ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim)->spike; }, absl::Seconds(5)));
+  const absl::Duration latency = absl::Now() - fired;
+  char c;
+  recv(watched, &c, 1, MSG_OOB);  // consume the "event" as the kernel does for PSI
+  std::cout << "trigger -> spike report stored: " << absl::FormatDuration(latency) << "\n";
+  EXPECT_LT(latency, absl::Seconds(1));
+  EXPECT_GE(agent.reporter().stats().spikes_sent, 1u);
+  close(sender);
+}
+
+TEST_F(AgentChannelTest, NoDaemonMeansBackoffNotASpin) {
+  // Reserve a port with nothing listening behind it.
+  Daemon probe("127.0.0.1:0");
+  const std::string address = probe.server->address();
+  probe.server->Shutdown();
+  Agent agent(proc_root_, address, kVictim, TokenFor(kVictim));
+  absl::SleepFor(absl::Seconds(2));
+  const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
+  EXPECT_EQ(stats.connections, 0u);
+  EXPECT_EQ(stats.reports_sent, 0u);  // nothing is sampled or queued while disconnected
+  EXPECT_FALSE(stats.last_disconnect.empty());
+}
+
+}  // namespace
+}  // namespace plimsoll::server::agent

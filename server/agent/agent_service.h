@@ -1,0 +1,106 @@
+// The gRPC face of the agent channel: a thin adapter from AgentChannel.Report streams to
+// AgentStore::Ingest, plus the stream-level defences the store cannot provide because they
+// concern connections, not guests:
+// - at most max_streams concurrent streams (more are refused with RESOURCE_EXHAUSTED);
+// - per-stream frame budget checked before any parsing or HMAC (a flooding stream is ended with
+//   RESOURCE_EXHAUSTED and counted as "flood");
+// - a stream must prove an identity within auth_timeout and then keep reporting at least every
+//   idle_timeout, or it is ended (DEADLINE_EXCEEDED); Sweep() enforces both;
+// - a stream whose proof fails is ended with PERMISSION_DENIED ("bad_proof"), one that switches
+//   uuid with PERMISSION_DENIED ("stream_identity_changed");
+// - one stream per guest: a newer authenticated stream of the same guest ends the older one
+//   (ABORTED), so a reconnecting agent never waits for its half-open old stream to time out.
+//
+// Uses the callback API, so an idle stream costs no thread. Every stream's reads and writes
+// alternate (read a report, write its ack, read the next), so a stream has at most one
+// operation outstanding.
+//
+// Thread-safe. Destroy the grpc::Server serving it (Shutdown and Wait) before the service; the
+// store and the clock must outlive the service.
+#ifndef PLIMSOLL_SERVER_AGENT_AGENT_SERVICE_H_
+#define PLIMSOLL_SERVER_AGENT_AGENT_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "plimsoll/v1/agent.grpc.pb.h"
+#include "server/agent/agent_store.h"
+
+namespace plimsoll::server::agent {
+
+struct AgentServiceOptions {
+  // Concurrent streams, authenticated or not. One per guest is needed; the rest is headroom
+  // for reconnects racing their old stream.
+  int max_streams = 1024;
+  // Per-stream frame budget (token bucket), before authentication work.
+  double frames_per_second = 10;
+  double frame_burst = 20;
+  // A new stream must send a proven report within this.
+  absl::Duration auth_timeout = absl::Seconds(10);
+  // A proven stream must send a report at least this often (agents default to 5 s).
+  absl::Duration idle_timeout = absl::Minutes(2);
+};
+
+struct AgentServiceCounters {
+  int64_t active_streams = 0;
+  uint64_t streams_opened = 0;      // accepted by the stream limit
+  uint64_t streams_refused = 0;     // over max_streams
+  uint64_t streams_timed_out = 0;   // auth_timeout or idle_timeout
+  uint64_t streams_superseded = 0;  // replaced by a newer stream of the same guest
+  uint64_t streams_denied = 0;      // bad proof or identity change
+  uint64_t streams_flooded = 0;     // over the frame budget
+};
+
+class AgentService final : public v1::AgentChannel::CallbackService {
+ public:
+  AgentService(AgentStore* store, Clock* clock, AgentServiceOptions options = {});
+  ~AgentService() override;
+
+  // gRPC's entry point for a new stream.
+  grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReportAck>* Report(
+      grpc::CallbackServerContext* context) override;
+
+  // Ends streams past auth_timeout or idle_timeout. AgentServer calls it every second.
+  void Sweep();
+
+  AgentServiceCounters counters() const;
+
+ private:
+  class Stream;
+  class RefusedStream;
+  struct Outcome {
+    bool finish = false;  // end the stream with `status` instead of acking
+    grpc::Status status;
+    v1::AgentReportAck ack;
+  };
+
+  // Runs in the stream's read reaction; takes mu_ briefly, never the stream's lock.
+  Outcome HandleFrame(Stream* stream, const v1::SignedAgentReport& frame);
+  void Unregister(Stream* stream);
+  // True when a stream event may be logged now: a guest that reconnects in a loop must not be
+  // able to flood the daemon's log (at most ~2 lines/s, bursts of 20; the rest are counted).
+  bool MayLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  AgentStore* const store_;
+  Clock* const clock_;
+  const AgentServiceOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Stream*> by_uuid_ ABSL_GUARDED_BY(mu_);
+  AgentServiceCounters counters_ ABSL_GUARDED_BY(mu_);
+  double log_tokens_ ABSL_GUARDED_BY(mu_) = 20;
+  absl::Time log_refilled_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t logs_suppressed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace plimsoll::server::agent
+
+#endif  // PLIMSOLL_SERVER_AGENT_AGENT_SERVICE_H_

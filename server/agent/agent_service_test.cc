@@ -1,0 +1,244 @@
+// AgentService behind a real AgentServer on 127.0.0.1:0, driven by raw gRPC clients: the
+// stream-level defences (denial, flood, limits, timeouts, one stream per guest).
+#include "server/agent/agent_service.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/agent/agent_server.h"
+#include "server/agent/test_reports.h"
+
+namespace plimsoll::server::agent {
+namespace {
+
+using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
+using Stream = grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReportAck>;
+
+class AgentServiceTest : public ::testing::Test {
+ protected:
+  void StartServer(AgentServiceOptions options = {}) {
+    store_.SetKnownGuests({{kVictim, GuestLimits{kGiB}}, {kAttacker, GuestLimits{kGiB}}});
+    service_ = std::make_unique<AgentService>(&store_, &clock_, options);
+    AgentServerOptions server_options;
+    server_options.listen = "127.0.0.1:0";
+    server_options.sweep_every = absl::Hours(1);  // tests call Sweep() themselves
+    absl::StatusOr<std::unique_ptr<AgentServer>> server = AgentServer::Start(server_options, service_.get());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  struct Call {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::AgentChannel::Stub> stub;
+    std::unique_ptr<grpc::ClientContext> context = std::make_unique<grpc::ClientContext>();
+    std::unique_ptr<Stream> stream;
+  };
+  // Each call on its own connection, as agents do (the listener allows 2 streams/connection).
+  Call Open() {
+    Call c;
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    c.channel = grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args);
+    c.stub = v1::AgentChannel::NewStub(c.channel);
+    c.context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    c.stream = c.stub->Report(c.context.get());
+    return c;
+  }
+
+  // Sends one frame and reads its ack; false when the stream ended instead.
+  bool Exchange(Call& c, const v1::SignedAgentReport& frame, v1::AgentReportAck* ack) {
+    if (!c.stream->Write(frame)) return false;
+    return c.stream->Read(ack);
+  }
+
+  // Drains the stream and returns its final status.
+  grpc::Status End(Call& c) {
+    v1::AgentReportAck ack;
+    while (c.stream->Read(&ack)) {
+    }
+    return c.stream->Finish();
+  }
+
+  void WaitForActiveStreams(int64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (service_->counters().active_streams != n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_EQ(service_->counters().active_streams, n);
+  }
+
+  double seconds_ = 100;
+  uint64_t sequence_ = 0;
+  v1::SignedAgentReport Next(const std::string& uuid) {
+    seconds_ += 1;
+    return SignAsSelf(MakeReport(uuid, kBootA, seconds_, ++sequence_));
+  }
+
+  FakeClock clock_;
+  ReportValidator validator_{TestHostKey(), [] {
+                               ValidatorOptions o;
+                               o.burst = 1000;
+                               return o;
+                             }()};
+  AgentStore store_{&validator_, &clock_};
+  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<AgentServer> server_;
+};
+
+TEST_F(AgentServiceTest, AcksEachReportInOrder) {
+  StartServer();
+  Call c = Open();
+  for (int i = 0; i < 3; ++i) {
+    v1::AgentReportAck ack;
+    ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+    EXPECT_TRUE(ack.accepted()) << ack.reject_reason();
+    EXPECT_EQ(ack.sequence(), sequence_);
+  }
+  EXPECT_TRUE(store_.IsConnected(kVictim));
+  c.stream->WritesDone();
+  EXPECT_TRUE(End(c).ok());
+  WaitForActiveStreams(0);
+  EXPECT_FALSE(store_.IsConnected(kVictim));
+  EXPECT_EQ(store_.counters().accepted, 3u);
+}
+
+TEST_F(AgentServiceTest, SoftRejectionsKeepTheStream) {
+  StartServer();
+  Call c = Open();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+  v1::AgentReport old = MakeReport(kVictim, kBootA, 1, 99);  // boottime before the last: replay
+  ASSERT_TRUE(Exchange(c, SignAsSelf(old), &ack));
+  EXPECT_FALSE(ack.accepted());
+  EXPECT_EQ(ack.reject_reason(), "replay");
+  ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+  EXPECT_TRUE(ack.accepted());
+}
+
+TEST_F(AgentServiceTest, SpoofedReportEndsTheStreamAndIsCounted) {
+  StartServer();
+  Call c = Open();
+  v1::AgentReportAck ack;
+  EXPECT_FALSE(Exchange(c, Sign(MakeReport(kVictim, kBootA, 10), TokenFor(kAttacker)), &ack));
+  grpc::Status status = End(c);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(status.error_message(), "bad_proof");
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kBadProof), 1u);
+  EXPECT_EQ(service_->counters().streams_denied, 1u);
+  EXPECT_FALSE(store_.Signals(kVictim).has_value());
+  EXPECT_FALSE(store_.IsConnected(kVictim));
+}
+
+TEST_F(AgentServiceTest, SwitchingIdentityOnAStreamIsDenied) {
+  StartServer();
+  Call c = Open();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, Next(kAttacker), &ack));
+  EXPECT_FALSE(Exchange(c, Next(kVictim), &ack));
+  EXPECT_EQ(End(c).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kStreamIdentityChanged), 1u);
+  EXPECT_FALSE(store_.Signals(kVictim).has_value());
+}
+
+TEST_F(AgentServiceTest, FloodingStreamIsCut) {
+  AgentServiceOptions options;
+  options.frame_burst = 5;
+  StartServer(options);  // the fake clock stands still: no refill
+  Call c = Open();
+  v1::AgentReportAck ack;
+  int acked = 0;
+  while (Exchange(c, Next(kVictim), &ack)) ++acked;
+  EXPECT_EQ(acked, 5);
+  EXPECT_EQ(End(c).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kFlood), 1u);
+}
+
+TEST_F(AgentServiceTest, OversizedFramesAreCountedOrRefusedByTheTransport) {
+  StartServer();
+  Call c = Open();
+  v1::AgentReport big = MakeReport(kVictim, kBootA, 10);
+  big.mutable_agent()->set_version(std::string(8000, 'v'));  // above 4 KiB, below 16 KiB
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, SignAsSelf(big), &ack));
+  EXPECT_FALSE(ack.accepted());
+  EXPECT_EQ(ack.reject_reason(), "oversized");
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kOversized), 1u);
+  big.mutable_agent()->set_version(std::string(kAgentMaxReceiveMessageBytes + 1, 'v'));
+  EXPECT_FALSE(Exchange(c, SignAsSelf(big), &ack));
+  EXPECT_EQ(End(c).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(AgentServiceTest, StreamLimit) {
+  AgentServiceOptions options;
+  options.max_streams = 2;
+  StartServer(options);
+  Call a = Open();
+  Call b = Open();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(a, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(b, Next(kAttacker), &ack));
+  Call c = Open();
+  EXPECT_EQ(End(c).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(service_->counters().streams_refused, 1u);
+  a.stream->WritesDone();
+  EXPECT_TRUE(End(a).ok());
+  WaitForActiveStreams(1);
+  Call d = Open();  // room again
+  EXPECT_TRUE(Exchange(d, Next(kVictim), &ack));
+}
+
+TEST_F(AgentServiceTest, SilentStreamsAreSweptAway) {
+  StartServer();
+  Call unproven = Open();
+  Call proven = Open();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(proven, Next(kVictim), &ack));
+  WaitForActiveStreams(2);
+  clock_.Advance(absl::Seconds(11));  // past auth_timeout (10 s), within idle_timeout (2 min)
+  service_->Sweep();
+  grpc::Status status = End(unproven);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  WaitForActiveStreams(1);
+  clock_.Advance(absl::Minutes(2));
+  service_->Sweep();
+  EXPECT_EQ(End(proven).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  WaitForActiveStreams(0);
+  EXPECT_EQ(service_->counters().streams_timed_out, 2u);
+  EXPECT_FALSE(store_.IsConnected(kVictim));
+}
+
+TEST_F(AgentServiceTest, NewerStreamOfTheSameGuestReplacesTheOlder) {
+  StartServer();
+  Call old_stream = Open();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(old_stream, Next(kVictim), &ack));
+  Call new_stream = Open();
+  ASSERT_TRUE(Exchange(new_stream, Next(kVictim), &ack));
+  EXPECT_EQ(End(old_stream).error_code(), grpc::StatusCode::ABORTED);
+  WaitForActiveStreams(1);
+  EXPECT_TRUE(store_.IsConnected(kVictim));
+  EXPECT_EQ(service_->counters().streams_superseded, 1u);
+  ASSERT_TRUE(Exchange(new_stream, Next(kVictim), &ack));
+  EXPECT_TRUE(ack.accepted());
+}
+
+TEST_F(AgentServiceTest, ShutdownEndsOpenStreams) {
+  StartServer();
+  Call c = Open();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+  server_->Shutdown(absl::Milliseconds(100));
+  EXPECT_FALSE(End(c).ok());
+  EXPECT_EQ(service_->counters().active_streams, 0);
+  EXPECT_FALSE(store_.IsConnected(kVictim));
+}
+
+}  // namespace
+}  // namespace plimsoll::server::agent

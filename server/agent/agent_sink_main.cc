@@ -1,0 +1,112 @@
+// plimsoll-agent-sink: a stand-alone agent listener for trying agents before (or without)
+// plimsolld: it validates and stores reports exactly as the daemon does and prints each guest's
+// signals periodically. A development and lab tool, not a deployment.
+//   plimsoll-agent-sink --listen=127.0.0.1:9588 --key_file=KEY --guest=UUID:MAX_MIB [--guest=...]
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "agent/report_proof.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "server/agent/agent_server.h"
+#include "server/agent/agent_service.h"
+#include "server/agent/agent_store.h"
+#include "server/agent/host_key.h"
+#include "server/agent/report_validator.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:9588", "agent listener address");
+ABSL_FLAG(std::string, key_file, "/etc/plimsoll/agent.key", "host key (hex, mode 0600)");
+ABSL_FLAG(std::vector<std::string>, guest, {}, "UUID:MAX_MIB of a guest to accept (repeatable, comma-separated)");
+ABSL_FLAG(absl::Duration, print_every, absl::Seconds(2), "how often to print the signals");
+ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(), "stop after this long");
+
+namespace {
+
+std::string Opt(const std::optional<double>& v) { return v ? absl::StrCat(*v) : "-"; }
+std::string OptMiB(const std::optional<int64_t>& v) { return v ? absl::StrCat(*v >> 20) : "-"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace plimsoll::server::agent;  // NOLINT: a small tool
+  absl::SetProgramUsageMessage("plimsoll-agent-sink: validate and print agent reports");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<std::string> key = LoadHostKey(absl::GetFlag(FLAGS_key_file));
+  if (!key.ok()) {
+    PLOG_ERROR << key.status();
+    return 1;
+  }
+  absl::flat_hash_map<std::string, GuestLimits> guests;
+  for (const std::string& g : absl::GetFlag(FLAGS_guest)) {
+    std::vector<std::string> parts = absl::StrSplit(g, absl::MaxSplits(':', 1));
+    absl::StatusOr<std::string> uuid = parts.size() == 2 ? plimsoll::agent::NormalizeUuid(parts[0])
+                                                         : absl::InvalidArgumentError("want UUID:MAX_MIB");
+    int64_t mib = 0;
+    if (!uuid.ok() || !absl::SimpleAtoi(parts[1], &mib) || mib <= 0) {
+      PLOG_ERROR << "--guest " << g << ": want UUID:MAX_MIB";
+      return 2;
+    }
+    guests[*uuid] = GuestLimits{mib << 20};
+  }
+  ReportValidator validator(*key);
+  AgentStore store(&validator, plimsoll::RealClock::Get());
+  store.SetKnownGuests(guests);
+  AgentService service(&store, plimsoll::RealClock::Get());
+  AgentServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  absl::StatusOr<std::unique_ptr<AgentServer>> server = AgentServer::Start(options, &service);
+  if (!server.ok()) {
+    PLOG_ERROR << server.status();
+    return 1;
+  }
+  PLOG_INFO << "agent sink listening on " << (*server)->address() << " guests=" << guests.size();
+
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  absl::Notification done;
+  std::thread([&stop, &done] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    done.Notify();
+  }).detach();
+
+  const absl::Time end = absl::Now() + absl::GetFlag(FLAGS_duration);
+  while (!done.WaitForNotificationWithTimeout(absl::GetFlag(FLAGS_print_every)) && absl::Now() < end) {
+    for (const AgentSignals& s : store.AllSignals()) {
+      std::printf("uuid=%s connected=%d fresh=%d age=%.1fs seq=%llu spike=%d psi_some_avg10=%s refaults_per_s=%s "
+                  "majfault_per_s=%s active_file_mib=%s inactive_file_mib=%s avail_mib=%s last_reject=%s\n",
+                  s.uuid.c_str(), s.connected, s.fresh, s.age_seconds, static_cast<unsigned long long>(s.sequence),
+                  s.spike, Opt(s.psi_some_avg10).c_str(), Opt(s.refaults_per_second).c_str(),
+                  Opt(s.major_faults_per_second).c_str(), OptMiB(s.active_file_bytes).c_str(),
+                  OptMiB(s.inactive_file_bytes).c_str(), OptMiB(s.mem_available_bytes).c_str(),
+                  s.last_reject_reason.empty() ? "-" : s.last_reject_reason.c_str());
+    }
+    const AgentCounters c = store.counters();
+    std::printf("accepted=%llu rejected=%llu", static_cast<unsigned long long>(c.accepted),
+                static_cast<unsigned long long>(c.rejected_total()));
+    for (RejectReason r : AllRejectReasons()) {
+      if (c.rejected_for(r) > 0) {
+        std::printf(" %s=%llu", std::string(RejectReasonName(r)).c_str(),
+                    static_cast<unsigned long long>(c.rejected_for(r)));
+      }
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  (*server)->Shutdown();
+  return 0;
+}

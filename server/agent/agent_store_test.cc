@@ -1,0 +1,190 @@
+#include "server/agent/agent_store.h"
+
+#include <string>
+
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/agent/test_reports.h"
+
+namespace plimsoll::server::agent {
+namespace {
+
+using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
+using ::testing::DoubleNear;
+using ::testing::Optional;
+
+class AgentStoreTest : public ::testing::Test {
+ protected:
+  AgentStoreTest() {
+    store_.SetKnownGuests({{kVictim, GuestLimits{kGiB}}, {kAttacker, GuestLimits{kGiB}}});
+  }
+
+  // Sends a report of `uuid` taken `seconds` after boot, with wall time advanced by `advance`.
+  IngestResult Send(const std::string& uuid, const std::string& boot, double seconds,
+                    absl::Duration advance = absl::Seconds(5)) {
+    clock_.Advance(advance);
+    return store_.Ingest(SignAsSelf(MakeReport(uuid, boot, seconds, ++sequence_)));
+  }
+
+  FakeClock clock_;
+  ReportValidator validator_{TestHostKey()};
+  AgentStore store_{&validator_, &clock_};
+  uint64_t sequence_ = 0;
+};
+
+TEST_F(AgentStoreTest, LatestReportAndRefaultRate) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  std::optional<AgentSignals> s = store_.FreshSignals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->mem_total_bytes, 1000 * kMiB);
+  EXPECT_EQ(s->active_file_bytes, 200 * kMiB);
+  EXPECT_EQ(s->inactive_file_bytes, 300 * kMiB);
+  EXPECT_THAT(s->psi_some_avg10, Optional(2.5));
+  EXPECT_FALSE(s->refaults_per_second.has_value());  // one sample: no rate yet
+
+  ASSERT_TRUE(Send(kVictim, kBootA, 105).ok());
+  s = store_.FreshSignals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  // MakeReport grows refault_file by 100/s and refault_anon by 10/s of guest time.
+  EXPECT_THAT(s->refaults_per_second, Optional(DoubleNear(110, 1e-9)));
+  EXPECT_THAT(s->file_refaults_per_second, Optional(DoubleNear(100, 1e-9)));
+  EXPECT_THAT(s->major_faults_per_second, Optional(DoubleNear(5, 1e-9)));
+  EXPECT_THAT(s->pgscan_per_second, Optional(DoubleNear(300, 1e-9)));
+  EXPECT_THAT(s->rate_span_seconds, Optional(DoubleNear(5, 1e-9)));
+  EXPECT_EQ(s->reports_accepted, 2u);
+  EXPECT_EQ(store_.counters().accepted, 2u);
+}
+
+TEST_F(AgentStoreTest, RatesUseGuestTimeNotArrivalTime) {
+  // Two reports 10 s apart in the guest arrive 1 s apart (delayed by the network).
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  ASSERT_TRUE(Send(kVictim, kBootA, 110, absl::Seconds(1)).ok());
+  EXPECT_THAT(store_.FreshSignals(kVictim)->file_refaults_per_second, Optional(DoubleNear(100, 1e-9)));
+}
+
+TEST_F(AgentStoreTest, SpikeReportsCloseTogetherKeepTheWiderBase) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  ASSERT_TRUE(Send(kVictim, kBootA, 105).ok());
+  // A spike 0.2 s later: the rate still spans >= 1 s (back to the 100 s sample).
+  ASSERT_TRUE(Send(kVictim, kBootA, 105.2, absl::Milliseconds(200)).ok());
+  std::optional<AgentSignals> s = store_.FreshSignals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_THAT(s->rate_span_seconds, Optional(DoubleNear(5.2, 1e-6)));
+}
+
+TEST_F(AgentStoreTest, StaleThenForgotten) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  clock_.Advance(absl::Seconds(19));
+  EXPECT_TRUE(store_.FreshSignals(kVictim).has_value());
+  clock_.Advance(absl::Seconds(2));  // 21 s > stale_after (20 s)
+  EXPECT_FALSE(store_.FreshSignals(kVictim).has_value());
+  std::optional<AgentSignals> s = store_.Signals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(s->fresh);
+  EXPECT_NEAR(s->age_seconds, 21, 1e-9);
+  clock_.Advance(absl::Minutes(10));
+  store_.Expire();
+  EXPECT_FALSE(store_.Signals(kVictim).has_value());
+}
+
+TEST_F(AgentStoreTest, RebootClearsRatesAndIsCounted) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 1000).ok());
+  ASSERT_TRUE(Send(kVictim, kBootA, 1005).ok());
+  ASSERT_TRUE(store_.FreshSignals(kVictim)->refaults_per_second.has_value());
+  ASSERT_TRUE(Send(kVictim, kBootB, 3).ok());  // counters restarted: no rate across boots
+  std::optional<AgentSignals> s = store_.FreshSignals(kVictim);
+  EXPECT_EQ(s->boot_id, kBootB);
+  EXPECT_FALSE(s->refaults_per_second.has_value());
+  EXPECT_EQ(store_.counters().reboots, 1u);
+  ASSERT_TRUE(Send(kVictim, kBootB, 8).ok());
+  EXPECT_THAT(store_.FreshSignals(kVictim)->file_refaults_per_second, Optional(DoubleNear(100, 1e-9)));
+}
+
+TEST_F(AgentStoreTest, SpoofingLeavesTheVictimUntouchedAndIsCounted) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  const AgentSignals before = *store_.Signals(kVictim);
+  // The attacker claims the victim's uuid with its own (valid, but not the victim's) token.
+  v1::AgentReport forged = MakeReport(kVictim, kBootA, 200, 99);
+  forged.mutable_meminfo()->set_mem_available_bytes(1);
+  clock_.Advance(absl::Seconds(5));
+  IngestResult r = store_.Ingest(Sign(forged, TokenFor(kAttacker)));
+  EXPECT_EQ(r.reject, RejectReason::kBadProof);
+  EXPECT_FALSE(r.authenticated);
+  const AgentSignals after = *store_.Signals(kVictim);
+  EXPECT_EQ(after.sequence, before.sequence);
+  EXPECT_EQ(after.received, before.received);
+  EXPECT_EQ(after.mem_available_bytes, before.mem_available_bytes);
+  EXPECT_EQ(after.last_reject_reason, "");  // not even blamed on the victim
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kBadProof), 1u);
+  EXPECT_EQ(store_.counters().accepted, 1u);
+}
+
+TEST_F(AgentStoreTest, RejectedReportChangesOnlyCountersAndLastReject) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  v1::AgentReport bad = MakeReport(kVictim, kBootA, 105, 2);
+  bad.mutable_vmstat()->set_workingset_refault_file(0);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(store_.Ingest(SignAsSelf(bad)).reject, RejectReason::kCounterBackwards);
+  std::optional<AgentSignals> s = store_.Signals(kVictim);
+  EXPECT_EQ(s->sequence, 1u);
+  EXPECT_EQ(s->last_reject_reason, "counter_backwards");
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kCounterBackwards), 1u);
+  EXPECT_EQ(store_.counters().rejected_total(), 1u);
+}
+
+TEST_F(AgentStoreTest, UnknownGuestsGetNoEntry) {
+  EXPECT_EQ(Send(kStranger, kBootA, 10).reject, RejectReason::kUnknownGuest);
+  EXPECT_FALSE(store_.Signals(kStranger).has_value());
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kUnknownGuest), 1u);
+  // Once the control loop knows it, the same agent is accepted.
+  store_.SetKnownGuests({{kVictim, GuestLimits{kGiB}}, {kStranger, GuestLimits{kGiB}}});
+  EXPECT_TRUE(Send(kStranger, kBootA, 15).ok());
+}
+
+TEST_F(AgentStoreTest, GuestsThatDisappearAreDropped) {
+  ASSERT_TRUE(Send(kVictim, kBootA, 10).ok());
+  ASSERT_TRUE(Send(kAttacker, kBootA, 10).ok());
+  store_.SetKnownGuests({{kAttacker, GuestLimits{kGiB}}});
+  EXPECT_FALSE(store_.Signals(kVictim).has_value());
+  ASSERT_EQ(store_.AllSignals().size(), 1u);
+  EXPECT_EQ(store_.AllSignals()[0].uuid, kAttacker);
+}
+
+TEST_F(AgentStoreTest, SizesAreCheckedAgainstEachGuestsOwnMax) {
+  store_.SetKnownGuests({{kVictim, GuestLimits{512 * kMiB}}});
+  EXPECT_EQ(Send(kVictim, kBootA, 10).reject, RejectReason::kSizeOutOfRange);  // MemTotal 1000 MiB
+}
+
+TEST_F(AgentStoreTest, StreamIdentityIsBound) {
+  clock_.Advance(absl::Seconds(1));
+  IngestResult r = store_.Ingest(SignAsSelf(MakeReport(kAttacker, kBootA, 10)), kVictim);
+  EXPECT_EQ(r.reject, RejectReason::kStreamIdentityChanged);
+  EXPECT_FALSE(store_.Signals(kAttacker).has_value());
+}
+
+TEST_F(AgentStoreTest, ConnectedFollowsStreams) {
+  EXPECT_FALSE(store_.IsConnected(kVictim));
+  store_.StreamOpened(kVictim);
+  store_.StreamOpened(kVictim);  // a reconnect racing the old stream
+  store_.StreamClosed(kVictim);
+  EXPECT_TRUE(store_.IsConnected(kVictim));
+  ASSERT_TRUE(Send(kVictim, kBootA, 10).ok());
+  EXPECT_TRUE(store_.Signals(kVictim)->connected);
+  store_.StreamClosed(kVictim);
+  EXPECT_FALSE(store_.IsConnected(kVictim));
+  EXPECT_FALSE(store_.Signals(kVictim)->connected);
+}
+
+TEST_F(AgentStoreTest, SpikeIsRecorded) {
+  v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+  r.set_spike(true);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(store_.Ingest(SignAsSelf(r)).ok());
+  std::optional<AgentSignals> s = store_.FreshSignals(kVictim);
+  EXPECT_TRUE(s->spike);
+  EXPECT_EQ(s->last_spike, clock_.Now());
+}
+
+}  // namespace
+}  // namespace plimsoll::server::agent

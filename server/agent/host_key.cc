@@ -1,0 +1,48 @@
+#include "server/agent/host_key.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "agent/guest_reader.h"
+#include "agent/report_proof.h"
+
+namespace plimsoll::server::agent {
+
+absl::StatusOr<std::string> LoadHostKey(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": stat failed"));
+  if ((st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": mode ", absl::Hex(st.st_mode & 0777), " lets group or others access the key; chmod 600"));
+  }
+  absl::StatusOr<std::string> text = plimsoll::agent::ReadSmallFile(path, 4096);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::string> key = plimsoll::agent::ParseHexSecret(*text, plimsoll::agent::kMinHostKeyBytes);
+  if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", key.status().message()));
+  return key;
+}
+
+absl::Status GenerateHostKey(const std::string& path) {
+  unsigned char raw[32];
+  if (RAND_bytes(raw, sizeof(raw)) != 1) return absl::InternalError("RAND_bytes failed");
+  const std::string hex =
+      plimsoll::agent::ToHex(absl::string_view(reinterpret_cast<const char*>(raw), sizeof(raw))) + "\n";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot create"));
+  const ssize_t n = write(fd, hex.data(), hex.size());
+  const int write_errno = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(hex.size())) {
+    unlink(path.c_str());
+    return absl::ErrnoToStatus(n < 0 ? write_errno : EIO, absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plimsoll::server::agent

@@ -1,0 +1,265 @@
+#include "server/agent/report_validator.h"
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/agent/test_reports.h"
+
+namespace plimsoll::server::agent {
+namespace {
+
+using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
+
+const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
+
+class ValidatorTest : public ::testing::Test {
+ protected:
+  ReportValidator validator_{TestHostKey()};
+  GuestLimits limits_{1 * kGiB};
+
+  // Both stages against `history`; returns the first rejection (or nullopt) and updates it.
+  std::optional<RejectReason> Run(const v1::SignedAgentReport& frame, GuestHistory* history,
+                                  absl::Time now = kNow, const GuestLimits* limits = nullptr) {
+    v1::AgentReport report;
+    Verdict v = validator_.Authenticate(frame, &report);
+    if (!v.ok()) return v.reject;
+    GuestHistory next;
+    v = validator_.Check(report, limits ? limits : &limits_, *history, now, &next);
+    *history = next;
+    return v.reject;
+  }
+};
+
+// Stage 1 and 2 on a fresh guest: one row per way a single report can be wrong.
+TEST_F(ValidatorTest, SingleReportTable) {
+  struct Row {
+    const char* name;
+    std::function<v1::SignedAgentReport()> frame;
+    std::optional<RejectReason> want;
+  };
+  const std::vector<Row> rows = {
+      {"good", [] { return SignAsSelf(MakeReport(kVictim, kBootA, 10)); }, std::nullopt},
+      {"spoofed uuid: attacker's token, victim's uuid",
+       [] { return Sign(MakeReport(kVictim, kBootA, 10), TokenFor(kAttacker)); }, RejectReason::kBadProof},
+      {"bad token", [] { return Sign(MakeReport(kVictim, kBootA, 10), std::string(32, 'x')); },
+       RejectReason::kBadProof},
+      {"no proof",
+       [] {
+         v1::SignedAgentReport f = SignAsSelf(MakeReport(kVictim, kBootA, 10));
+         f.clear_proof();
+         return f;
+       },
+       RejectReason::kBadProof},
+      {"report altered after signing",
+       [] {
+         v1::SignedAgentReport f = SignAsSelf(MakeReport(kVictim, kBootA, 10));
+         v1::AgentReport r;
+         r.ParseFromString(f.report());
+         r.mutable_meminfo()->set_mem_available_bytes(1);
+         r.SerializeToString(f.mutable_report());
+         return f;
+       },
+       RejectReason::kBadProof},
+      {"token of a guest under another host key",
+       [] {
+         return Sign(MakeReport(kVictim, kBootA, 10), plimsoll::agent::DeriveGuestToken(std::string(32, 'k'), kVictim));
+       },
+       RejectReason::kBadProof},
+      {"upper-case uuid (a second spelling of the same guest)",
+       [] {
+         const std::string upper = "AAAAAAAA-1111-4111-8111-111111111111";
+         return Sign(MakeReport(upper, kBootA, 10), TokenFor(upper));
+       },
+       RejectReason::kMalformed},
+      {"garbage bytes",
+       [] {
+         v1::SignedAgentReport f;
+         f.set_report(std::string("\xff\xff\xff\xff", 4));
+         f.set_proof(std::string(32, '\0'));
+         return f;
+       },
+       RejectReason::kMalformed},
+      {"oversized",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_agent()->set_version(std::string(5000, 'v'));
+         return SignAsSelf(r);
+       },
+       RejectReason::kOversized},
+      {"bad boot id",
+       [] { return SignAsSelf(MakeReport(kVictim, "not-a-boot-id", 10)); }, RejectReason::kMalformed},
+      {"zero boottime", [] { return SignAsSelf(MakeReport(kVictim, kBootA, 0)); }, RejectReason::kMalformed},
+      {"psi above 100",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_memory_pressure()->mutable_some()->set_avg10(100.5);
+         return SignAsSelf(r);
+       },
+       RejectReason::kMalformed},
+      {"psi NaN",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_memory_pressure()->mutable_full()->set_avg60(std::nan(""));
+         return SignAsSelf(r);
+       },
+       RejectReason::kMalformed},
+      {"MemTotal above the guest's max",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_meminfo()->set_mem_total_bytes(64 * kGiB);
+         return SignAsSelf(r);
+       },
+       RejectReason::kSizeOutOfRange},
+      {"absurd Active(file)",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_meminfo()->set_active_file_bytes(uint64_t{1} << 62);
+         return SignAsSelf(r);
+       },
+       RejectReason::kSizeOutOfRange},
+      {"Cached above MemTotal",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_meminfo()->set_cached_bytes(1001 * kMiB);
+         return SignAsSelf(r);
+       },
+       RejectReason::kSizeOutOfRange},
+      {"MemTotal zero",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_meminfo()->set_mem_total_bytes(0);
+         return SignAsSelf(r);
+       },
+       RejectReason::kSizeOutOfRange},
+      {"SwapFree above SwapTotal",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_meminfo()->set_swap_free_bytes(1);
+         return SignAsSelf(r);
+       },
+       RejectReason::kSizeOutOfRange},
+      {"absent fields are fine (old kernel)",
+       [] {
+         v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+         r.mutable_meminfo()->clear_mem_available_bytes();
+         r.mutable_vmstat()->clear_oom_kill();
+         r.clear_memory_pressure();
+         return SignAsSelf(r);
+       },
+       std::nullopt},
+  };
+  for (const Row& row : rows) {
+    GuestHistory history;
+    EXPECT_EQ(Run(row.frame(), &history), row.want) << row.name;
+  }
+}
+
+TEST_F(ValidatorTest, UnknownGuestIsRejectedAfterItsProof) {
+  v1::AgentReport report;
+  ASSERT_TRUE(validator_.Authenticate(SignAsSelf(MakeReport(kStranger, kBootA, 10)), &report).ok());
+  GuestHistory next;
+  EXPECT_EQ(validator_.Check(report, nullptr, GuestHistory{}, kNow, &next).reject, RejectReason::kUnknownGuest);
+}
+
+// Sequences of reports from one guest: each row is (boot, boottime s, mutation) -> verdict.
+TEST_F(ValidatorTest, HistoryTable) {
+  struct Step {
+    const char* boot;
+    double seconds;
+    std::function<void(v1::AgentReport*)> mutate;
+    std::optional<RejectReason> want;
+  };
+  struct Case {
+    const char* name;
+    std::vector<Step> steps;
+  };
+  auto none = [](v1::AgentReport*) {};
+  const std::vector<Case> cases = {
+      {"steady reports", {{kBootA, 10, none, {}}, {kBootA, 15, none, {}}, {kBootA, 20, none, {}}}},
+      {"replayed report (same boottime)", {{kBootA, 10, none, {}}, {kBootA, 10, none, RejectReason::kReplay}}},
+      {"older report after a newer one", {{kBootA, 20, none, {}}, {kBootA, 15, none, RejectReason::kReplay}}},
+      {"counter going backwards",
+       {{kBootA, 10, none, {}},
+        {kBootA, 15, [](v1::AgentReport* r) { r->mutable_vmstat()->set_workingset_refault_file(5); },
+         RejectReason::kCounterBackwards}}},
+      {"psi total going backwards",
+       {{kBootA, 10, none, {}},
+        {kBootA, 15, [](v1::AgentReport* r) { r->mutable_memory_pressure()->mutable_some()->set_total_us(1); },
+         RejectReason::kCounterBackwards}}},
+      {"reboot: new boot id, counters and boottime restart",
+       {{kBootA, 1000, none, {}}, {kBootB, 5, none, {}}, {kBootB, 10, none, {}}}},
+      {"after a reboot the old boot's counters no longer bind, the new ones do",
+       {{kBootA, 1000, none, {}},
+        {kBootB, 5, none, {}},
+        {kBootB, 10, [](v1::AgentReport* r) { r->mutable_vmstat()->set_pgmajfault(1); },
+         RejectReason::kCounterBackwards}}},
+      {"implausible counter growth",
+       {{kBootA, 10, none, {}},
+        {kBootA, 11, [](v1::AgentReport* r) { r->mutable_vmstat()->set_pgmajfault(uint64_t{1} << 40); },
+         RejectReason::kImplausibleRate}}},
+      {"psi stall longer than elapsed time",
+       {{kBootA, 10, none, {}},
+        {kBootA, 15,
+         [](v1::AgentReport* r) { r->mutable_memory_pressure()->mutable_some()->set_total_us(60'000'000); },
+         RejectReason::kImplausibleRate}}},
+      {"a counter appearing or vanishing (agent upgrade) is not a regression",
+       {{kBootA, 10, [](v1::AgentReport* r) { r->mutable_vmstat()->clear_oom_kill(); }, {}},
+        {kBootA, 15, none, {}},
+        {kBootA, 20, [](v1::AgentReport* r) { r->mutable_vmstat()->clear_pgmajfault(); }, {}}}},
+      {"a rejected report does not become the comparison base",
+       {{kBootA, 10, none, {}},
+        {kBootA, 15, [](v1::AgentReport* r) { r->mutable_vmstat()->set_pgmajfault(0); },
+         RejectReason::kCounterBackwards},
+        {kBootA, 20, none, {}}}},
+  };
+  for (const Case& c : cases) {
+    GuestHistory history;
+    absl::Time now = kNow;
+    for (size_t i = 0; i < c.steps.size(); ++i) {
+      const Step& step = c.steps[i];
+      v1::AgentReport r = MakeReport(kVictim, step.boot, step.seconds, i + 1);
+      step.mutate(&r);
+      now += absl::Seconds(5);  // well inside the rate budget
+      EXPECT_EQ(Run(SignAsSelf(r), &history, now), step.want) << c.name << " step " << i;
+    }
+  }
+}
+
+TEST_F(ValidatorTest, RateLimitPerGuest) {
+  // Default budget: burst 10, then 2 per second.
+  GuestHistory history;
+  double t = 1;
+  int accepted = 0;
+  for (int i = 0; i < 15; ++i) {
+    t += 0.01;
+    if (!Run(SignAsSelf(MakeReport(kVictim, kBootA, t)), &history, kNow).has_value()) ++accepted;
+  }
+  EXPECT_EQ(accepted, 10);
+  EXPECT_EQ(Run(SignAsSelf(MakeReport(kVictim, kBootA, t += 0.01)), &history, kNow), RejectReason::kRateLimited);
+  // Half a second later one token is back.
+  EXPECT_EQ(Run(SignAsSelf(MakeReport(kVictim, kBootA, t += 0.5)), &history, kNow + absl::Milliseconds(500)),
+            std::nullopt);
+  EXPECT_EQ(Run(SignAsSelf(MakeReport(kVictim, kBootA, t += 0.01)), &history, kNow + absl::Milliseconds(500)),
+            RejectReason::kRateLimited);
+  // A clock stepping backwards refills nothing.
+  EXPECT_EQ(Run(SignAsSelf(MakeReport(kVictim, kBootA, t += 0.01)), &history, kNow - absl::Hours(1)),
+            RejectReason::kRateLimited);
+}
+
+TEST(RejectReasonTest, NamesAreUniqueMetricLabels) {
+  std::set<std::string> names;
+  for (RejectReason r : AllRejectReasons()) {
+    const std::string name(RejectReasonName(r));
+    EXPECT_NE(name, "unknown");
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"), std::string::npos) << name;
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kNumRejectReasons));
+}
+
+}  // namespace
+}  // namespace plimsoll::server::agent
