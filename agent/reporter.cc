@@ -126,7 +126,8 @@ bool Reporter::WaitEvents(absl::Duration timeout, bool watch_trigger) {
   return false;
 }
 
-absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t sequence) {
+absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t sequence,
+                                                           const std::string& nonce) {
   v1::AgentReport report;
   if (absl::Status s = source_->Read(&report); !s.ok()) {
     {
@@ -142,6 +143,7 @@ absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t 
   report.set_sequence(sequence);
   report.set_boottime_ns(BoottimeNanos());
   report.set_spike(spike);
+  report.set_stream_nonce(nonce);
   v1::AgentInfo* info = report.mutable_agent();
   info->set_version(options_.version);
   info->set_interval_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.interval)));
@@ -186,8 +188,9 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
     if (stopping()) return absl::CancelledError("stopping");
     current_context_ = &context;
   }
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReportAck>> stream =
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReply>> stream =
       stub->Report(&context);
+  const absl::Time opened = absl::Now();
   {
     absl::MutexLock l(&mu_);
     ++stats_.connections;
@@ -197,10 +200,30 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
   std::atomic<bool> reader_done{false};
   std::atomic<uint64_t> acked{0};
   std::atomic<int64_t> last_ack_unix_ns{absl::ToUnixNanos(absl::Now())};
+  // The stream's nonce from the daemon's hello; written once by the reader before `have_nonce`.
+  std::string nonce;
+  std::atomic<bool> have_nonce{false};
+  std::atomic<bool> protocol_error{false};
   std::thread reader([&] {
-    v1::AgentReportAck ack;
+    v1::AgentReply reply;
     bool first = true;
-    while (stream->Read(&ack)) {
+    while (stream->Read(&reply)) {
+      if (reply.has_hello()) {
+        if (have_nonce.load(std::memory_order_relaxed) || reply.hello().nonce().empty()) {
+          protocol_error.store(true);
+          break;
+        }
+        nonce = reply.hello().nonce();
+        have_nonce.store(true, std::memory_order_release);
+        const uint64_t one = 1;
+        (void)!write(wake_fd_, &one, sizeof(one));
+        continue;
+      }
+      if (!reply.has_ack() || !have_nonce.load(std::memory_order_relaxed)) {
+        protocol_error.store(true);
+        break;
+      }
+      const v1::AgentReportAck& ack = reply.ack();
       if (first) {
         // "Connected" once the daemon answered: a stream it ends at once (a denied identity)
         // is one failed attempt, not a connect/disconnect pair in the log.
@@ -238,8 +261,21 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
       ended = absl::CancelledError("stopping");
       break;
     }
-    if (reader_done.load(std::memory_order_acquire)) break;  // the stream ended; Finish() says why
+    if (reader_done.load(std::memory_order_acquire)) {
+      // The stream ended (Finish() says why) or the daemon broke the protocol.
+      if (protocol_error.load()) ended = absl::InternalError("unexpected reply from plimsolld");
+      break;
+    }
     const absl::Time now = absl::Now();
+    if (!have_nonce.load(std::memory_order_acquire)) {
+      // Nothing can be sent before the daemon's hello.
+      if (now - opened > options_.connect_timeout) {
+        ended = absl::DeadlineExceededError("no hello from plimsolld");
+        break;
+      }
+      WaitEvents(opened + options_.connect_timeout - now, /*watch_trigger=*/false);
+      continue;
+    }
     const absl::Time last_ack = absl::FromUnixNanos(last_ack_unix_ns.load(std::memory_order_relaxed));
     const bool outstanding = acked.load(std::memory_order_relaxed) < sent;
     if (outstanding && now - last_ack > options_.ack_timeout) {
@@ -249,7 +285,7 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
     }
     const bool spike_due = spike_pending && now - last_spike >= options_.min_spike_gap;
     if (spike_due || now >= next_report) {
-      absl::StatusOr<v1::SignedAgentReport> frame = BuildFrame(spike_due, next_sequence_);
+      absl::StatusOr<v1::SignedAgentReport> frame = BuildFrame(spike_due, next_sequence_, nonce);
       if (frame.ok()) {
         ++next_sequence_;
         if (!stream->Write(*frame)) break;  // the stream is broken; Finish() says why

@@ -97,8 +97,9 @@ class Reporter {
   // One connection: dial, stream, report until the stream ends or Stop(). Returns why it ended.
   // Sets *accepted when the daemon accepted at least one report on it.
   absl::Status RunOneStream(bool* accepted);
-  // Reads a sample and signs it. Sample errors are logged on change and returned.
-  absl::StatusOr<v1::SignedAgentReport> BuildFrame(bool spike, uint64_t sequence);
+  // Reads a sample, binds it to the stream's nonce and signs it. Sample errors are logged on
+  // change and returned.
+  absl::StatusOr<v1::SignedAgentReport> BuildFrame(bool spike, uint64_t sequence, const std::string& nonce);
   // Waits for the wake fd (and the trigger, when `watch_trigger`) up to `timeout`. Returns true
   // when the trigger fired.
   bool WaitEvents(absl::Duration timeout, bool watch_trigger);

@@ -1,11 +1,13 @@
 #include "server/agent/agent_service.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "openssl/rand.h"
 
 namespace plimsoll::server::agent {
 
@@ -16,18 +18,22 @@ namespace plimsoll::server::agent {
 // Lock order: AgentService::mu_ before Stream::mu_. Reactions call into the service without
 // holding mu_. The callback API never runs reactions inline in StartRead/StartWrite/Finish/
 // TryCancel, so calling those under mu_ cannot re-enter it.
-class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReportAck> {
+class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply> {
  public:
   Stream(AgentService* service, grpc::CallbackServerContext* context, absl::Time now)
       : service_(service),
         context_(context),
         peer_(context->peer()),
+        nonce_(NewNonce()),
         bucket_tokens_(service->options_.frame_burst),
         bucket_time_(now) {}
 
+  // Sends the hello; its OnWriteDone starts the first read.
   void Start() {
     absl::MutexLock l(&mu_);
-    StartRead(&frame_);
+    reply_.mutable_hello()->set_nonce(nonce_);
+    write_pending_ = true;
+    StartWrite(&reply_);
   }
 
   // Ends the stream from outside its reactions. The caller holds service_->mu_, so OnDone
@@ -60,9 +66,10 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
       Finish(std::move(outcome.status));
       return;
     }
-    ack_ = std::move(outcome.ack);
+    reply_.Clear();
+    *reply_.mutable_ack() = std::move(outcome.ack);
     write_pending_ = true;
-    StartWrite(&ack_);
+    StartWrite(&reply_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -93,6 +100,7 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
   }
 
   const std::string& peer() const { return peer_; }
+  const std::string& nonce() const { return nonce_; }
 
   // Guarded by the service's mu_ (read by Sweep, written by HandleFrame).
   std::string uuid;
@@ -109,9 +117,18 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
 
   AgentService* const service_;
   grpc::CallbackServerContext* const context_;
+  static std::string NewNonce() {
+    unsigned char bytes[16];
+    // RAND_bytes only fails when the kernel's entropy source is broken; an all-zero nonce then
+    // still works, it merely stops protecting against replays across streams.
+    if (RAND_bytes(bytes, sizeof(bytes)) != 1) std::fill(std::begin(bytes), std::end(bytes), 0);
+    return std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes));
+  }
+
   const std::string peer_;
+  const std::string nonce_;
   v1::SignedAgentReport frame_;
-  v1::AgentReportAck ack_;
+  v1::AgentReply reply_;
   double bucket_tokens_;
   absl::Time bucket_time_;
 
@@ -125,7 +142,7 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
 
 // Answers a stream over the limit and goes away; never registered.
 class AgentService::RefusedStream final
-    : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReportAck> {
+    : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply> {
  public:
   RefusedStream() {
     Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "plimsolld is at its agent stream limit"));
@@ -143,7 +160,7 @@ AgentService::~AgentService() {
   }
 }
 
-grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReportAck>* AgentService::Report(
+grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* AgentService::Report(
     grpc::CallbackServerContext* context) {
   const absl::Time now = clock_->Now();
   Stream* stream = nullptr;
@@ -178,18 +195,19 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
     out.status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(RejectReasonName(RejectReason::kFlood)));
     return out;
   }
-  std::string bound;
+  StreamBinding binding;
+  binding.nonce = stream->nonce();
   {
     absl::MutexLock l(&mu_);
-    bound = stream->uuid;
+    binding.uuid = stream->uuid;
   }
-  IngestResult result = store_->Ingest(frame, bound);
+  IngestResult result = store_->Ingest(frame, binding);
   out.ack.set_sequence(result.sequence);
   out.ack.set_accepted(result.ok());
   if (!result.ok()) out.ack.set_reject_reason(std::string(RejectReasonName(*result.reject)));
 
-  if (!result.authenticated || result.reject == RejectReason::kStreamIdentityChanged) {
-    if (result.reject == RejectReason::kBadProof || result.reject == RejectReason::kStreamIdentityChanged) {
+  if (!result.authenticated || result.end_stream) {
+    if (result.end_stream) {
       absl::MutexLock l(&mu_);
       ++counters_.streams_denied;
       if (MayLog()) {

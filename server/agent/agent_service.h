@@ -6,14 +6,16 @@
 //   RESOURCE_EXHAUSTED and counted as "flood");
 // - a stream must prove an identity within auth_timeout and then keep reporting at least every
 //   idle_timeout, or it is ended (DEADLINE_EXCEEDED); Sweep() enforces both;
-// - a stream whose proof fails is ended with PERMISSION_DENIED ("bad_proof"), one that switches
-//   uuid with PERMISSION_DENIED ("stream_identity_changed");
+// - every stream starts with a hello carrying a random nonce that its reports must echo; a
+//   report with another stream's nonce (a replay) ends the stream with PERMISSION_DENIED
+//   ("replay"), as do a failed proof ("bad_proof") and a switch of uuid
+//   ("stream_identity_changed");
 // - one stream per guest: a newer authenticated stream of the same guest ends the older one
 //   (ABORTED), so a reconnecting agent never waits for its half-open old stream to time out.
 //
 // Uses the callback API, so an idle stream costs no thread. Every stream's reads and writes
-// alternate (read a report, write its ack, read the next), so a stream has at most one
-// operation outstanding.
+// alternate (write the hello, read a report, write its ack, read the next, ...), so a stream
+// has at most one operation outstanding.
 //
 // Thread-safe. Destroy the grpc::Server serving it (Shutdown and Wait) before the service; the
 // store and the clock must outlive the service.
@@ -64,7 +66,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   ~AgentService() override;
 
   // gRPC's entry point for a new stream.
-  grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReportAck>* Report(
+  grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* Report(
       grpc::CallbackServerContext* context) override;
 
   // Ends streams past auth_timeout or idle_timeout. AgentServer calls it every second.

@@ -17,7 +17,7 @@ namespace plimsoll::server::agent {
 namespace {
 
 using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
-using Stream = grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReportAck>;
+using Stream = grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReply>;
 
 class AgentServiceTest : public ::testing::Test {
  protected:
@@ -41,6 +41,7 @@ class AgentServiceTest : public ::testing::Test {
     std::unique_ptr<v1::AgentChannel::Stub> stub;
     std::unique_ptr<grpc::ClientContext> context = std::make_unique<grpc::ClientContext>();
     std::unique_ptr<Stream> stream;
+    std::string nonce;  // from the hello
   };
   // Each call on its own connection, as agents do (the listener allows 2 streams/connection).
   Call Open() {
@@ -53,17 +54,31 @@ class AgentServiceTest : public ::testing::Test {
     c.stream = c.stub->Report(c.context.get());
     return c;
   }
+  // Opens a stream and reads its hello, as an agent does.
+  Call OpenWithHello() {
+    Call c = Open();
+    v1::AgentReply hello;
+    EXPECT_TRUE(c.stream->Read(&hello));
+    EXPECT_TRUE(hello.has_hello());
+    EXPECT_EQ(hello.hello().nonce().size(), 16u);
+    c.nonce = hello.hello().nonce();
+    return c;
+  }
 
   // Sends one frame and reads its ack; false when the stream ended instead.
   bool Exchange(Call& c, const v1::SignedAgentReport& frame, v1::AgentReportAck* ack) {
     if (!c.stream->Write(frame)) return false;
-    return c.stream->Read(ack);
+    v1::AgentReply reply;
+    if (!c.stream->Read(&reply)) return false;
+    EXPECT_TRUE(reply.has_ack());
+    *ack = reply.ack();
+    return true;
   }
 
   // Drains the stream and returns its final status.
   grpc::Status End(Call& c) {
-    v1::AgentReportAck ack;
-    while (c.stream->Read(&ack)) {
+    v1::AgentReply reply;
+    while (c.stream->Read(&reply)) {
     }
     return c.stream->Finish();
   }
@@ -76,9 +91,12 @@ class AgentServiceTest : public ::testing::Test {
 
   double seconds_ = 100;
   uint64_t sequence_ = 0;
-  v1::SignedAgentReport Next(const std::string& uuid) {
+  // The next report of `uuid` for the stream `c`.
+  v1::SignedAgentReport Next(const std::string& uuid, const Call& c) {
     seconds_ += 1;
-    return SignAsSelf(MakeReport(uuid, kBootA, seconds_, ++sequence_));
+    v1::AgentReport r = MakeReport(uuid, kBootA, seconds_, ++sequence_);
+    r.set_stream_nonce(c.nonce);
+    return SignAsSelf(r);
   }
 
   FakeClock clock_;
@@ -94,10 +112,10 @@ class AgentServiceTest : public ::testing::Test {
 
 TEST_F(AgentServiceTest, AcksEachReportInOrder) {
   StartServer();
-  Call c = Open();
+  Call c = OpenWithHello();
   for (int i = 0; i < 3; ++i) {
     v1::AgentReportAck ack;
-    ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+    ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
     EXPECT_TRUE(ack.accepted()) << ack.reject_reason();
     EXPECT_EQ(ack.sequence(), sequence_);
   }
@@ -111,20 +129,21 @@ TEST_F(AgentServiceTest, AcksEachReportInOrder) {
 
 TEST_F(AgentServiceTest, SoftRejectionsKeepTheStream) {
   StartServer();
-  Call c = Open();
+  Call c = OpenWithHello();
   v1::AgentReportAck ack;
-  ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
   v1::AgentReport old = MakeReport(kVictim, kBootA, 1, 99);  // boottime before the last: replay
+  old.set_stream_nonce(c.nonce);
   ASSERT_TRUE(Exchange(c, SignAsSelf(old), &ack));
   EXPECT_FALSE(ack.accepted());
   EXPECT_EQ(ack.reject_reason(), "replay");
-  ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
   EXPECT_TRUE(ack.accepted());
 }
 
 TEST_F(AgentServiceTest, SpoofedReportEndsTheStreamAndIsCounted) {
   StartServer();
-  Call c = Open();
+  Call c = OpenWithHello();
   v1::AgentReportAck ack;
   EXPECT_FALSE(Exchange(c, Sign(MakeReport(kVictim, kBootA, 10), TokenFor(kAttacker)), &ack));
   grpc::Status status = End(c);
@@ -136,12 +155,38 @@ TEST_F(AgentServiceTest, SpoofedReportEndsTheStreamAndIsCounted) {
   EXPECT_FALSE(store_.IsConnected(kVictim));
 }
 
+TEST_F(AgentServiceTest, ReportRecordedOnAnotherStreamIsDenied) {
+  StartServer();
+  Call first = OpenWithHello();
+  const v1::SignedAgentReport recorded = Next(kVictim, first);
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(first, recorded, &ack));
+  ASSERT_TRUE(ack.accepted());
+  first.stream->WritesDone();
+  End(first);
+  // A man in the middle plays the genuine, correctly proven report back on a stream of its own.
+  Call replayer = OpenWithHello();
+  EXPECT_FALSE(Exchange(replayer, recorded, &ack));
+  grpc::Status status = End(replayer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(status.error_message(), "replay");
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kReplay), 1u);
+  EXPECT_EQ(store_.counters().accepted, 1u);
+}
+
+TEST_F(AgentServiceTest, EveryStreamGetsItsOwnNonce) {
+  StartServer();
+  Call a = OpenWithHello();
+  Call b = OpenWithHello();
+  EXPECT_NE(a.nonce, b.nonce);
+}
+
 TEST_F(AgentServiceTest, SwitchingIdentityOnAStreamIsDenied) {
   StartServer();
-  Call c = Open();
+  Call c = OpenWithHello();
   v1::AgentReportAck ack;
-  ASSERT_TRUE(Exchange(c, Next(kAttacker), &ack));
-  EXPECT_FALSE(Exchange(c, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(c, Next(kAttacker, c), &ack));
+  EXPECT_FALSE(Exchange(c, Next(kVictim, c), &ack));
   EXPECT_EQ(End(c).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(store_.counters().rejected_for(RejectReason::kStreamIdentityChanged), 1u);
   EXPECT_FALSE(store_.Signals(kVictim).has_value());
@@ -151,10 +196,10 @@ TEST_F(AgentServiceTest, FloodingStreamIsCut) {
   AgentServiceOptions options;
   options.frame_burst = 5;
   StartServer(options);  // the fake clock stands still: no refill
-  Call c = Open();
+  Call c = OpenWithHello();
   v1::AgentReportAck ack;
   int acked = 0;
-  while (Exchange(c, Next(kVictim), &ack)) ++acked;
+  while (Exchange(c, Next(kVictim, c), &ack)) ++acked;
   EXPECT_EQ(acked, 5);
   EXPECT_EQ(End(c).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(store_.counters().rejected_for(RejectReason::kFlood), 1u);
@@ -162,7 +207,7 @@ TEST_F(AgentServiceTest, FloodingStreamIsCut) {
 
 TEST_F(AgentServiceTest, OversizedFramesAreCountedOrRefusedByTheTransport) {
   StartServer();
-  Call c = Open();
+  Call c = OpenWithHello();
   v1::AgentReport big = MakeReport(kVictim, kBootA, 10);
   big.mutable_agent()->set_version(std::string(8000, 'v'));  // above 4 KiB, below 16 KiB
   v1::AgentReportAck ack;
@@ -179,27 +224,27 @@ TEST_F(AgentServiceTest, StreamLimit) {
   AgentServiceOptions options;
   options.max_streams = 2;
   StartServer(options);
-  Call a = Open();
-  Call b = Open();
+  Call a = OpenWithHello();
+  Call b = OpenWithHello();
   v1::AgentReportAck ack;
-  ASSERT_TRUE(Exchange(a, Next(kVictim), &ack));
-  ASSERT_TRUE(Exchange(b, Next(kAttacker), &ack));
-  Call c = Open();
+  ASSERT_TRUE(Exchange(a, Next(kVictim, a), &ack));
+  ASSERT_TRUE(Exchange(b, Next(kAttacker, b), &ack));
+  Call c = Open();  // refused: no hello
   EXPECT_EQ(End(c).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(service_->counters().streams_refused, 1u);
   a.stream->WritesDone();
   EXPECT_TRUE(End(a).ok());
   WaitForActiveStreams(1);
-  Call d = Open();  // room again
-  EXPECT_TRUE(Exchange(d, Next(kVictim), &ack));
+  Call d = OpenWithHello();  // room again
+  EXPECT_TRUE(Exchange(d, Next(kVictim, d), &ack));
 }
 
 TEST_F(AgentServiceTest, SilentStreamsAreSweptAway) {
   StartServer();
   Call unproven = Open();
-  Call proven = Open();
+  Call proven = OpenWithHello();
   v1::AgentReportAck ack;
-  ASSERT_TRUE(Exchange(proven, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(proven, Next(kVictim, proven), &ack));
   WaitForActiveStreams(2);
   clock_.Advance(absl::Seconds(11));  // past auth_timeout (10 s), within idle_timeout (2 min)
   service_->Sweep();
@@ -216,24 +261,24 @@ TEST_F(AgentServiceTest, SilentStreamsAreSweptAway) {
 
 TEST_F(AgentServiceTest, NewerStreamOfTheSameGuestReplacesTheOlder) {
   StartServer();
-  Call old_stream = Open();
+  Call old_stream = OpenWithHello();
   v1::AgentReportAck ack;
-  ASSERT_TRUE(Exchange(old_stream, Next(kVictim), &ack));
-  Call new_stream = Open();
-  ASSERT_TRUE(Exchange(new_stream, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(old_stream, Next(kVictim, old_stream), &ack));
+  Call new_stream = OpenWithHello();
+  ASSERT_TRUE(Exchange(new_stream, Next(kVictim, new_stream), &ack));
   EXPECT_EQ(End(old_stream).error_code(), grpc::StatusCode::ABORTED);
   WaitForActiveStreams(1);
   EXPECT_TRUE(store_.IsConnected(kVictim));
   EXPECT_EQ(service_->counters().streams_superseded, 1u);
-  ASSERT_TRUE(Exchange(new_stream, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(new_stream, Next(kVictim, new_stream), &ack));
   EXPECT_TRUE(ack.accepted());
 }
 
 TEST_F(AgentServiceTest, ShutdownEndsOpenStreams) {
   StartServer();
-  Call c = Open();
+  Call c = OpenWithHello();
   v1::AgentReportAck ack;
-  ASSERT_TRUE(Exchange(c, Next(kVictim), &ack));
+  ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
   server_->Shutdown(absl::Milliseconds(100));
   EXPECT_FALSE(End(c).ok());
   EXPECT_EQ(service_->counters().active_streams, 0);

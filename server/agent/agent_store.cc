@@ -52,7 +52,7 @@ void AgentStore::SetKnownGuests(absl::flat_hash_map<std::string, GuestLimits> gu
   }
 }
 
-IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, absl::string_view bound_uuid) {
+IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream) {
   IngestResult result;
   v1::AgentReport report;
   // The costly part (parse, two HMACs) runs without the lock.
@@ -62,14 +62,24 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, absl::string
     Count(*verdict.reject);
     result.reject = verdict.reject;
     result.detail = std::move(verdict.detail);
+    result.end_stream = *verdict.reject == RejectReason::kBadProof;
     return result;
   }
   result.authenticated = true;
   result.uuid = report.guest_uuid();
-  if (!bound_uuid.empty() && bound_uuid != result.uuid) {
+  if (!stream.uuid.empty() && stream.uuid != result.uuid) {
     Count(RejectReason::kStreamIdentityChanged);
     result.reject = RejectReason::kStreamIdentityChanged;
-    result.detail = absl::StrCat("stream of ", bound_uuid, " sent a report of ", result.uuid);
+    result.detail = absl::StrCat("stream of ", stream.uuid, " sent a report of ", result.uuid);
+    result.end_stream = true;
+    return result;
+  }
+  if (!stream.nonce.empty() && report.stream_nonce() != stream.nonce) {
+    // Proven, but made for another stream: a recorded report played back.
+    Count(RejectReason::kReplay);
+    result.reject = RejectReason::kReplay;
+    result.detail = "report carries another stream's nonce";
+    result.end_stream = true;
     return result;
   }
 

@@ -115,6 +115,12 @@ struct AgentCounters {
   uint64_t rejected_for(RejectReason r) const { return rejected[static_cast<int>(r)]; }
 };
 
+// What a stream has established, checked against every frame on it.
+struct StreamBinding {
+  std::string uuid;   // proven by an earlier frame; empty until then
+  std::string nonce;  // from the stream's hello; empty: not checked
+};
+
 // The outcome of Ingest, for the service's ack.
 struct IngestResult {
   std::optional<RejectReason> reject;
@@ -122,6 +128,9 @@ struct IngestResult {
   bool authenticated = false;  // the proof matched `uuid`
   std::string uuid;            // set when authenticated
   uint64_t sequence = 0;       // of the report, when it parsed
+  // The stream cannot be trusted any more (bad proof, another stream's nonce, uuid switch):
+  // the service ends it instead of acking.
+  bool end_stream = false;
   bool ok() const { return !reject.has_value(); }
 };
 
@@ -134,10 +143,12 @@ class AgentStore {
   // Entries of guests no longer listed are dropped.
   void SetKnownGuests(absl::flat_hash_map<std::string, GuestLimits> guests);
 
-  // Validates one frame and, when accepted, makes it the guest's latest report. `bound_uuid`:
-  // the uuid the frame's stream already proved (empty for a new stream); a proven frame for
-  // another uuid is kStreamIdentityChanged and changes nothing.
-  IngestResult Ingest(const v1::SignedAgentReport& frame, absl::string_view bound_uuid = "");
+  // Validates one frame and, when accepted, makes it the guest's latest report. `stream`
+  // describes the stream the frame came on (AgentService always passes it; in-process callers
+  // may not): a proven frame for another uuid than the one the stream already proved is
+  // kStreamIdentityChanged, and one that does not carry the stream's nonce is kReplay; neither
+  // changes anything.
+  IngestResult Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream = {});
 
   // Counts a rejection decided outside Ingest (the service's kFlood, kStreamIdentityChanged).
   void CountRejected(RejectReason reason);

@@ -158,9 +158,29 @@ TEST_F(AgentStoreTest, SizesAreCheckedAgainstEachGuestsOwnMax) {
 
 TEST_F(AgentStoreTest, StreamIdentityIsBound) {
   clock_.Advance(absl::Seconds(1));
-  IngestResult r = store_.Ingest(SignAsSelf(MakeReport(kAttacker, kBootA, 10)), kVictim);
+  IngestResult r = store_.Ingest(SignAsSelf(MakeReport(kAttacker, kBootA, 10)), StreamBinding{kVictim, ""});
   EXPECT_EQ(r.reject, RejectReason::kStreamIdentityChanged);
+  EXPECT_TRUE(r.end_stream);
   EXPECT_FALSE(store_.Signals(kAttacker).has_value());
+}
+
+TEST_F(AgentStoreTest, ReportsMadeForAnotherStreamAreReplays) {
+  v1::AgentReport recorded = MakeReport(kVictim, kBootA, 10);
+  recorded.set_stream_nonce("nonce-of-stream-1");
+  const v1::SignedAgentReport frame = SignAsSelf(recorded);  // genuine, captured by a MITM
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(store_.Ingest(frame, StreamBinding{"", "nonce-of-stream-1"}).ok());
+  // Played back on another stream (after a "reboot" would even pass the boottime check).
+  clock_.Advance(absl::Seconds(1));
+  IngestResult r = store_.Ingest(frame, StreamBinding{"", "nonce-of-stream-2"});
+  EXPECT_EQ(r.reject, RejectReason::kReplay);
+  EXPECT_TRUE(r.end_stream);
+  EXPECT_EQ(store_.Signals(kVictim)->reports_accepted, 1u);
+}
+
+TEST_F(AgentStoreTest, BadProofEndsTheStream) {
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(store_.Ingest(Sign(MakeReport(kVictim, kBootA, 10), TokenFor(kAttacker))).end_stream);
 }
 
 TEST_F(AgentStoreTest, ConnectedFollowsStreams) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/guest_reader.h"
 #include "agent/report_proof.h"
 
@@ -19,7 +20,7 @@ absl::StatusOr<std::string> LoadHostKey(const std::string& path) {
   if (stat(path.c_str(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": stat failed"));
   if ((st.st_mode & 077) != 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat(path, ": mode ", absl::Hex(st.st_mode & 0777), " lets group or others access the key; chmod 600"));
+        absl::StrFormat("%s: mode %03o lets group or others access the key; chmod 600", path, st.st_mode & 0777));
   }
   absl::StatusOr<std::string> text = plimsoll::agent::ReadSmallFile(path, 4096);
   if (!text.ok()) return text.status();

@@ -31,11 +31,12 @@ enum class RejectReason : int {
   kUnknownGuest,          // proven, but not a guest this daemon manages (yet)
   kRateLimited,           // more reports than the per-guest budget allows
   kSizeOutOfRange,        // a byte count above the guest's max or inconsistent with MemTotal
-  kReplay,                // same boot, boottime not after the last accepted report
+  kReplay,                // same boot, boottime not after the last accepted report; or
+                          // another stream's nonce (checked by the store)
   kCounterBackwards,      // a cumulative counter decreased within one boot
   kImplausibleRate,       // a counter grew faster than any real guest can
   kFlood,                 // the stream sent frames faster than its budget (counted by the service)
-  kStreamIdentityChanged, // a stream switched to another guest's uuid (counted by the service)
+  kStreamIdentityChanged, // a stream switched to another guest's uuid (checked by the store)
 };
 inline constexpr int kNumRejectReasons = 11;
 
