@@ -212,6 +212,10 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!g->has_min_fraction()) g->set_min_fraction(0.25);
   if (!g->has_stats_period_seconds()) g->set_stats_period_seconds(2);
   if (!g->has_stale_after()) g->set_stale_after("30s");
+  auto* a = c.mutable_agent();
+  if (!a->has_agent_listen()) a->set_agent_listen("127.0.0.1:9588");
+  if (!a->has_agent_host_key_file()) a->set_agent_host_key_file("/var/lib/plimsoll/agent-host.key");
+  if (!a->has_agent_stale_after()) a->set_agent_stale_after("20s");
   return c;
 }
 
@@ -268,6 +272,21 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
                                      absl::Hours(24));
   if (!stale.ok()) return stale.status();
   o.stale_after = *stale;
+
+  const auto& a = c.agent();
+  o.agent_listen = a.agent_listen();
+  if (!o.agent_listen.empty()) {
+    if (absl::Status s = ValidateListen("agent.agent_listen", o.agent_listen, false); !s.ok()) return s;
+    if (a.agent_host_key_file().empty() || a.agent_host_key_file()[0] != '/') {
+      return FieldError("agent.agent_host_key_file",
+                        absl::StrCat("\"", a.agent_host_key_file(), "\" must be an absolute path"));
+    }
+  }
+  o.agent_host_key_file = a.agent_host_key_file();
+  auto agent_stale = ParsePositiveDuration("agent.agent_stale_after", a.agent_stale_after(), absl::Seconds(1),
+                                           absl::Hours(1));
+  if (!agent_stale.ok()) return agent_stale.status();
+  o.agent_stale_after = *agent_stale;
   if (o.stale_after < absl::Seconds(2 * o.stats_period_seconds)) {
     return FieldError("guest_defaults.stale_after",
                       absl::StrCat("\"", g.stale_after(), "\" must be at least twice stats_period_seconds (",

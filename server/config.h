@@ -31,6 +31,9 @@ struct Options {
   double min_fraction = 0;
   int stats_period_seconds = 0;
   absl::Duration stale_after;
+  std::string agent_listen;  // empty: no agent channel
+  std::string agent_host_key_file;
+  absl::Duration agent_stale_after;
 };
 
 // Parses protobuf text format. Unknown fields and syntax errors are

@@ -117,6 +117,12 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     policy_state_.guests.erase(uuid);
     last_logged_.erase(uuid);
   }
+  if (deps_.agents != nullptr) {
+    // The agent channel accepts reports only for guests we manage, checked against their size.
+    absl::flat_hash_map<std::string, agent::GuestLimits> known;
+    for (const auto& [uuid, g] : tracker_.guests()) known[uuid].max_bytes = g.info.max_bytes;
+    deps_.agents->SetKnownGuests(std::move(known));
+  }
   std::vector<std::string> uuids;
   uuids.reserve(tracker_.guests().size());
   for (const auto& [uuid, g] : tracker_.guests()) {
@@ -148,6 +154,23 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   *collected = true;
 }
 
+void ControlLoop::AddAgentSignals(policy::GuestView& v) const {
+  std::optional<agent::AgentSignals> a = deps_.agents->FreshSignals(v.uuid);
+  if (!a.has_value()) return;  // no agent, or its data expired: libvirt stats only
+  v.anon_bytes = a->anon_bytes;
+  if (a->shmem_bytes || a->sunreclaim_bytes) {
+    v.unreclaimable_bytes = a->shmem_bytes.value_or(0) + a->sunreclaim_bytes.value_or(0);
+  }
+  v.active_file_bytes = a->active_file_bytes;
+  v.inactive_file_bytes = a->inactive_file_bytes;
+  v.refaults_per_second = a->file_refaults_per_second ? a->file_refaults_per_second : a->refaults_per_second;
+  v.psi_some_avg10 = a->psi_some_avg10;
+  v.balloon_inflate_pages = a->balloon_inflate;
+  v.balloon_deflate_pages = a->balloon_deflate;
+  v.oom_kill = a->oom_kill;
+  v.agent_age_seconds = a->age_seconds;
+}
+
 std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   if (!last_host_.has_value()) return std::nullopt;
   policy::Snapshot snap;
@@ -165,6 +188,9 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   snap.host.psi_some_avg10 = h.psi_some_avg10;
   snap.host.psi_full_avg10 = h.psi_full_avg10;
   snap.guests = tracker_.Views();
+  if (deps_.agents != nullptr) {
+    for (policy::GuestView& v : snap.guests) AddAgentSignals(v);
+  }
   return snap;
 }
 
@@ -221,6 +247,11 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_target_bytes(target);
     rec.set_reason(reason);
     rec.set_applied(applied);
+    if (!d.state.empty() && d.state != g->balloon_state) {
+      PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)
+                   << " -> " << d.state << " target=" << Mib(target) << " actual=" << Mib(g->actual_bytes);
+    }
+    g->balloon_state = d.state;
 
     // Every move is logged; a hold only when it follows a move or a minute of silence,
     // so a quiet host does not write one line per guest per tick.
@@ -241,6 +272,37 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     }
   }
   (void)snapshot;
+}
+
+void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const {
+  std::optional<agent::AgentSignals> a = deps_.agents->Signals(uuid);
+  if (!a.has_value()) return;
+  auto* st = out->mutable_agent();
+  st->set_connected(a->connected);
+  st->set_fresh(a->fresh);
+  st->set_age_seconds(a->age_seconds);
+  st->set_reports_accepted(a->reports_accepted);
+  st->set_last_reject_reason(a->last_reject_reason);
+  if (!a->fresh) return;  // stale agent data is shown as status only, never as signals
+  auto* s = out->mutable_stats();
+  auto agent_signal = [&](plimsoll::v1::MemorySignal* m, std::optional<int64_t> v) {
+    if (!v) return;
+    m->set_bytes(*v);
+    m->set_provenance(plimsoll::v1::PROVENANCE_AGENT);
+    m->set_age_seconds(a->age_seconds);
+  };
+  agent_signal(s->mutable_active_file(), a->active_file_bytes);
+  agent_signal(s->mutable_inactive_file(), a->inactive_file_bytes);
+  agent_signal(s->mutable_anon(), a->anon_bytes);
+  if (a->shmem_bytes || a->sunreclaim_bytes) {
+    agent_signal(s->mutable_unreclaimable(), a->shmem_bytes.value_or(0) + a->sunreclaim_bytes.value_or(0));
+  }
+  if (a->psi_some_avg10) s->set_psi_some_avg10(*a->psi_some_avg10);
+  if (a->psi_full_avg10) s->set_psi_full_avg10(*a->psi_full_avg10);
+  if (a->refaults_per_second) s->set_refaults_per_second(*a->refaults_per_second);
+  if (a->oom_kill) s->set_oom_kill(*a->oom_kill);
+  if (a->balloon_inflate) s->set_balloon_inflate_pages(*a->balloon_inflate);
+  if (a->balloon_deflate) s->set_balloon_deflate_pages(*a->balloon_deflate);
 }
 
 void ControlLoop::Publish(absl::Time now) {
@@ -281,6 +343,8 @@ void ControlLoop::Publish(absl::Time now) {
     s->set_stats_age_seconds(age);
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
+    out->set_balloon_state(g->balloon_state);
+    if (deps_.agents != nullptr) PublishAgent(g->info.uuid, out);
   }
   auto* host = view->mutable_host();
   if (last_host_) {
@@ -299,7 +363,17 @@ void ControlLoop::Publish(absl::Time now) {
   host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
   (void)now;
-  if (deps_.metrics) deps_.metrics->Publish(*view);
+  if (deps_.metrics) {
+    deps_.metrics->Publish(*view);
+    if (deps_.agents != nullptr) {
+      const agent::AgentCounters c = deps_.agents->counters();
+      std::vector<std::pair<std::string, uint64_t>> rejected;
+      for (agent::RejectReason r : agent::AllRejectReasons()) {
+        rejected.emplace_back(std::string(agent::RejectReasonName(r)), c.rejected_for(r));
+      }
+      deps_.metrics->PublishAgentCounters(c.accepted, rejected);
+    }
+  }
   absl::MutexLock l(&mu_);
   published_ = std::move(view);
 }

@@ -17,6 +17,7 @@
 #include "plimsoll/v1/control.pb.h"
 #include "policy/policy.h"
 #include "server/actuator.h"
+#include "server/agent/agent_store.h"
 #include "server/guest_tracker.h"
 #include "server/host/host_reader.h"
 #include "server/hypervisor/hypervisor.h"
@@ -35,7 +36,7 @@ struct LoopOptions {
   absl::Duration reconnect_max = absl::Seconds(30);
 };
 
-// Dependencies are borrowed and must outlive the loop. `metrics` may be null.
+// Dependencies are borrowed and must outlive the loop. `metrics` and `agents` may be null.
 struct LoopDeps {
   hypervisor::Hypervisor* hypervisor = nullptr;
   host::HostReader* host = nullptr;
@@ -43,6 +44,8 @@ struct LoopDeps {
   Actuator* actuator = nullptr;
   Clock* clock = nullptr;
   Metrics* metrics = nullptr;
+  // Latest validated in-guest agent reports; null when the agent channel is off.
+  agent::AgentStore* agents = nullptr;
 };
 
 class ControlLoop {
@@ -69,6 +72,9 @@ class ControlLoop {
   std::optional<policy::Snapshot> BuildSnapshot(absl::Time now);
   void Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions, absl::Time now);
   void Publish(absl::Time now);
+  // Fills a view with the guest's fresh agent signals (nothing when there are none).
+  void AddAgentSignals(policy::GuestView& v) const;
+  void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
   void CountError(const std::string& operation);
 
   LoopDeps deps_;

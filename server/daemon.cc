@@ -15,6 +15,11 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/agent/agent_server.h"
+#include "server/agent/agent_service.h"
+#include "server/agent/agent_store.h"
+#include "server/agent/host_key.h"
+#include "server/agent/report_validator.h"
 #include "server/control_service.h"
 #include "server/host/proc_host_reader.h"
 #include "server/hypervisor/libvirt_hypervisor.h"
@@ -54,6 +59,27 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
     d->actuator_ = std::make_unique<HypervisorActuator>(d->hypervisor_.get());
   }
   d->metrics_ = std::make_unique<Metrics>();
+  d->clock_ = overrides.clock ? overrides.clock : RealClock::Get();
+  if (!options.agent_listen.empty()) {
+    auto key = agent::LoadHostKey(options.agent_host_key_file);
+    if (absl::IsNotFound(key.status())) {
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(options.agent_host_key_file).parent_path(), ec);
+      if (absl::Status s = agent::GenerateHostKey(options.agent_host_key_file); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("agent.agent_host_key_file: ", s.message()));
+      }
+      PLOG_INFO << "created agent host key " << options.agent_host_key_file;
+      key = agent::LoadHostKey(options.agent_host_key_file);
+    }
+    if (!key.ok()) {
+      return absl::Status(key.status().code(), absl::StrCat("agent.agent_host_key_file: ", key.status().message()));
+    }
+    d->agent_validator_ = std::make_unique<agent::ReportValidator>(*key);
+    agent::AgentStoreOptions so;
+    so.stale_after = options.agent_stale_after;
+    d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
+    d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
+  }
   LoopOptions lo;
   lo.tick = options.tick;
   lo.stats_period_seconds = options.stats_period_seconds;
@@ -67,8 +93,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
   deps.host = d->host_.get();
   deps.policy = d->policy_.get();
   deps.actuator = d->actuator_.get();
-  deps.clock = overrides.clock ? overrides.clock : RealClock::Get();
+  deps.clock = d->clock_;
   deps.metrics = d->metrics_.get();
+  deps.agents = d->agent_store_.get();
   d->loop_ = std::make_unique<ControlLoop>(deps, lo);
   ControlLoop* loop = d->loop_.get();
   d->hypervisor_->SetEventCallback([loop](const hypervisor::DomainEvent& e) {
@@ -128,6 +155,20 @@ absl::Status Daemon::StartGrpc() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::StartAgentChannel() {
+  if (!agent_service_) return absl::OkStatus();
+  agent::AgentServerOptions ao;
+  ao.listen = options_.agent_listen;
+  auto server = agent::AgentServer::Start(ao, agent_service_.get());
+  if (!server.ok()) {
+    return absl::Status(server.status().code(), absl::StrCat("agent.agent_listen: ", server.status().message()));
+  }
+  agent_server_ = std::move(*server);
+  return absl::OkStatus();
+}
+
+std::string Daemon::agent_address() const { return agent_server_ ? agent_server_->address() : ""; }
+
 absl::Status Daemon::Start() {
   if (!options_.metrics_listen.empty()) {
     if (absl::Status s = metrics_->Serve(options_.metrics_listen); !s.ok()) {
@@ -135,13 +176,15 @@ absl::Status Daemon::Start() {
     }
   }
   if (absl::Status s = StartGrpc(); !s.ok()) return s;
+  if (absl::Status s = StartAgentChannel(); !s.ok()) return s;
   PLOG_INFO << "plimsolld serving grpc=" << grpc_address_ << " metrics="
             << (options_.metrics_listen.empty()
                     ? std::string("off")
                     : absl::StrCat(options_.metrics_listen.substr(0, options_.metrics_listen.rfind(':')),
                                    ":", metrics_port()))
             << " policy=" << options_.policy << " tick=" << absl::FormatDuration(options_.tick)
-            << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri;
+            << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri
+            << " agent=" << (agent_server_ ? agent_server_->address() : std::string("off"));
   started_ = true;
   loop_thread_ = std::thread([this] { loop_->Run(); });
   return absl::OkStatus();
@@ -152,6 +195,7 @@ void Daemon::Shutdown() {
   stopped_ = true;
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
+  if (agent_server_) agent_server_->Shutdown();
   if (grpc_server_) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     grpc_server_->Wait();

@@ -19,6 +19,12 @@ class Server;
 namespace plimsoll::server {
 
 class ControlService;
+namespace agent {
+class AgentServer;
+class AgentService;
+class AgentStore;
+class ReportValidator;
+}  // namespace agent
 
 struct DaemonOverrides {
   std::unique_ptr<hypervisor::Hypervisor> hypervisor;  // default: LibvirtHypervisor(libvirt_uri)
@@ -41,12 +47,15 @@ class Daemon {
   // Where the listeners really are (ports resolved when 0 was asked for).
   std::string grpc_address() const { return grpc_address_; }
   int metrics_port() const;
+  // The agent listener's "host:port" (port resolved), empty when the channel is off.
+  std::string agent_address() const;
 
   ControlLoop& loop() { return *loop_; }
 
  private:
   Daemon() = default;
   absl::Status StartGrpc();
+  absl::Status StartAgentChannel();
 
   Options options_;
   std::unique_ptr<hypervisor::Hypervisor> hypervisor_;
@@ -56,6 +65,11 @@ class Daemon {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ControlLoop> loop_;
   std::unique_ptr<ControlService> service_;
+  std::unique_ptr<agent::ReportValidator> agent_validator_;
+  std::unique_ptr<agent::AgentStore> agent_store_;
+  std::unique_ptr<agent::AgentService> agent_service_;
+  std::unique_ptr<agent::AgentServer> agent_server_;
+  Clock* clock_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;
   std::thread loop_thread_;

@@ -44,6 +44,7 @@ struct TrackedGuest {
   plimsoll::v1::ManagementState management = plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED;
   std::string detail;
   plimsoll::v1::Decision last_decision;
+  std::string balloon_state;  // from the policy's last decision ("" when not tracked)
 };
 
 class GuestTracker {

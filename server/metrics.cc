@@ -48,8 +48,12 @@ struct Metrics::Impl {
   Family<prometheus::Counter>* libvirt_errors;
   prometheus::Histogram* tick_duration;
 
-  Gauge* psi_some_series = nullptr;
-  Gauge* psi_full_series = nullptr;
+  Family<Gauge>* guest_state;  // {domain, uuid, state}: 1 for the guest's balloon state
+  absl::flat_hash_map<std::string, std::vector<Gauge*>> guest_state_series ABSL_GUARDED_BY(mu);
+  Family<prometheus::Counter>* agent_reports;
+  Family<prometheus::Counter>* agent_rejected;
+  uint64_t agent_accepted_seen ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<std::string, uint64_t> agent_rejected_seen ABSL_GUARDED_BY(mu);
 
   Family<Gauge>* G(const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
@@ -89,6 +93,16 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily("plimsoll_guest_stats_age_seconds", "Seconds since the guest's balloon stats last advanced.");
   m.GuestFamily("plimsoll_guest_stats_fresh", "1 when the guest's stats are fresh enough to shrink it on.");
   m.GuestFamily("plimsoll_guest_managed", "1 when plimsolld is applying targets to the guest.");
+  m.GuestFamily("plimsoll_guest_psi_some_avg10", "Guest memory PSI 'some' avg10 (percent), from plimsoll-agent.");
+  m.GuestFamily("plimsoll_guest_refaults_per_second", "Guest workingset refaults per second, from plimsoll-agent.");
+  m.GuestFamily("plimsoll_guest_active_file_bytes", "Guest Active(file) page cache (bytes), from plimsoll-agent.");
+  m.GuestFamily("plimsoll_guest_inactive_file_bytes", "Guest Inactive(file) page cache (bytes), from plimsoll-agent.");
+  m.GuestFamily("plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
+  m.GuestFamily("plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
+  m.guest_state = m.G("plimsoll_guest_state", "1 for the guest's balloon state: ok, stuck, churning or self_deflated.");
+  m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
+  m.agent_reports->Add({});
+  m.agent_rejected = &prometheus::BuildCounter().Name("plimsoll_agent_reports_rejected_total").Help("Agent reports rejected, by reason.").Register(*m.registry);
   m.host_budget = m.G("plimsoll_host_guest_budget_bytes", "Memory all guests may use together: min(MemTotal - reserve, configured budget).");
   m.host_available = m.G("plimsoll_host_mem_available_bytes", "Host MemAvailable (bytes).");
   m.host_total = m.G("plimsoll_host_mem_total_bytes", "Host MemTotal (bytes).");
@@ -144,7 +158,30 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
     m.SetGuest("plimsoll_guest_stats_fresh", g, true, s.stats_fresh() ? 1 : 0);
     m.SetGuest("plimsoll_guest_managed", g,
                true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
+    m.SetGuest("plimsoll_guest_psi_some_avg10", g, s.has_psi_some_avg10(), s.psi_some_avg10());
+    m.SetGuest("plimsoll_guest_refaults_per_second", g, s.has_refaults_per_second(), s.refaults_per_second());
+    m.SetGuest("plimsoll_guest_active_file_bytes", g, s.has_active_file(), s.active_file().bytes());
+    m.SetGuest("plimsoll_guest_inactive_file_bytes", g, s.has_inactive_file(), s.inactive_file().bytes());
+    m.SetGuest("plimsoll_guest_anon_bytes", g, s.has_anon(), s.anon().bytes());
+    m.SetGuest("plimsoll_guest_agent_connected", g, g.has_agent(), g.agent().connected() ? 1 : 0);
     by_state[plimsoll::v1::ManagementState_Name(g.management_state())]++;
+    // One series per balloon state, 1 for the current one (absent until a policy tracks it).
+    auto& states = m.guest_state_series[g.uuid()];
+    if (!g.balloon_state().empty() && states.empty()) {
+      for (const char* st : {"ok", "stuck", "churning", "self_deflated"}) {
+        states.push_back(&m.guest_state->Add({{"domain", g.name()}, {"uuid", g.uuid()}, {"state", st}}));
+      }
+    }
+    const char* kStates[] = {"ok", "stuck", "churning", "self_deflated"};
+    for (size_t i = 0; i < states.size(); ++i) states[i]->Set(g.balloon_state() == kStates[i] ? 1 : 0);
+  }
+  for (auto it = m.guest_state_series.begin(); it != m.guest_state_series.end();) {
+    if (!present.contains(it->first)) {
+      for (Gauge* gs : it->second) m.guest_state->Remove(gs);
+      m.guest_state_series.erase(it++);
+    } else {
+      ++it;
+    }
   }
   // Drop every series of guests that went away.
   for (auto& [name, gg] : m.guest_gauges) {
@@ -172,6 +209,25 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
     std::string label = name.substr(std::string("MANAGEMENT_STATE_").size());
     for (char& c : label) c = static_cast<char>(std::tolower(c));
     m.guests->Add({{"state", label}}).Set(by_state[name]);
+  }
+}
+
+void Metrics::PublishAgentCounters(uint64_t accepted,
+                                   const std::vector<std::pair<std::string, uint64_t>>& rejected_by_reason) {
+  Impl& m = *impl_;
+  absl::MutexLock l(&m.mu);
+  // prometheus-cpp counters only increment: add what is new since the last publish.
+  if (accepted > m.agent_accepted_seen) {
+    m.agent_reports->Add({}).Increment(static_cast<double>(accepted - m.agent_accepted_seen));
+    m.agent_accepted_seen = accepted;
+  }
+  for (const auto& [reason, count] : rejected_by_reason) {
+    auto& counter = m.agent_rejected->Add({{"reason", reason}});
+    uint64_t& seen = m.agent_rejected_seen[reason];
+    if (count > seen) {
+      counter.Increment(static_cast<double>(count - seen));
+      seen = count;
+    }
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "plimsoll/v1/control.pb.h"
@@ -31,6 +33,11 @@ class Metrics {
   // Sets every guest and host gauge from the published view; removes the series
   // of guests that are no longer in it and of stats a guest no longer reports.
   void Publish(const plimsoll::v1::ListGuestsResponse& view);
+
+  // Agent channel totals (cumulative, as AgentStore counts them): exported as counters
+  // plimsoll_agent_reports_total and plimsoll_agent_reports_rejected_total{reason}.
+  void PublishAgentCounters(uint64_t accepted,
+                            const std::vector<std::pair<std::string, uint64_t>>& rejected_by_reason);
 
   void CountDecision(plimsoll::v1::Direction direction);
   void CountLibvirtError(const std::string& operation);

@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+import uuid
 
 REPO = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
@@ -24,6 +25,9 @@ BIN = os.path.realpath(os.path.join(REPO, "bazel-bin"))
 PLIMSOLLD = os.path.join(BIN, "server", "plimsolld")
 PLIMSOLLCTL = os.path.join(BIN, "ctl", "plimsollctl")
 WORKLOAD = os.path.join(BIN, "tests", "lab", "guest_workload")
+AGENT = os.path.join(BIN, "agent", "plimsoll-agent")
+AGENT_TOKEN = os.path.join(BIN, "server", "agent", "plimsoll-agent-token")
+RUN_AGENT = os.path.join(REPO, "tests", "lab", "run_agent.sh")
 MIB = 1024 * 1024
 
 
@@ -33,7 +37,7 @@ def skip_reason():
         return "real-guest e2e tests need root (private libvirtd in a mount namespace)"
     if shutil.which("qemu-system-x86_64") is None:
         return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-    for b in (PLIMSOLLD, PLIMSOLLCTL, WORKLOAD):
+    for b in (PLIMSOLLD, PLIMSOLLCTL, WORKLOAD, AGENT, AGENT_TOKEN):
         if not os.path.exists(b):
             return "%s is not built (run tools/test.sh, which builds it)" % b
     return labmod.preflight_problem()
@@ -60,16 +64,48 @@ def wait_for(what, predicate, timeout, interval=0.5):
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
+class AgentKeys:
+    """The agent channel's host key and port for one test run, fixed before guests boot so
+    each guest's token can go on its kernel command line (the lab's stand-in for fw_cfg)."""
+
+    def __init__(self, workdir):
+        self.port = free_port()
+        self.host_key = os.path.join(workdir, "agent-host.key")
+        if not os.path.exists(self.host_key):
+            subprocess.run([AGENT_TOKEN, "--key_file=" + self.host_key, "--generate_key"], check=True,
+                           capture_output=True)
+
+    def token(self, guest_uuid):
+        out = subprocess.run([AGENT_TOKEN, "--key_file=" + self.host_key, "--uuid=" + guest_uuid],
+                             check=True, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    def guest_kwargs(self, guest_uuid=None, interval="1s", token=None, extra_args=(), stop_file=None):
+        """add_guest() arguments that run plimsoll-agent in the guest, reporting every interval."""
+        guest_uuid = guest_uuid or str(uuid.uuid4())
+        cmd = ["plimsoll.agent_bin=" + os.path.realpath(AGENT), "plimsoll.agent_port=%d" % self.port,
+               "plimsoll.agent_interval=" + interval, "plimsoll.token=" + (token or self.token(guest_uuid))]
+        if extra_args:
+            cmd.append("plimsoll.agent_args=" + ",".join(extra_args))
+        if stop_file:
+            cmd.append("plimsoll.agent_stop_file=" + stop_file)
+        return dict(guest_uuid=guest_uuid, run=RUN_AGENT, cmdline_extra=" ".join(cmd))
+
+
 class Daemon:
     """plimsolld started as a process with flags, its log in a file."""
 
-    def __init__(self, workdir, uri, **flags):
+    def __init__(self, workdir, uri, agent_keys=None, **flags):
         self.workdir = workdir
         self.socket = os.path.join(workdir, "plimsolld.sock")
         self.metrics_port = free_port()
         self.log_path = os.path.join(workdir, "plimsolld-%d.log" % int(time.time() * 1000))
+        keys = agent_keys or AgentKeys(workdir)
+        self.agent_port = keys.port
+        self.host_key = keys.host_key
         args = [PLIMSOLLD, "--libvirt_uri=" + uri, "--grpc_listen=unix:" + self.socket,
-                "--metrics_listen=127.0.0.1:%d" % self.metrics_port]
+                "--metrics_listen=127.0.0.1:%d" % self.metrics_port,
+                "--agent_listen=127.0.0.1:%d" % self.agent_port, "--agent_host_key_file=" + self.host_key]
         args += ["--%s=%s" % (k, v) for k, v in flags.items()]
         self.args = args
         self.log = open(self.log_path, "w")

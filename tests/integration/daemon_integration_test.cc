@@ -62,6 +62,8 @@ server::Options BaseOptions(const std::string& grpc_listen) {
   o.proc_root = MakeProcRoot();
   o.host_reserve_bytes = 0;
   o.guest_memory_budget_bytes = 1024 * kMiB;  // far below the guests' 7 GiB: pressure
+  o.agent_listen = "127.0.0.1:0";
+  o.agent_host_key_file = TestTmp() + "/agent.key";
   return o;
 }
 

@@ -958,7 +958,7 @@ class Lab:
 
     # ---- guests --------------------------------------------------------------------
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
-                   autodeflate=True, anon_mib=256, anon_after=0):
+                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None):
         """The libvirt XML add_guest() would create (exposed for tests and debugging)."""
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
             raise LabError("bad guest name %r" % name)
@@ -1037,7 +1037,7 @@ class Lab:
     <qemu:env name='{marker}' value='{state}'/>
   </qemu:commandline>
 </domain>
-""".format(dtype="kvm" if kvm else "qemu", name=name, uuid=uuid.uuid4(), mib=int(memory_mib),
+""".format(dtype="kvm" if kvm else "qemu", name=name, uuid=guest_uuid or uuid.uuid4(), mib=int(memory_mib),
            vmlinux=esc(a.vmlinux), initrd=esc(a.initramfs), cmdline=esc(cmdline),
            cpu="\n  <cpu mode='host-passthrough'/>" if kvm else "",
            qemu=esc(os.path.realpath(_which("qemu-system-x86_64"))), data=esc(a.data_img),
@@ -1046,14 +1046,16 @@ class Lab:
            aio=" io='native'" if cache_mode == "none" else "")
 
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
-                  autodeflate=True, anon_mib=256, anon_after=0):
-        """Creates and starts a transient guest; returns at once (see wait_ready)."""
+                  autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None):
+        """Creates and starts a transient guest; returns at once (see wait_ready).
+
+        guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot."""
         if self.libvirtd_pid() is None:
             self.start()
         if self.artefacts is None:
             self.artefacts = prepare(self.cache_dir, self.stream_mib, self.hot_mib)
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
-                              anon_mib, anon_after)
+                              anon_mib, anon_after, guest_uuid)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
         with contextlib.suppress(FileNotFoundError):
