@@ -170,21 +170,27 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(
           "unknown flag --", name, leaf_matches > 1 ? " (ambiguous: use its dotted path)" : "",
           "; config flags are: --", absl::StrJoin(ConfigFlagNames(), ", --")));
     }
-    std::string piece;
-    for (size_t i = 0; i + 1 < chain->size(); ++i) piece += (*chain)[i]->name() + " { ";
+    // The value is parsed alone into its own field, and must be exactly one value: spliced into
+    // a text-format line, "--dry_run=true policy: \"x\"" would set a second field
+    // (caught by fuzz/config_flags_fuzz: one flag, one field).
+    DaemonConfig one;
+    google::protobuf::Message* parent = &one;
+    for (size_t i = 0; i + 1 < chain->size(); ++i) {
+      parent = parent->GetReflection()->MutableMessage(parent, (*chain)[i]);
+    }
     const FieldDescriptor* leaf = chain->back();
     std::string v = value;
     if (leaf->type() == FieldDescriptor::TYPE_BOOL && v.empty()) v = "true";
-    piece += leaf->name() + ": " + TextValue(leaf, v);
-    for (size_t i = 0; i + 1 < chain->size(); ++i) piece += " }";
-    auto one = ParseConfigText(piece, absl::StrCat("--", name));
-    if (!one.ok()) {
+    google::protobuf::TextFormat::Parser parser;
+    FirstErrorCollector errors{absl::StrCat("--", name)};
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFieldValueFromString(TextValue(leaf, v), leaf, parent)) {
       return absl::InvalidArgumentError(
           absl::StrCat("flag --", name, "=", value, ": not a valid ", leaf->type_name(), " (",
-                       one.status().message(), ")"));
+                       errors.error().empty() ? "not a single value" : errors.error(), ")"));
     }
     // Merge message by message: text format refuses a repeated "host { }" block.
-    merged.MergeFrom(*one);
+    merged.MergeFrom(one);
   }
   return merged;
 }

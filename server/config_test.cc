@@ -123,6 +123,28 @@ TEST(ConfigTest, BadFlagsAreNamed) {
       << bad_number.status();
 }
 
+// Caught by fuzz/config_flags_fuzz's check that a flag sets exactly its own field: values were
+// spliced into text format, so a non-string value could carry text format that set other fields.
+TEST(ConfigTest, AFlagValueSetsOnlyItsOwnField) {
+  const std::vector<std::pair<std::string, std::string>> injections = {
+      {"dry_run", "true policy: \"static\""},
+      {"host_reserve_bytes", "1 proc_root: \"/x\""},
+      {"host_reserve_bytes", "1 } guest_defaults { min_bytes: 3"},
+      {"guest_defaults.min_fraction", "0.5 min_bytes: 1"},
+  };
+  for (const auto& [name, value] : injections) {
+    auto c = ConfigFromFlags({{name, value}});
+    ASSERT_FALSE(c.ok()) << "--" << name << "=" << value << " set:\n" << ToText(*c);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find("--" + name), std::string::npos) << c.status();
+  }
+  // Values that merely contain text-format punctuation are still fine where the field is a string.
+  auto uri = ConfigFromFlags({{"libvirt_uri", "qemu:///system policy: \"static\" }"}});
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  EXPECT_EQ(uri->libvirt_uri(), "qemu:///system policy: \"static\" }");
+  EXPECT_FALSE(uri->has_policy());
+}
+
 TEST(ConfigTest, EffectiveConfigRoundTrips) {
   const DaemonConfig effective = WithDefaults(DaemonConfig());
   auto again = ParseConfigText(ToText(effective), "printed");
