@@ -4,7 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 
 namespace plimsoll::ctl {
 namespace {
@@ -21,6 +24,12 @@ std::string ManagementLabel(plimsoll::v1::ManagementState s) {
       return "dry-run";
     case plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED:
       return "apply-failed";
+    case plimsoll::v1::MANAGEMENT_STATE_EXCLUDED:
+      return "excluded";
+    case plimsoll::v1::MANAGEMENT_STATE_PINNED:
+      return "pinned";
+    case plimsoll::v1::MANAGEMENT_STATE_PAUSED:
+      return "paused";
     default:
       return "-";
   }
@@ -45,7 +54,9 @@ std::string RenderHost(const plimsoll::v1::HostStatus& h) {
       HumanBytes(h.guest_budget_bytes()), HumanBytes(h.guests_actual_bytes()),
       HumanBytes(h.mem_available_bytes()), HumanBytes(h.host_reserve_bytes()),
       h.psi_memory_some_avg10(), h.policy(), h.dry_run() ? " (dry-run)" : "",
-      h.libvirt_connected() ? "connected" : "DISCONNECTED", h.tick());
+      h.libvirt_connected() ? "connected" : "DISCONNECTED", h.tick()) +
+         (h.paused() ? "host: management PAUSED (plimsollctl host set --resume)\n" : "") +
+         (h.state_problem().empty() ? "" : absl::StrCat("host: STATE FILE PROBLEM: ", h.state_problem(), "\n"));
 }
 
 std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, int reason_width) {
@@ -103,7 +114,116 @@ std::string RenderGuest(const plimsoll::v1::Guest& g) {
                   " -> ", HumanBytes(d.target_bytes()), d.applied() ? " (applied)" : " (not applied)", "\n");
   absl::StrAppend(&out, "reason:          ", d.reason(), "\n");
   if (!g.state_detail().empty()) absl::StrAppend(&out, "detail:          ", g.state_detail(), "\n");
+  if (g.has_override()) absl::StrAppend(&out, "override:        ", RenderOverride(g.override()), "\n");
+  if (g.has_reclaim_hold()) {
+    absl::StrAppend(&out, "reclaim hold:    ", g.reclaim_hold().reclaim_id(), " at most ",
+                    HumanBytes(g.reclaim_hold().max_target_bytes()), " until ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMicros(g.reclaim_hold().hold_until_unix_micros()),
+                                     absl::LocalTimeZone()),
+                    "\n");
+  }
   return out;
+}
+
+std::string RenderOverride(const plimsoll::v1::GuestOverride& o) {
+  std::vector<std::string> parts;
+  if (o.has_min_bytes()) parts.push_back("min=" + HumanBytes(o.min_bytes()));
+  if (o.has_max_bytes()) parts.push_back("max=" + HumanBytes(o.max_bytes()));
+  if (o.has_pin_bytes()) parts.push_back("pin=" + HumanBytes(o.pin_bytes()));
+  if (o.has_shares()) parts.push_back(absl::StrCat("shares=", o.shares()));
+  if (o.has_priority()) parts.push_back(absl::StrCat("priority=", o.priority()));
+  if (o.has_exclude()) parts.push_back(absl::StrCat("exclude=", o.exclude() ? "true" : "false"));
+  if (o.has_note()) parts.push_back(absl::StrCat("note=\"", o.note(), "\""));
+  std::string out = parts.empty() ? "(none)" : absl::StrJoin(parts, " ");
+  if (!o.updated_by().empty()) {
+    absl::StrAppend(&out, "  (by ", o.updated_by(), " at ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMicros(o.updated_unix_micros()),
+                                     absl::LocalTimeZone()),
+                    ")");
+  }
+  return out;
+}
+
+std::string RenderOverrides(const std::vector<plimsoll::v1::GuestOverride>& overrides) {
+  if (overrides.empty()) return "no overrides\n";
+  std::string out;
+  for (const auto& o : overrides) {
+    absl::StrAppend(&out, o.guest_name().empty() ? o.guest_uuid() : o.guest_name(), " (", o.guest_uuid(), "): ",
+                    RenderOverride(o), "\n");
+  }
+  return out;
+}
+
+std::string RenderHostPolicy(const plimsoll::v1::HostPolicy& p) {
+  std::vector<std::string> parts;
+  if (p.has_guest_memory_budget_bytes()) parts.push_back("budget=" + HumanBytes(p.guest_memory_budget_bytes()));
+  if (p.has_host_reserve_bytes()) parts.push_back("reserve=" + HumanBytes(p.host_reserve_bytes()));
+  if (p.has_policy()) parts.push_back("policy=" + p.policy());
+  if (p.has_paused()) parts.push_back(p.paused() ? "paused" : "running");
+  return parts.empty() ? "as configured" : absl::StrJoin(parts, " ");
+}
+
+std::string RenderPlan(const plimsoll::v1::ReclaimPlan& p) {
+  std::string out = absl::StrCat(p.dry_run() ? "plan (dry run, nothing moved)" : p.applied() ? "applied" : "not applied",
+                                 " ", p.id(), ": ", p.summary(), "\n");
+  absl::StrAppend(&out, "requested ", HumanBytes(p.requested_bytes()), ", planned ", HumanBytes(p.planned_bytes()));
+  if (p.applied()) absl::StrAppend(&out, ", held for ", p.hold_seconds(), "s");
+  absl::StrAppend(&out, "\n");
+  for (const auto& i : p.items()) {
+    absl::StrAppend(&out, absl::StrFormat("  take %8s from %-16s %8s -> %-8s  %s\n", HumanBytes(i.reclaim_bytes()),
+                                          i.guest_name(), HumanBytes(i.current_target_bytes()),
+                                          HumanBytes(i.new_target_bytes()), i.reason()));
+  }
+  for (const auto& s : p.skipped()) {
+    absl::StrAppend(&out, absl::StrFormat("  skip %-16s %s\n", s.guest_name(), s.reason()));
+  }
+  return out;
+}
+
+std::string RenderEvent(const plimsoll::v1::WatchEvent& e) {
+  const std::string stamp = absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(e.unix_micros()), absl::LocalTimeZone());
+  std::string body;
+  switch (e.event_case()) {
+    case plimsoll::v1::WatchEvent::kDecision: {
+      const auto& d = e.decision().decision();
+      body = absl::StrCat("decision ", e.decision().guest_name(), " ",
+                          d.direction() == plimsoll::v1::DIRECTION_INFLATE   ? "shrink"
+                          : d.direction() == plimsoll::v1::DIRECTION_DEFLATE ? "grow"
+                                                                             : "hold",
+                          " ", HumanBytes(d.previous_target_bytes()), " -> ", HumanBytes(d.target_bytes()),
+                          d.applied() ? "" : " (not applied)", " ", d.reason());
+      break;
+    }
+    case plimsoll::v1::WatchEvent::kGuest: {
+      const auto& g = e.guest();
+      std::string change = plimsoll::v1::GuestEvent::Change_Name(g.change());
+      if (change.rfind("CHANGE_", 0) == 0) change = absl::AsciiStrToLower(change.substr(7));
+      body = absl::StrCat("guest ", g.guest().name(), " ", change, " ", ManagementLabel(g.guest().management_state()),
+                          g.detail().empty() ? "" : absl::StrCat(": ", g.detail()));
+      break;
+    }
+    case plimsoll::v1::WatchEvent::kHostPolicy:
+      body = absl::StrCat("host policy ", RenderHostPolicy(e.host_policy().policy()),
+                          e.host_policy().policy().updated_by().empty() ? "" : absl::StrCat(" (by ", e.host_policy().policy().updated_by(), ")"));
+      break;
+    case plimsoll::v1::WatchEvent::kGuestOverride:
+      body = absl::StrCat("override ", e.guest_override().guest_name(), " ",
+                          e.guest_override().cleared() ? "cleared" : RenderOverride(e.guest_override().override()));
+      break;
+    case plimsoll::v1::WatchEvent::kReclaim:
+      body = absl::StrCat("reclaim ", plimsoll::v1::ReclaimEvent::Phase_Name(e.reclaim().phase()), " ",
+                          e.reclaim().plan().id(), ": ", e.reclaim().plan().summary());
+      break;
+    case plimsoll::v1::WatchEvent::kDropped:
+      body = absl::StrCat("!! ", e.dropped().count(), " events dropped (this client read too slowly)");
+      break;
+    case plimsoll::v1::WatchEvent::kSnapshotComplete:
+      body = absl::StrCat("-- snapshot complete (", e.snapshot_complete().guests(), " guests); following changes");
+      break;
+    default:
+      body = "unknown event";
+  }
+  return absl::StrCat(e.unix_micros() ? stamp : "--:--:--", " ", body, "\n");
 }
 
 }  // namespace plimsoll::ctl

@@ -4,6 +4,7 @@
 #define PLIMSOLL_CTL_GUEST_TABLE_H_
 
 #include <string>
+#include <vector>
 
 #include "plimsoll/v1/control.pb.h"
 
@@ -19,6 +20,17 @@ std::string RenderGuest(const plimsoll::v1::Guest& guest);
 
 // The host status block.
 std::string RenderHost(const plimsoll::v1::HostStatus& host);
+
+// An override's settings on one line ("pin=1024Mi shares=200 (by unix at ...)").
+std::string RenderOverride(const plimsoll::v1::GuestOverride& o);
+// Every stored override, one line each.
+std::string RenderOverrides(const std::vector<plimsoll::v1::GuestOverride>& overrides);
+// The runtime host policy on one line ("budget=8.0Gi paused").
+std::string RenderHostPolicy(const plimsoll::v1::HostPolicy& p);
+// A reclaim plan: summary, then one line per guest taken from or skipped.
+std::string RenderPlan(const plimsoll::v1::ReclaimPlan& plan);
+// One Watch event on one line, with its local time.
+std::string RenderEvent(const plimsoll::v1::WatchEvent& event);
 
 // "1023.5Mi" style sizes: short, binary units, stable width.
 std::string HumanBytes(int64_t bytes);
