@@ -16,14 +16,25 @@ double SizeAtRatio(double shares, double active, double k, double rho) {
   return weighted;
 }
 
+double TaxRate(double idle_tax) {
+  return std::clamp(std::isnan(idle_tax) ? 0.0 : idle_tax, 0.0, 0.99);
+}
+
 }  // namespace
 
+double ShareRatio(const ReclaimCandidate& c, double size, double idle_tax) {
+  const double k = 1.0 / (1.0 - TaxRate(idle_tax));
+  const double shares = c.shares > 0 ? c.shares : 1.0;
+  const double p = std::max(size, 1.0);
+  const double active = std::clamp(c.active, 0.0, p);
+  return shares / (active + k * (p - active));
+}
+
 std::vector<double> DistributeReclaim(const std::vector<ReclaimCandidate>& candidates,
-                                      double deficit, double idle_tax) {
+                                      double deficit, double idle_tax, double ratio_cap) {
   std::vector<double> take(candidates.size(), 0.0);
-  if (!(deficit > 0)) return take;
-  const double tau = std::clamp(std::isnan(idle_tax) ? 0.0 : idle_tax, 0.0, 0.99);
-  const double k = 1.0 / (1.0 - tau);
+  if (!(deficit > 0) || !(ratio_cap > 0)) return take;
+  const double k = 1.0 / (1.0 - TaxRate(idle_tax));
 
   struct Prepared {
     double shares, active, lowest, size;
@@ -50,7 +61,9 @@ std::vector<double> DistributeReclaim(const std::vector<ReclaimCandidate>& candi
     rho_lo = std::min(rho_lo, at_size);
     rho_hi = std::max(rho_hi, at_lowest);
   }
-  if (room <= 0) return take;
+  if (room <= 0 || rho_lo >= ratio_cap) return take;
+  const bool capped = rho_hi > ratio_cap;
+  rho_hi = std::min(rho_hi, ratio_cap);
   const auto take_at = [&](double rho, std::vector<double>* out) {
     double sum = 0;
     for (size_t i = 0; i < prepared.size(); ++i) {
@@ -66,7 +79,11 @@ std::vector<double> DistributeReclaim(const std::vector<ReclaimCandidate>& candi
     }
     return sum;
   };
-  if (deficit >= room) {
+  if (capped && take_at(rho_hi, nullptr) <= deficit) {
+    take_at(rho_hi, &take);
+    return take;
+  }
+  if (!capped && deficit >= room) {
     for (size_t i = 0; i < prepared.size(); ++i) {
       take[i] = std::max(0.0, prepared[i].size - prepared[i].lowest);
     }
@@ -74,7 +91,7 @@ std::vector<double> DistributeReclaim(const std::vector<ReclaimCandidate>& candi
   }
   // Bisect on log(rho): the amount taken grows with rho from 0 (at rho_lo) to room (at rho_hi).
   double lo = std::log(rho_lo);
-  double hi = std::log(rho_hi) + 1e-9;
+  double hi = std::log(rho_hi) + (capped ? 0.0 : 1e-9);
   for (int iteration = 0; iteration < 64 && hi - lo > 1e-12; ++iteration) {
     const double mid = 0.5 * (lo + hi);
     if (take_at(std::exp(mid), nullptr) < deficit) {

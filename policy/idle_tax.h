@@ -14,6 +14,7 @@
 #ifndef PLIMSOLL_POLICY_IDLE_TAX_H_
 #define PLIMSOLL_POLICY_IDLE_TAX_H_
 
+#include <cmath>
 #include <vector>
 
 namespace plimsoll::policy {
@@ -29,8 +30,15 @@ struct ReclaimCandidate {
 // Bytes to take from each candidate (same order). Their sum is min(deficit, total room), where a
 // candidate's room is max(0, size - lowest). idle_tax is tau in [0, 1): 0 shares memory out by
 // shares alone; values outside [0, 0.99] are clamped. A deficit <= 0 (or NaN) takes nothing.
+// With a finite ratio_cap, no candidate is taken past the point where its rho reaches the cap
+// (memory is not taken from a guest that pays more per page than the one it would go to), so
+// the sum may fall short of the deficit.
 std::vector<double> DistributeReclaim(const std::vector<ReclaimCandidate>& candidates,
-                                      double deficit, double idle_tax);
+                                      double deficit, double idle_tax,
+                                      double ratio_cap = HUGE_VAL);
+
+// A candidate's rho at size `size` (see the file comment), with the same clamping.
+double ShareRatio(const ReclaimCandidate& candidate, double size, double idle_tax);
 
 }  // namespace plimsoll::policy
 

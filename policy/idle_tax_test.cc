@@ -76,5 +76,23 @@ TEST(IdleTaxTest, OddInputsAreSafe) {
   EXPECT_EQ(take[2], 0);
 }
 
+TEST(IdleTaxTest, RatioCapStopsTakingFromDearerGuests) {
+  // Two all-active guests of 4 GiB; the first pays 4x per page. A cap at the second's rho at
+  // 4 GiB lets nothing be taken from the first, and from the second only what brings it to that
+  // rho, which it already has: nothing.
+  const std::vector<ReclaimCandidate> c = {C(4, 4, 0, 4000), C(4, 4, 0, 1000)};
+  const double cheap_rho = ShareRatio(c[1], 4 * kGib, 0.75);
+  EXPECT_NEAR(cheap_rho, 1000 / (4 * kGib), 1e-15);
+  EXPECT_EQ(Sum(DistributeReclaim(c, kGib, 0.75, cheap_rho)), 0);
+  // A cap at the dear guest's rho at 2 GiB: the cheap guest gives down to 0.5 GiB (3.5 GiB),
+  // the dear one down to 2 GiB only once the deficit needs it.
+  const double cap = ShareRatio(c[0], 2 * kGib, 0.75);
+  const std::vector<double> take = DistributeReclaim(c, 10 * kGib, 0.75, cap);
+  EXPECT_NEAR(take[0], 2 * kGib, 1e4);
+  EXPECT_NEAR(take[1], 3.5 * kGib, 1e4);
+  // Uncapped, the same deficit takes everything.
+  EXPECT_NEAR(Sum(DistributeReclaim(c, 10 * kGib, 0.75)), 8 * kGib, 1);
+}
+
 }  // namespace
 }  // namespace plimsoll::policy

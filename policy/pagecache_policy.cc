@@ -103,7 +103,8 @@ void StoreProgress(const ProgressMemory& m, GuestPolicyState* s) {
 struct Work {
   const GuestView* guest = nullptr;
   GuestPolicyState next;
-  bool hold = false;  // unsafe or implausible: held, takes no part in sharing out
+  bool hold = false;   // no stats: held, takes no part in sharing out
+  bool blind = false;  // stale or implausible stats: never shrunk, may get memory back
   std::string hold_reason;
 
   double actual = 0;
@@ -122,9 +123,13 @@ struct Work {
 
   // Sharing out.
   double desired = 0;  // what the guest asks for before the host has its say
-  bool urgent = false;
+  // Growth class: 3 hard demand (OOM, self-deflation, floor rising), 2 pressure, 1 blind return,
+  // 0 none of these (only from memory above the free margin).
+  int grow_class = 0;
   double priority = 0;
-  bool donor = false;
+  bool donor = false;       // calm and measured: may give memory for others and for the margin
+  bool shrinkable = false;  // measured, following its balloon: may give in an overcommit
+  bool cooling = false;     // backed off recently: not a donor except for hard demand
   double granted = 0;
   double taken = 0;
   double target = 0;  // the outcome, before clamping
@@ -153,6 +158,7 @@ class Decider {
     return it == state_.guests.end() ? empty_ : it->second;
   }
   void Assess(const GuestView& guest, Work* w) const;
+  void AssessBlind(const GuestView& guest, Work* w) const;
   void ShareOut(std::vector<Work>* works, Decisions* decisions) const;
   GuestDecision Finish(Work* w) const;
 
@@ -163,22 +169,48 @@ class Decider {
   const GuestPolicyState empty_;
 };
 
+void Decider::AssessBlind(const GuestView& guest, Work* w) const {
+  // Stale or implausible stats: never shrink; after a grace period, hand back what may have
+  // been taken, a step per decision, out of free memory like any growth.
+  w->blind = true;
+  w->action = "hold";
+  const double max_bytes = static_cast<double>(guest.max_bytes);
+  const double blind_t = GetOr(w->next, "blind_t", now_);
+  w->next.values["blind_t"] = blind_t;
+  w->floor = static_cast<double>(FloorBytes(guest));
+  w->working_set = max_bytes;
+  w->allow = std::max(w->actual, static_cast<double>(guest.target_bytes));
+  w->desired = std::clamp(w->allow, w->floor, max_bytes);
+  if (now_ - blind_t >= p_.blind_grace_seconds && w->desired < max_bytes) {
+    w->desired = std::min(max_bytes, w->desired + p_.blind_return_fraction * max_bytes);
+    w->action = "blind_return";
+    w->grow_class = 1;
+  }
+}
+
 void Decider::Assess(const GuestView& guest, Work* w) const {
   const GuestPolicyState& prev = Previous(guest.uuid);
   w->guest = &guest;
   w->next = prev;
   w->actual = static_cast<double>(guest.actual_bytes);
   w->state = static_cast<int>(GetOr(prev, "state", kOk));
-  if (std::optional<std::string> why = UnsafeToActReason(guest); why.has_value()) {
-    w->hold = true;
+  std::optional<std::string> why = UnsafeToActReason(guest);
+  if (!why.has_value()) {
+    if (auto implausible = ImplausibleStatsReason(guest); implausible.has_value()) {
+      why = absl::StrCat("stats_implausible ", *implausible);
+    }
+  }
+  if (why.has_value()) {
     w->hold_reason = *why;
+    // Without any stats, or without a size to start from, there is nothing to do but hold.
+    if (!guest.has_stats || guest.actual_bytes <= 0 || guest.max_bytes <= 0) {
+      w->hold = true;
+      return;
+    }
+    AssessBlind(guest, w);
     return;
   }
-  if (std::optional<std::string> why = ImplausibleStatsReason(guest); why.has_value()) {
-    w->hold = true;
-    w->hold_reason = absl::StrCat("stats_implausible ", *why);
-    return;
-  }
+  w->next.values.erase("blind_t");
   GuestPolicyState& next = w->next;
   const double max_bytes = static_cast<double>(guest.max_bytes);
   const double last_target = static_cast<double>(guest.target_bytes);
@@ -237,7 +269,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     case ProgressEvent::kSelfDeflated:
       w->state = kSelfDeflated;
       reset = true;
-      allow = std::min(max_bytes, w->actual * (1 + p_.backoff_min_fraction));
+      allow = std::min(max_bytes, w->actual * (1 + p_.self_deflate_margin));
       cool_until = now_ + cool_len;
       cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
       calm_t = now_;
@@ -257,17 +289,15 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   }
   w->in_retry = now_ < retry_at;
 
-  // Pressure.
+  // Pressure, against Senpai-style targets.
   const double stall = s.stall_pct.value_or(0);
   const double refault = s.refault_bytes_per_s.value_or(0);
-  w->severity = std::max(stall / p_.pressure_stall_pct, refault / p_.pressure_refault_bytes_per_second);
-  const double calmness =
-      std::max(stall / p_.calm_stall_pct, refault / p_.calm_refault_bytes_per_second);
+  w->severity = std::max(stall / p_.stall_target_pct, refault / p_.refault_target_bytes_per_second);
   const bool refault_rising = previous_refault.has_value() && s.new_report &&
                               refault > 2 * *previous_refault &&
-                              refault >= 0.25 * p_.calm_refault_bytes_per_second;
+                              refault >= 0.25 * p_.refault_target_bytes_per_second;
   w->under_pressure = w->severity >= 1 || s.new_oom_kills > 0;
-  w->mild = !w->under_pressure && (calmness >= 1 || refault_rising);
+  w->mild = !w->under_pressure && refault_rising;
   if (w->under_pressure) calm_t = now_;
   if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
 
@@ -275,10 +305,9 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // Back off: give memory back now, multiplicatively, and stop probing for a while.
     const double base = std::max(w->actual, last_target);
     const double overshoot = std::max(0.0, w->severity - 1);
-    double fraction = p_.backoff_min_fraction + p_.backoff_gain * overshoot * overshoot;
-    fraction = std::clamp(fraction, p_.backoff_min_fraction, p_.backoff_max_fraction);
-    double grow = base * fraction;
-    grow = std::max(grow, refault * p_.refault_window_seconds);
+    const double fraction = std::clamp(p_.backoff_min_fraction + p_.backoff_gain * overshoot * overshoot,
+                                       p_.backoff_min_fraction, p_.backoff_max_fraction);
+    double grow = std::max(base * fraction, refault * p_.refault_window_seconds);
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
     cool_until = now_ + cool_len;
@@ -288,10 +317,11 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
              now_ >= cool_until && !w->in_retry &&
              std::fabs(w->actual - last_target) <= w->tolerance && s.report_s > probe_t &&
              now_ - probe_t >= p_.probe_interval_seconds - 1e-6) {
-    // Probe down: the previous step landed, was measured, and the guest stayed calm.
+    // Probe down: the previous step landed, was measured, and the guest stayed calm. Smaller
+    // steps the closer it is to its targets, and inside what looks like its working set.
     const double fraction = s.source == SignalSource::kAgent ? p_.probe_fraction
                                                              : p_.fallback_probe_fraction;
-    double step = fraction * w->actual * std::max(0.25, 1 - calmness);
+    double step = fraction * w->actual * std::max(0.25, 1 - w->severity);
     if (std::min(allow, w->actual) - step < w->working_set) step *= 0.5;
     step = std::min(step, p_.probe_max_bytes);
     const double probed = std::max(w->floor, std::min(allow, w->actual) - step);
@@ -315,13 +345,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     if (w->state != kSelfDeflated && floor_driven) w->desired = std::max(w->actual, w->floor);
   }
   const bool grows = w->desired > w->actual + 0.5;
-  w->urgent = grows && (w->under_pressure || floor_driven || w->state == kSelfDeflated);
-  w->priority = (s.new_oom_kills > 0 || verdict.event == ProgressEvent::kSelfDeflated) ? 1e9
-                : floor_driven                                                     ? 1e6
-                                                                                   : w->severity;
+  const bool hard = s.new_oom_kills > 0 || w->state == kSelfDeflated || floor_driven;
+  w->grow_class = !grows ? 0 : hard ? 3 : w->under_pressure ? 2 : 0;
+  w->priority = w->severity;
+  w->cooling = now_ < cool_until;
   // Measured: a report newer than our last change of its target.
   const bool measured = s.report_s > move_t;
-  w->donor = !grows && !w->under_pressure && !w->mild && !w->in_retry && measured && !reset;
+  w->shrinkable = !w->in_retry && measured && !reset;
+  w->donor = w->shrinkable && !w->under_pressure && !w->mild;
 
   next.values["allow"] = allow;
   next.values["cool_until"] = cool_until;
@@ -360,7 +391,9 @@ void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
   host_next.values["psi_latch"] = psi_latch;
   host_next.values["reclaim"] = reclaim;
 
-  // Free before grow: growth comes out of memory that is free now, pressured guests first.
+  // Free before grow: growth comes out of memory that is free now. Hard demand first, then
+  // pressure, then blind guests; within a class, the guest paying the most shares per page
+  // (ESX's rho) first.
   double committed = 0;
   std::vector<Work*> growers;
   for (Work& w : *works) {
@@ -371,58 +404,128 @@ void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
     committed += w.actual;
     if (w.desired > w.actual + 0.5) growers.push_back(&w);
   }
-  std::stable_sort(growers.begin(), growers.end(), [](const Work* a, const Work* b) {
-    if (a->urgent != b->urgent) return a->urgent;
+  const auto rho_of = [](const Work* w) {
+    return static_cast<double>(std::max<int64_t>(w->guest->shares, 1)) / std::max(w->desired, 1.0);
+  };
+  std::stable_sort(growers.begin(), growers.end(), [&](const Work* a, const Work* b) {
+    if (a->grow_class != b->grow_class) return a->grow_class > b->grow_class;
+    const double ra = rho_of(a);
+    const double rb = rho_of(b);
+    if (ra != rb) return ra > rb;
     return a->priority > b->priority;
   });
-  double shortfall = 0;
+  double hard_shortfall = 0;
+  double pressure_shortfall = 0;
+  double pressure_rho = 0;  // the highest rho among pressured guests still short
   double granted_total = 0;
   for (Work* w : growers) {
     const double want = w->desired - w->actual;
-    const double ceiling = w->urgent ? limit : limit - p_.high_free_fraction * budget;
+    const double ceiling = w->grow_class > 0 ? limit : limit - p_.high_free_fraction * budget;
     const double grant = std::clamp(ceiling - committed, 0.0, want);
     committed += grant;
     granted_total += grant;
     w->granted = grant;
     w->target = w->actual + grant;
-    if (w->urgent) shortfall += want - grant;
+    const double short_by = want - grant;
+    if (short_by <= 0.5) continue;
+    if (w->grow_class == 3) hard_shortfall += short_by;
+    if (w->grow_class == 2) {
+      pressure_shortfall += short_by;
+      pressure_rho = std::max(pressure_rho, rho_of(w));
+    }
   }
 
-  // Reclaim: the deficit beyond what the probes already free, by shares and idle tax.
-  double deficit = shortfall;
-  if (reclaim) deficit += std::max(0.0, p_.high_free_fraction * budget - (limit - committed));
-  if (psi_latch) deficit += p_.host_psi_reclaim_fraction * budget;
+  // Reclaim, in rounds. Each shares its amount by shares and idle tax (idle_tax.h), never below
+  // a guest's floor; a guest gives at most reclaim_step per tick in all, and when that binds the
+  // whole round is scaled down so the split stays proportional. What probes free anyway counts
+  // first.
+  // 0. overcommit: the guests' total is over what the budget and the host allow. Every guest
+  //    that follows its balloon shares it, under pressure or not: the budget is a hard limit,
+  //    and shares decide who loses in a contention.
+  // 1. the free margin (reclaim mode) and host PSI: from calm guests not cooling down after a
+  //    backoff, and never from one paying more per page (rho) than a guest under pressure.
+  // 2. what pressured guests could not be granted: from the same guests, down to the rho of the
+  //    guest it goes to.
+  // 3. what hard demand (OOM, self-deflation, rising anon) could not be granted: from any calm
+  //    guest.
   double probe_free = 0;
-  std::vector<ReclaimCandidate> candidates;
-  std::vector<Work*> donors;
+  std::vector<Work*> shrinkable;
+  double protect_rho = HUGE_VAL;
   for (Work& w : *works) {
-    if (w.hold || w.desired > w.actual + 0.5) continue;
-    w.target = std::min(w.desired, w.actual);
-    probe_free += w.actual - w.target;
-    if (!w.donor) continue;
-    ReclaimCandidate c;
-    c.size = w.target;
-    c.active = std::clamp(std::min(w.allow, w.working_set), w.floor, w.target);
-    const double step = std::max(p_.reclaim_step_min_bytes, p_.reclaim_step_fraction * w.actual);
-    c.lowest = std::max(w.floor, w.actual - step);
-    c.shares = static_cast<double>(w.guest->shares);
-    candidates.push_back(c);
-    donors.push_back(&w);
+    if (w.hold) continue;
+    const bool growing = w.desired > w.actual + 0.5;
+    if (w.blind) {
+      if (!growing) w.target = w.desired;  // never below where it is
+      continue;
+    }
+    if (!growing) {
+      w.target = std::min(w.desired, w.actual);
+      probe_free += w.actual - w.target;
+    }
+    // A guest asking to grow takes part in an overcommit like any other (shares decide), but
+    // is never a donor.
+    if (w.shrinkable) shrinkable.push_back(&w);
+    if (w.under_pressure || w.mild) {
+      protect_rho = std::min(protect_rho, static_cast<double>(std::max<int64_t>(w.guest->shares, 1)) /
+                                              std::max(w.actual, 1.0));
+    }
   }
-  const double to_reclaim = std::max(0.0, deficit - probe_free);
-  const std::vector<double> take = DistributeReclaim(candidates, to_reclaim, p_.idle_tax);
+  const double overcommit = std::max(0.0, committed - limit);
+  double margin = 0;
+  if (reclaim) {
+    margin += std::max(0.0, p_.high_free_fraction * budget - std::max(0.0, limit - committed));
+  }
+  if (psi_latch) margin += p_.host_psi_reclaim_fraction * budget;
+  const double deficit = overcommit + margin + pressure_shortfall + hard_shortfall;
+  double probe_left = probe_free;
+  const auto after_probes = [&probe_left](double amount) {
+    const double covered = std::min(amount, probe_left);
+    probe_left -= covered;
+    return amount - covered;
+  };
   double taken_total = 0;
-  for (size_t i = 0; i < donors.size(); ++i) {
-    Work& w = *donors[i];
-    w.taken = take[i];
-    taken_total += take[i];
-    w.target -= take[i];
-    if (take[i] > 0) {
+  enum class Who { kShrinkable, kDonors, kDonorsCooling };
+  const auto round = [&](double amount, Who who_may, double ratio_cap) {
+    if (amount <= 0) return;
+    std::vector<ReclaimCandidate> candidates;
+    std::vector<Work*> who;
+    for (Work* w : shrinkable) {
+      if (who_may != Who::kShrinkable && (!w->donor || w->desired > w->actual + 0.5)) continue;
+      if (who_may == Who::kDonors && w->cooling) continue;
+      ReclaimCandidate c;
+      c.size = w->target;
+      c.active = std::clamp(std::min(w->allow, w->working_set), w->floor, w->target);
+      c.lowest = std::min(w->floor, w->target);
+      c.shares = static_cast<double>(w->guest->shares);
+      candidates.push_back(c);
+      who.push_back(w);
+    }
+    std::vector<double> take = DistributeReclaim(candidates, amount, p_.idle_tax, ratio_cap);
+    double scale = 1;
+    for (size_t i = 0; i < who.size(); ++i) {
+      const Work& w = *who[i];
+      const double step = std::max(p_.reclaim_step_min_bytes, p_.reclaim_step_fraction * w.actual);
+      const double room = std::max(0.0, w.target - std::max(w.floor, w.actual - step));
+      if (take[i] > room) scale = std::min(scale, room / take[i]);
+    }
+    for (size_t i = 0; i < who.size(); ++i) {
+      Work& w = *who[i];
+      const double t = take[i] * scale;
+      if (t <= 0) continue;
+      w.taken += t;
+      w.target -= t;
+      taken_total += t;
       w.allow = std::min(w.allow, w.target);
       w.next.values["allow"] = w.allow;
       w.action = "reclaim";
     }
-  }
+  };
+  round(after_probes(overcommit), Who::kShrinkable, HUGE_VAL);
+  round(after_probes(margin), Who::kDonors, protect_rho);
+  round(after_probes(pressure_shortfall), Who::kDonors,
+        std::min(protect_rho, pressure_rho > 0 ? pressure_rho : HUGE_VAL));
+  round(after_probes(hard_shortfall), Who::kDonorsCooling, HUGE_VAL);
+  const double to_reclaim = std::max(0.0, deficit - probe_free);
 
   decisions->summary = absl::StrCat(
       "pagecache: mode=", reclaim ? "reclaim" : "relaxed", " free=", FormatMib(free),
@@ -431,11 +534,13 @@ void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
       " high_pct=", FormatFixed(100 * p_.high_free_fraction, 1), " budget=", FormatMib(budget),
       " limited_by=", host_room < budget ? "host" : "budget",
       " host_psi=", OptPct(host.psi_some_avg10), " psi_latch=", psi_latch ? 1 : 0,
-      " granted=", FormatMib(granted_total), " shortfall=", FormatMib(shortfall),
-      " deficit=", FormatMib(deficit), " probe_free=", FormatMib(probe_free),
+      " granted=", FormatMib(granted_total),
+      " shortfall=", FormatMib(hard_shortfall + pressure_shortfall),
+      " overcommit=", FormatMib(overcommit), " deficit=", FormatMib(deficit),
+      " probe_free=", FormatMib(probe_free),
       " reclaimed=", FormatMib(taken_total),
       " unmet=", FormatMib(std::max(0.0, to_reclaim - taken_total)),
-      " guests=", works->size(), " donors=", donors.size());
+      " guests=", works->size(), " shrinkable=", shrinkable.size());
 }
 
 GuestDecision Decider::Finish(Work* w) const {
@@ -449,6 +554,16 @@ GuestDecision Decider::Finish(Work* w) const {
   GuestDecision d;
   d.uuid = guest.uuid;
   d.target_bytes = ClampTarget(guest, w->target);
+  if (w->blind) {
+    // Never below the current target or actual size, whatever the arithmetic says.
+    d.target_bytes = std::max(d.target_bytes, std::min(guest.target_bytes, guest.max_bytes));
+    d.state = StateName(w->state);
+    d.reason = absl::StrCat("pagecache: hold ", w->hold_reason, " action=", w->action);
+    if (w->granted > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(w->granted));
+    absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " state=", d.state);
+    if (d.target_bytes != guest.target_bytes) w->next.values["move_t"] = now_;
+    return d;
+  }
   if (std::fabs(static_cast<double>(d.target_bytes - guest.target_bytes)) < p_.min_change_bytes &&
       guest.target_bytes >= FloorBytes(guest)) {
     d.target_bytes = guest.target_bytes;
@@ -462,7 +577,7 @@ GuestDecision Decider::Finish(Work* w) const {
       " floor=", FormatMib(w->floor), " ws=", FormatMib(w->working_set),
       " allow=", FormatMib(w->allow), " stall_pct=", OptPct(s.stall_pct),
       " refault=", OptRate(s.refault_bytes_per_s), " severity=", FormatFixed(w->severity, 2),
-      " level=", w->under_pressure ? "pressured" : w->mild ? "mild" : "calm",
+      " level=", w->under_pressure ? "pressured" : w->mild ? "rising" : "calm",
       " new_report=", s.new_report ? 1 : 0, " action=", w->action);
   if (w->granted > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(w->granted));
   if (w->desired > w->actual + 0.5 && w->granted + 0.5 < w->desired - w->actual) {
@@ -499,7 +614,7 @@ Decisions Decider::Run() {
     decisions.guests.push_back(Finish(&w));
     ++counts[std::clamp(w.state, 0, 3)];
     pressured += w.under_pressure ? 1 : 0;
-    held += w.hold ? 1 : 0;
+    held += (w.hold || w.blind) ? 1 : 0;
     decisions.next_state.guests[w.guest->uuid] = std::move(w.next);
   }
   absl::StrAppend(&decisions.summary, " pressured=", pressured, " held=", held,

@@ -6,25 +6,36 @@
 // - floor = hard demand + headroom (never below min_bytes): anon + unreclaimable with the agent;
 //   without it, what MemAvailable does not cover plus fallback_cache_keep of the page cache.
 // - allowance: the size the guest is known to be calm at, found by feedback, as Senpai does for
-//   cgroups. While a new report shows no stall and no refault rise, the allowance is probed down
-//   by probe_fraction of the guest's size per probe_interval, but only once the previous step has
-//   landed and been measured. When stall or refaults cross the pressure line, it is raised at once
-//   (multiplicatively, quadratic in the overshoot, at least the refaults of refault_window) and
-//   probing pauses for a cooldown that doubles each time (slow to take, fast to give).
+//   cgroups. While a new report shows stall and refaults under their targets and no refault rise,
+//   the allowance is probed down by probe_fraction of the guest's size per probe_interval, but
+//   only once the previous step has landed and been measured. When stall or refaults reach a
+//   target, it is raised at once (multiplicatively, quadratic in the overshoot, at least the
+//   refaults of refault_window) and probing pauses for a cooldown that doubles each time (slow
+//   to take, fast to give).
+// - a guest whose stats went stale or implausible is never shrunk, and after blind_grace_seconds
+//   is given memory back step by step: what we took was based on numbers that no longer hold.
 // - stuck, churning and self-deflated balloons (balloon_progress.h) get their target reset to
 //   what they reached and are not inflated again before a retry time that doubles each time.
 //
 // Host (once per tick, with the guests' proposals):
 // - free = min(guest budget - sum of actual, host MemAvailable - reserve), as for MoM.
-// - Growth is granted from free memory only (squeezed: free before grow), pressured guests first.
+// - Growth is granted from free memory only (squeezed: free before grow): hard demand (OOM,
+//   self-deflation, rising anon) first, then pressure, then blind guests; within a class the
+//   guest paying the most shares per page (ESX's rho) first. Only these may use the free margin.
 // - Reclaim mode, with hysteresis: entered when free < low_free_fraction of the budget or host
 //   PSI some avg10 >= host_psi_high; left when free >= high_free_fraction and PSI <= host_psi_low.
-//   In it, the deficit (up to high_free_fraction free, plus growth not granted, plus
-//   host_psi_reclaim_fraction of the budget per tick while PSI is high) is taken from guests that
-//   are not under pressure, by shares with ESX's idle-memory tax (idle_tax.h), never below their
-//   floor and at most reclaim_step per guest per tick.
-// - No guest is shrunk on stale or implausible stats, while under pressure, nor before a report
-//   newer than its last target change has been seen.
+// - Reclaim rounds, each shared by shares with ESX's idle-memory tax (idle_tax.h), never below a
+//   guest's floor, at most reclaim_step per guest per tick (scaled, not shifted, when it binds):
+//   0. overcommit (the guests hold more than the budget or the host allows): from every guest
+//      that follows its balloon, under pressure or not: the budget is a hard limit and shares
+//      decide who loses;
+//   1. the margin (up to high_free_fraction free in reclaim mode; host_psi_reclaim_fraction of the
+//      budget per tick while host PSI is high): from calm guests not cooling down after a
+//      backoff, never past the rho of a guest under pressure;
+//   2. growth pressured guests were not granted: the same, down to the rho of the guest it is for;
+//   3. growth hard demand was not granted: from any calm guest.
+// - Outside an overcommit no guest is shrunk while under pressure, and none on stale or
+//   implausible stats, nor before a report newer than its last target change has been seen.
 //
 // PolicyState keys, per guest uuid (all doubles; times are unix seconds, sizes bytes):
 //   allow       allowance: the size the guest is believed to be calm at
@@ -33,6 +44,7 @@
 //   cool_until  no probing before this time (set by a backoff)
 //   cool_len    the next cooldown's length (doubles per backoff, reset after calm_reset_seconds)
 //   calm_t      when the guest was last under pressure
+//   blind_t     since when its stats have been stale or implausible (absent while they are good)
 //   retry_at    no inflation before this time (stuck, churning, self-deflated)
 //   retry_len   the next retry delay (doubles per event, reset when the balloon follows again)
 //   state       0 ok, 1 stuck, 2 churning, 3 self_deflated
@@ -59,21 +71,29 @@ struct PagecacheParams {
   double probe_fraction = 0.02;           // of actual per probe, agent guests
   double fallback_probe_fraction = 0.01;  // libvirt-only guests: no PSI, slower
   double probe_max_bytes = 256.0 * (1 << 20);
-  // Calm (may be probed) below both; pressured (gets memory back) at or above either.
-  double calm_stall_pct = 0.5;
-  double pressure_stall_pct = 2.0;
-  double calm_refault_bytes_per_second = 1.0 * (1 << 20);
-  double pressure_refault_bytes_per_second = 4.0 * (1 << 20);
+  // The pressure a guest may show: below both targets it is calm and may be probed; at or
+  // above either it is under pressure and gets memory back (Senpai's single target).
+  double stall_target_pct = 0.5;
+  double refault_target_bytes_per_second = 1.0 * (1 << 20);
 
-  // Feedback: backing off.
-  double backoff_min_fraction = 0.05;
+  // Feedback: backing off. With overshoot x = max(stall / stall_target, refault /
+  // refault_target) >= 1, the guest grows by
+  //   max(actual * min(backoff_max, backoff_min + backoff_gain * (x - 1)^2),
+  //       refault * refault_window_seconds)
+  double backoff_min_fraction = 0.01;
   double backoff_max_fraction = 0.5;
-  double backoff_gain = 0.05;  // growth fraction per (overshoot - 1)^2
+  double backoff_gain = 0.01;
   double refault_window_seconds = 10;
-  double oom_backoff_fraction = 0.25;
+  double oom_backoff_fraction = 0.25;     // at least this much after an OOM kill
+  double self_deflate_margin = 0.05;      // above what a self-deflated guest took
   double cooldown_min_seconds = 30;
   double cooldown_max_seconds = 600;
   double calm_reset_seconds = 600;
+
+  // Guests whose stats went stale or implausible after we may have shrunk them: after
+  // blind_grace_seconds they get blind_return_fraction of max back per decision (never shrunk).
+  double blind_grace_seconds = 30;
+  double blind_return_fraction = 0.10;
 
   // Balloons that do not follow.
   ProgressParams progress;

@@ -1,0 +1,276 @@
+#include "sim/guest_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+constexpr double kPage = 4096;
+constexpr double kOomGraceSeconds = 3;     // thrashing this long ends in an OOM kill
+constexpr double kRestartSeconds = 30;     // a killed workload comes back after this
+constexpr double kReclaimRate = 2 * kGib;  // bytes/s direct reclaim frees clean cache
+constexpr double kSpikeStall = 0.15;       // PSI trigger: 150 ms stalled in a 1 s window
+constexpr double kSpikeGapSeconds = 1;     // at most one early report per second
+constexpr double kChurnGiveBack = 0.97;    // share of an inflation the shrinker hands back
+
+}  // namespace
+
+GuestModel::GuestModel(const GuestSpec& spec) : spec_(spec) {
+  kernel_ = spec.kernel.value_or(48 * kMib + 0.02 * spec.max);
+  actual_ = spec.start.value_or(spec.max);
+  target_ = actual_;
+  const Phase& phase = spec.phases.front();
+  const double usable = std::max(0.0, actual_ - kernel_ - spec.unreclaimable - MinFree());
+  anon_ = std::min(phase.anon, usable);
+  // A long-running guest: its page cache fills what anon leaves, hot set first.
+  hot_ = std::min(phase.hot, usable - anon_);
+  hot_loaded_ = hot_;
+  cold_ = std::max(0.0, usable - anon_ - hot_);
+}
+
+double GuestModel::MinFree() const { return std::max(16 * kMib, 0.005 * actual_); }
+
+double GuestModel::Free() const {
+  return actual_ - kernel_ - spec_.unreclaimable - anon_ - hot_ - cold_;
+}
+
+const Phase& GuestModel::PhaseAt(double now) const {
+  const Phase* current = &spec_.phases.front();
+  for (const Phase& p : spec_.phases) {
+    if (p.at <= now) current = &p;
+  }
+  return *current;
+}
+
+double GuestModel::Reclaim(double bytes) {
+  if (bytes <= 0) return 0;
+  const double from_cold = std::min(bytes, cold_);
+  cold_ -= from_cold;
+  const double from_hot = std::min(bytes - from_cold, hot_);
+  hot_ -= from_hot;
+  return from_cold + from_hot;
+}
+
+void GuestModel::MoveBalloon(double now, double dt, const Phase& phase) {
+  if (Misbehaving(Behaviour::kStuck, now)) return;
+  double step = spec_.speed * dt;
+  if (Misbehaving(Behaviour::kTrickle, now)) {
+    if (now - last_trickle_ < 3) return;
+    last_trickle_ = now;
+    step = kPage;
+  }
+  if (target_ < actual_) {
+    const double want = std::min(step, actual_ - target_);
+    double available = std::max(0.0, Free() - MinFree());
+    double reclaimed = 0;
+    if (available < want) reclaimed = Reclaim(want - available);
+    available += reclaimed;
+    const double inflated = std::min(want, available);
+    double given_back = 0;
+    if (Misbehaving(Behaviour::kChurn, now) && reclaimed > 0 && phase.stream_rate > 0) {
+      given_back = kChurnGiveBack * inflated;
+    }
+    actual_ -= inflated - given_back;
+    inflate_pages_ += inflated / kPage;
+    deflate_pages_ += given_back / kPage;
+    last_.inflated_bytes += inflated;
+    last_.deflated_bytes += given_back;
+  } else if (target_ > actual_) {
+    const double deflated = std::min(step, target_ - actual_);
+    actual_ += deflated;
+    deflate_pages_ += deflated / kPage;
+    last_.deflated_bytes += deflated;
+  }
+}
+
+void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stall) {
+  double goal = phase.anon;
+  if (now < restart_at_) goal = std::min(goal, anon_);
+  if (goal <= anon_) {
+    anon_ = goal;
+    thrash_seconds_ = 0;
+    was_self_deflating_ = false;
+    return;
+  }
+  const double need = std::min(spec_.alloc_rate * dt, goal - anon_);
+  double available = std::max(0.0, Free() - MinFree());
+  if (available < need) {
+    const double reclaimed = Reclaim(need - available);
+    *stall += reclaimed / kReclaimRate;
+    available += reclaimed;
+  }
+  bool self_deflated = false;
+  if (available < need && spec_.autodeflate && actual_ < spec_.max &&
+      !Misbehaving(Behaviour::kStuck, now)) {
+    const double deflated = std::min(need - available, spec_.max - actual_);
+    actual_ += deflated;
+    deflate_pages_ += deflated / kPage;
+    last_.deflated_bytes += deflated;
+    available += deflated;
+    self_deflated = true;
+  }
+  if (self_deflated && !was_self_deflating_) last_.self_deflated = true;
+  was_self_deflating_ = self_deflated;
+  const double got = std::min(need, available);
+  anon_ += got;
+  if (got + 1 < need) {
+    last_.thrashing = true;
+    *stall = 1;
+    thrash_seconds_ += dt;
+    if (thrash_seconds_ >= kOomGraceSeconds) {
+      last_.oom_kill = true;
+      ++oom_kills_;
+      anon_ *= 0.5;
+      restart_at_ = now + kRestartSeconds;
+      thrash_seconds_ = 0;
+    }
+  } else {
+    thrash_seconds_ = 0;
+  }
+}
+
+void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
+  // The hot set shrank: what left it is cold now.
+  if (hot_ > phase.hot) {
+    cold_ += hot_ - phase.hot;
+    hot_ = phase.hot;
+  }
+  hot_loaded_ = std::min(hot_loaded_, phase.hot);
+  if (phase.hot > 0 && phase.hot_rate > 0) {
+    const double missing = phase.hot - hot_;
+    const double misses = phase.hot_rate * dt * (missing / phase.hot);
+    if (misses > 0) {
+      const double never_loaded = std::max(0.0, phase.hot - hot_loaded_);
+      const double first_reads = std::min(misses, misses * never_loaded / missing);
+      const double refaults = misses - first_reads;
+      hot_loaded_ = std::min(phase.hot, hot_loaded_ + first_reads);
+      // Bring the pages in: free memory first, then cold pages make room. Past that they only
+      // replace other hot pages (the hot set does not fit).
+      const double wanted = std::min(misses, missing);
+      double room = std::max(0.0, Free() - MinFree());
+      if (room < wanted) {
+        const double from_cold = std::min(wanted - room, cold_);
+        cold_ -= from_cold;
+        room += from_cold;
+      }
+      hot_ += std::min(wanted, room);
+      refault_pages_ += refaults / kPage;
+      major_faults_ += misses / kPage;
+      last_.refault_bytes += refaults;
+      *stall += refaults / spec_.disk_rate;
+    }
+  }
+  if (phase.stream_rate > 0) {
+    // Streamed pages take free memory; past that they replace older cold pages.
+    cold_ += std::min(phase.stream_rate * dt, std::max(0.0, Free() - MinFree()));
+  }
+}
+
+void GuestModel::Report(double now, bool spike) {
+  if (spec_.behaviour == Behaviour::kNoStats) return;
+  if (Misbehaving(Behaviour::kStale, now)) return;
+  const bool nonsense = Misbehaving(Behaviour::kNonsense, now);
+  const double cache = hot_ + cold_;
+  if (!libvirt_.has_value() || now - libvirt_->t >= spec_.stats_period - 1e-9) {
+    LibvirtReport r;
+    r.t = now;
+    const double free = std::max(0.0, Free());
+    const double low_watermark = 1.25 * MinFree();
+    r.unused = free;
+    r.usable = std::max(0.0, free + cache - std::min(cache / 2, low_watermark));
+    r.total = (spec_.autodeflate ? spec_.max : actual_) - kernel_ / 2;
+    r.disk_caches = cache;
+    r.major_fault = static_cast<uint64_t>(major_faults_);
+    if (nonsense) {
+      r.unused = 3 * spec_.max;
+      r.usable = 2 * spec_.max;
+      r.disk_caches = 5 * spec_.max;
+    }
+    libvirt_ = r;
+  }
+  if (!spec_.agent) return;
+  if (!agent_.has_value() || now - agent_->t >= spec_.stats_period - 1e-9 || spike) {
+    AgentReport r;
+    r.t = now;
+    r.anon = anon_;
+    r.unreclaimable = spec_.unreclaimable;
+    r.active_file = hot_;
+    r.inactive_file = cold_;
+    r.psi_avg10 = psi_avg10_;
+    r.psi_total_us = static_cast<uint64_t>(psi_total_us_);
+    r.balloon_inflate = static_cast<uint64_t>(inflate_pages_);
+    r.balloon_deflate = static_cast<uint64_t>(deflate_pages_);
+    r.oom_kill = static_cast<uint64_t>(oom_kills_);
+    r.refault_pages_at = refault_pages_;
+    const double since = agent_.has_value() ? now - agent_->t : 0;
+    r.refaults_per_second =
+        agent_.has_value() && since > 0 ? (refault_pages_ - agent_->refault_pages_at) / since : 0;
+    if (nonsense) {
+      r.anon = 4 * spec_.max;
+      r.psi_avg10 = 250;
+      r.refaults_per_second = -5;
+    }
+    agent_ = r;
+  }
+}
+
+const StepOutcome& GuestModel::Step(double now, double dt) {
+  last_ = StepOutcome();
+  const Phase& phase = PhaseAt(now);
+  double stall = 0;
+  MoveBalloon(now, dt, phase);
+  RunAnon(now, dt, phase, &stall);
+  RunCache(dt, phase, &stall);
+  // Rounding must never leave negative free memory: take it from the cache.
+  if (Free() < 0) Reclaim(-Free());
+  stall = std::clamp(stall, 0.0, 1.0);
+  last_.stall = stall;
+  psi_total_us_ += stall * dt * 1e6;
+  const double decay = std::exp(-dt / 10);
+  psi_avg10_ = psi_avg10_ * decay + 100 * stall * (1 - decay);
+  const bool spike = spec_.agent && stall >= kSpikeStall && now - last_spike_ >= kSpikeGapSeconds &&
+                     spec_.behaviour != Behaviour::kNoStats && !Misbehaving(Behaviour::kStale, now);
+  if (spike) last_spike_ = now;
+  last_.spike = spike;
+  Report(now, spike);
+  return last_;
+}
+
+void GuestModel::FillStats(double now, double stale_after, policy::GuestView* view) const {
+  if (!libvirt_.has_value()) {
+    view->has_stats = false;
+    view->stats_fresh = false;
+    view->stats_age_seconds = now;
+    return;
+  }
+  const LibvirtReport& l = *libvirt_;
+  view->has_stats = true;
+  view->stats_age_seconds = now - l.t;
+  view->stats_fresh = view->stats_age_seconds <= stale_after;
+  view->unused_bytes = static_cast<int64_t>(l.unused);
+  view->usable_bytes = static_cast<int64_t>(l.usable);
+  view->total_bytes = static_cast<int64_t>(l.total);
+  view->disk_caches_bytes = static_cast<int64_t>(l.disk_caches);
+  view->major_fault = l.major_fault;
+  view->swap_in = 0;
+  view->swap_out = 0;
+  if (!agent_.has_value() || now - agent_->t > stale_after) return;
+  const AgentReport& a = *agent_;
+  view->anon_bytes = static_cast<int64_t>(a.anon);
+  view->unreclaimable_bytes = static_cast<int64_t>(a.unreclaimable);
+  view->active_file_bytes = static_cast<int64_t>(a.active_file);
+  view->inactive_file_bytes = static_cast<int64_t>(a.inactive_file);
+  view->refaults_per_second = a.refaults_per_second;
+  view->psi_some_avg10 = a.psi_avg10;
+  view->psi_some_total_us = a.psi_total_us;
+  view->balloon_inflate_pages = a.balloon_inflate;
+  view->balloon_deflate_pages = a.balloon_deflate;
+  view->oom_kill = a.oom_kill;
+  view->agent_age_seconds = now - a.t;
+}
+
+}  // namespace plimsoll::sim

@@ -1,0 +1,129 @@
+// A discrete-time model of one guest's memory, good enough to tell balloon policies apart:
+//
+//   actual = kernel + unreclaimable + anon + hot cache + cold cache + free
+//
+// - anon follows the workload phase at alloc_rate; what does not fit is taken from free memory,
+//   then by reclaiming cold then hot cache (a direct-reclaim stall), then, with autodeflate, by
+//   deflating the balloon above its target; when even that fails the allocating task thrashes
+//   (full stall) and after oom_grace seconds the OOM killer halves anon and the workload
+//   restarts 30 s later.
+// - the page cache has a hot part (a set of size `hot` re-read at hot_rate, uniformly: the hit
+//   ratio is resident/hot) and a cold part (streamed pages read once, and hot pages that left the
+//   hot set). Misses load pages back, evicting cold pages first; misses of pages that were loaded
+//   before are refaults, and each refaulted byte costs 1/disk_rate seconds of stall.
+// - the balloon moves towards its target at `speed`; inflating takes free memory, then cold,
+//   then hot cache, never anon (with nothing left to take it stops short of the target). Bad
+//   balloons: stuck, trickle (4 KiB every 3 s) and churn (the shrinker hands back 97% of what
+//   was inflated while a streaming reader refills the cache: the busy no-op of domain.md).
+// - stall feeds PSI "some": a cumulative total and avg10, an exponential average over 10 s.
+// - reports: libvirt stats and agent reports every stats_period; an agent also reports at once
+//   when the stall in a second reaches 15% (a PSI trigger of 150 ms per 1 s window). Reports of
+//   a no_stats guest never come, of a stale guest stop, of a nonsense guest are impossible.
+//
+// Not thread-safe; one model per guest per run.
+#ifndef PLIMSOLL_SIM_GUEST_MODEL_H_
+#define PLIMSOLL_SIM_GUEST_MODEL_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "policy/policy.h"
+#include "sim/scenario.h"
+
+namespace plimsoll::sim {
+
+// What happened in the guest during the last Step.
+struct StepOutcome {
+  double stall = 0;           // fraction of the step some task stalled on memory, [0, 1]
+  double refault_bytes = 0;   // evicted file pages read back
+  double inflated_bytes = 0;  // balloon inflation (pages handed to the host)
+  double deflated_bytes = 0;  // balloon deflation, whoever asked for it
+  bool oom_kill = false;
+  bool self_deflated = false;  // deflated on OOM (autodeflate)
+  bool thrashing = false;      // an allocation could not be satisfied
+  bool spike = false;          // the agent sent an early report
+};
+
+class GuestModel {
+ public:
+  explicit GuestModel(const GuestSpec& spec);
+
+  // Advances the guest by `dt` seconds, ending at `now` (seconds since the run started).
+  const StepOutcome& Step(double now, double dt);
+
+  // The balloon target the host set.
+  void SetTarget(double bytes) { target_ = bytes; }
+
+  // Fills the stats fields of `view` as plimsolld would see them at `now`: libvirt stats with
+  // their age, agent fields only while the agent's last report is younger than `stale_after`.
+  // Identity, limits, actual and target are the caller's.
+  void FillStats(double now, double stale_after, policy::GuestView* view) const;
+
+  const GuestSpec& spec() const { return spec_; }
+  double actual() const { return actual_; }
+  double target() const { return target_; }
+  double anon() const { return anon_; }
+  double hot() const { return hot_; }
+  double cold() const { return cold_; }
+  double kernel() const { return kernel_; }
+  double Free() const;
+  const StepOutcome& last() const { return last_; }
+  double psi_avg10() const { return psi_avg10_; }
+  int64_t oom_kills() const { return oom_kills_; }
+
+ private:
+  struct LibvirtReport {
+    double t = 0;
+    double unused = 0, usable = 0, total = 0, disk_caches = 0;
+    uint64_t major_fault = 0;
+  };
+  struct AgentReport {
+    double t = 0;
+    double anon = 0, unreclaimable = 0, active_file = 0, inactive_file = 0;
+    double refaults_per_second = 0;
+    double psi_avg10 = 0;
+    uint64_t psi_total_us = 0;
+    uint64_t balloon_inflate = 0, balloon_deflate = 0, oom_kill = 0;
+    double refault_pages_at = 0;  // the refault counter when this report was taken
+  };
+
+  const Phase& PhaseAt(double now) const;
+  bool Misbehaving(Behaviour b, double now) const {
+    return spec_.behaviour == b && now >= spec_.behaviour_at;
+  }
+  double MinFree() const;
+  // Frees up to `bytes` of page cache, cold first; returns what it freed.
+  double Reclaim(double bytes);
+  void MoveBalloon(double now, double dt, const Phase& phase);
+  void RunAnon(double now, double dt, const Phase& phase, double* stall);
+  void RunCache(double dt, const Phase& phase, double* stall);
+  void Report(double now, bool spike);
+
+  GuestSpec spec_;
+  double kernel_ = 0;
+  double actual_ = 0;
+  double target_ = 0;
+  double anon_ = 0;
+  double hot_ = 0;
+  double cold_ = 0;
+  double hot_loaded_ = 0;  // distinct hot bytes ever read (the rest are first reads, not refaults)
+  double thrash_seconds_ = 0;
+  double restart_at_ = -1;
+  double last_trickle_ = -1e9;
+  double psi_avg10_ = 0;
+  double psi_total_us_ = 0;
+  double refault_pages_ = 0;
+  double major_faults_ = 0;
+  double inflate_pages_ = 0;
+  double deflate_pages_ = 0;
+  int64_t oom_kills_ = 0;
+  bool was_self_deflating_ = false;
+  StepOutcome last_;
+  std::optional<LibvirtReport> libvirt_;
+  std::optional<AgentReport> agent_;
+  double last_spike_ = -1e9;
+};
+
+}  // namespace plimsoll::sim
+
+#endif  // PLIMSOLL_SIM_GUEST_MODEL_H_

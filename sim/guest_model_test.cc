@@ -1,0 +1,179 @@
+#include "sim/guest_model.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "sim/scenario.h"
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+// A 4 GiB guest with a 100 MiB kernel, 64 MiB unreclaimable and the phase given.
+GuestSpec Spec(double anon, double hot = 0, double hot_rate = 0, double stream_rate = 0) {
+  GuestSpec g;
+  g.name = "g";
+  g.max = 4 * kGib;
+  g.kernel = 100 * kMib;
+  Phase p;
+  p.anon = anon;
+  p.hot = hot;
+  p.hot_rate = hot_rate;
+  p.stream_rate = stream_rate;
+  g.phases.push_back(p);
+  return g;
+}
+
+void Advance(GuestModel& g, double from, double to) {
+  for (double t = from + 1; t <= to; ++t) g.Step(t, 1);
+}
+
+TEST(GuestModelTest, StartsWithItsCacheFull) {
+  GuestModel g(Spec(1 * kGib, 512 * kMib, 10 * kMib));
+  EXPECT_EQ(g.actual(), 4 * kGib);
+  EXPECT_EQ(g.anon(), kGib);
+  EXPECT_EQ(g.hot(), 512 * kMib);
+  EXPECT_NEAR(g.Free(), 20.48 * kMib, 1);  // the watermark: 0.5% of 4 GiB
+  EXPECT_GT(g.cold(), 2 * kGib);
+}
+
+TEST(GuestModelTest, InflationTakesColdThenHotNeverAnon) {
+  GuestModel g(Spec(1 * kGib, 1 * kGib, 100 * kMib));
+  g.SetTarget(2 * kGib);
+  Advance(g, 0, 10);
+  EXPECT_NEAR(g.actual(), 2 * kGib, 1);
+  EXPECT_NEAR(g.cold(), 0, 1);
+  EXPECT_LT(g.hot(), 1 * kGib);                // the hot set lost pages...
+  EXPECT_GT(g.last().refault_bytes, 0);        // ...and reads them back
+  EXPECT_NEAR(g.last().stall, g.last().refault_bytes / (100 * kMib), 1e-9);
+  g.SetTarget(0.5 * kGib);
+  Advance(g, 10, 20);
+  // Nothing left to take but anon: the balloon stops short.
+  EXPECT_NEAR(g.actual(), 100 * kMib + 64 * kMib + kGib + g.Free(), 1);
+  EXPECT_GT(g.actual(), 1.1 * kGib);
+  EXPECT_EQ(g.anon(), kGib);
+}
+
+TEST(GuestModelTest, AnonThatDoesNotFitEndsInAnOomKill) {
+  GuestSpec spec = Spec(1 * kGib);
+  spec.phases.push_back(Phase{60, 3 * kGib, 0, 0, 0});
+  GuestModel g(spec);
+  g.SetTarget(1.5 * kGib);
+  Advance(g, 0, 60);
+  ASSERT_NEAR(g.actual(), 1.5 * kGib, 1);
+  int thrashing = 0;
+  for (double t = 61; t <= 70 && g.oom_kills() == 0; ++t) {
+    g.Step(t, 1);
+    thrashing += g.last().thrashing ? 1 : 0;
+  }
+  EXPECT_EQ(g.oom_kills(), 1);
+  EXPECT_EQ(thrashing, 3);
+  EXPECT_EQ(g.last().stall, 1);
+  EXPECT_LT(g.anon(), 1.5 * kGib);  // the victim's memory is gone
+}
+
+TEST(GuestModelTest, AutodeflateGivesTheMemoryInsteadAndOnlyOnceAnEpisode) {
+  GuestSpec spec = Spec(1 * kGib);
+  spec.autodeflate = true;
+  spec.phases.push_back(Phase{60, 3 * kGib, 0, 0, 0});
+  GuestModel g(spec);
+  g.SetTarget(1.5 * kGib);
+  Advance(g, 0, 60);
+  int episodes = 0;
+  for (double t = 61; t <= 80; ++t) {
+    g.Step(t, 1);
+    episodes += g.last().self_deflated ? 1 : 0;
+  }
+  EXPECT_EQ(g.oom_kills(), 0);
+  EXPECT_EQ(episodes, 1);
+  EXPECT_EQ(g.anon(), 3 * kGib);
+  EXPECT_GT(g.actual(), g.target());
+}
+
+TEST(GuestModelTest, BadBalloons) {
+  GuestSpec stuck = Spec(kGib, 0, 0, 0);
+  stuck.behaviour = Behaviour::kStuck;
+  stuck.behaviour_at = 5;
+  GuestModel s(stuck);
+  s.SetTarget(1.25 * kGib);
+  Advance(s, 0, 30);
+  EXPECT_NEAR(s.actual(), 2 * kGib, 1);  // moved at 512 MiB/s for 4 s, then froze
+
+  GuestSpec trickle = Spec(kGib);
+  trickle.behaviour = Behaviour::kTrickle;
+  GuestModel t(trickle);
+  t.SetTarget(2 * kGib);
+  Advance(t, 0, 30);
+  EXPECT_NEAR(t.actual(), 4 * kGib - 10 * 4096, 1);  // a page every 3 s
+
+  GuestSpec churn = Spec(kGib, 0, 0, 80 * kMib);
+  churn.behaviour = Behaviour::kChurn;
+  GuestModel c(churn);
+  c.SetTarget(2 * kGib);
+  Advance(c, 0, 30);
+  EXPECT_GT(c.actual(), 3.4 * kGib);  // 30 s at 3% net of 512 MiB/s
+  EXPECT_GT(c.last().deflated_bytes, 0.9 * c.last().inflated_bytes);
+}
+
+TEST(GuestModelTest, ReportsComeEveryPeriodAndEarlyOnASpike) {
+  GuestSpec spec = Spec(kGib, 2 * kGib, 200 * kMib);
+  GuestModel g(spec);
+  Advance(g, 0, 3);
+  policy::GuestView v;
+  g.FillStats(3, 30, &v);
+  EXPECT_TRUE(v.has_stats);
+  EXPECT_TRUE(v.stats_fresh);
+  EXPECT_EQ(v.stats_age_seconds, 2);  // first report at t=1
+  ASSERT_TRUE(v.anon_bytes.has_value());
+  EXPECT_EQ(*v.anon_bytes, static_cast<int64_t>(kGib));
+  EXPECT_EQ(*v.active_file_bytes, static_cast<int64_t>(2 * kGib));
+  // Squeeze the hot set: the stall crosses the trigger and the agent reports at once.
+  g.SetTarget(2.5 * kGib);
+  bool spiked = false;
+  for (double t = 4; t <= 8 && !spiked; ++t) {
+    g.Step(t, 1);
+    spiked = g.last().spike;
+    if (spiked) {
+      policy::GuestView now;
+      g.FillStats(t, 30, &now);
+      EXPECT_EQ(*now.agent_age_seconds, 0);
+      EXPECT_GT(*now.refaults_per_second, 0);
+      EXPECT_GT(*now.psi_some_total_us, 0u);
+    }
+  }
+  EXPECT_TRUE(spiked);
+}
+
+TEST(GuestModelTest, NoStatsStaleAndNonsense) {
+  GuestSpec none = Spec(kGib);
+  none.behaviour = Behaviour::kNoStats;
+  GuestModel n(none);
+  Advance(n, 0, 10);
+  policy::GuestView v;
+  n.FillStats(10, 30, &v);
+  EXPECT_FALSE(v.has_stats);
+
+  GuestSpec stale = Spec(kGib);
+  stale.behaviour = Behaviour::kStale;
+  stale.behaviour_at = 10;
+  GuestModel s(stale);
+  Advance(s, 0, 60);
+  policy::GuestView sv;
+  s.FillStats(60, 30, &sv);
+  EXPECT_TRUE(sv.has_stats);
+  EXPECT_FALSE(sv.stats_fresh);
+  EXPECT_FALSE(sv.anon_bytes.has_value());  // agent data expired too
+
+  GuestSpec liar = Spec(kGib);
+  liar.behaviour = Behaviour::kNonsense;
+  GuestModel l(liar);
+  Advance(l, 0, 10);
+  policy::GuestView lv;
+  l.FillStats(10, 30, &lv);
+  EXPECT_GT(*lv.unused_bytes, 4 * kGib);
+  EXPECT_EQ(*lv.psi_some_avg10, 250);
+}
+
+}  // namespace
+}  // namespace plimsoll::sim

@@ -1,0 +1,198 @@
+#include "sim/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "policy/policy.h"
+#include "sim/simulation.h"
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+constexpr double kStepSeconds = 1;
+// The guests' total counts as within the budget up to this much over it.
+constexpr double kBudgetSlack = 16 * kMib;
+
+}  // namespace
+
+absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_view policy_name,
+                                      const RunOptions& options) {
+  absl::StatusOr<std::unique_ptr<policy::Policy>> made = policy::MakePolicy(policy_name);
+  if (!made.ok()) return made.status();
+  const policy::Policy& policy = **made;
+  Simulation sim(scenario);
+  sim.set_omit_psi_total(options.omit_psi_total);
+  RunResult r;
+  r.scenario = scenario.name;
+  r.policy = std::string(policy_name);
+  r.duration = scenario.duration;
+  const size_t n = scenario.guests.size();
+  r.guests.resize(n);
+  r.series.actual.resize(n);
+  r.series.target.resize(n);
+  std::vector<double> thrash_run(n, 0);
+  std::vector<int> last_direction(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    r.guests[i].name = scenario.guests[i].name;
+    r.guests[i].min_actual = sim.guests()[i].actual();
+  }
+  const double budget = scenario.GuestBudget();
+  policy::PolicyState state;
+  double last_decision = -1e9;
+  double last_over = -1;
+
+  const auto decide = [&](bool early) {
+    const policy::Snapshot snapshot = sim.MakeSnapshot();
+    policy::Decisions decisions = policy.Decide(snapshot, state);
+    ++r.decisions;
+    if (early) ++r.early_decisions;
+    last_decision = sim.now();
+    for (size_t i = 0; i < n && i < decisions.guests.size(); ++i) {
+      const policy::GuestDecision& d = decisions.guests[i];
+      const double previous = sim.guests()[i].target();
+      const double asked = static_cast<double>(d.target_bytes);
+      const int direction = asked > previous + 0.5 ? 1 : asked < previous - 0.5 ? -1 : 0;
+      if (direction != 0) {
+        if (last_direction[i] != 0 && direction != last_direction[i]) ++r.reversals;
+        last_direction[i] = direction;
+      }
+      if (!d.state.empty()) r.guests[i].first_state_s.emplace(d.state, sim.now());
+      if (!options.trace_guest.empty() && scenario.guests[i].name == options.trace_guest) {
+        const GuestModel& g = sim.guests()[i];
+        r.trace.push_back(absl::StrFormat(
+            "t=%.0f actual=%s anon=%s hot=%s cold=%s free=%s psi_avg10=%.1f | %s", sim.now(),
+            FormatBytes(g.actual()), FormatBytes(g.anon()), FormatBytes(g.hot()),
+            FormatBytes(g.cold()), FormatBytes(g.Free()), g.psi_avg10(), d.reason));
+      }
+      const policy::GuestView& view = snapshot.guests[i];
+      if ((!view.has_stats || !view.stats_fresh) && d.target_bytes < view.target_bytes) {
+        ++r.guests[i].unsafe_shrink_asks;
+      }
+    }
+    sim.Apply(decisions);
+    r.last_summary = decisions.summary;
+    state = std::move(decisions.next_state);
+  };
+
+  const auto record = [&]() {
+    r.series.t.push_back(sim.now());
+    for (size_t i = 0; i < n; ++i) {
+      r.series.actual[i].push_back(sim.guests()[i].actual());
+      r.series.target[i].push_back(sim.guests()[i].target());
+    }
+    r.series.sum_actual.push_back(sim.SumActual());
+    r.series.budget.push_back(budget);
+    r.series.host_available.push_back(sim.HostAvailable());
+  };
+
+  decide(false);
+  record();
+  const int64_t steps = static_cast<int64_t>(std::llround(scenario.duration / kStepSeconds));
+  const int64_t tick_steps = std::max<int64_t>(1, std::llround(scenario.tick / kStepSeconds));
+  const int64_t record_steps =
+      std::max<int64_t>(1, std::llround(options.record_every / kStepSeconds));
+  for (int64_t step = 1; step <= steps; ++step) {
+    sim.Step(kStepSeconds);
+    for (size_t i = 0; i < n; ++i) {
+      const GuestModel& g = sim.guests()[i];
+      const StepOutcome& o = g.last();
+      GuestResult& gr = r.guests[i];
+      gr.stall_s += o.stall * kStepSeconds;
+      gr.refault_bytes += o.refault_bytes;
+      gr.oom_kills += o.oom_kill ? 1 : 0;
+      gr.self_deflates += o.self_deflated ? 1 : 0;
+      thrash_run[i] = o.thrashing ? thrash_run[i] + kStepSeconds : 0;
+      gr.max_thrash_s = std::max(gr.max_thrash_s, thrash_run[i]);
+      gr.min_actual = std::min(gr.min_actual, g.actual());
+      gr.mean_actual += g.actual() * kStepSeconds / scenario.duration;
+      gr.reclaimed_byte_s += (g.spec().max - g.actual()) * kStepSeconds;
+      r.churn_bytes += o.inflated_bytes + o.deflated_bytes;
+    }
+    const double sum = sim.SumActual();
+    if (sum > budget + kBudgetSlack) {
+      r.over_budget_byte_s += (sum - budget) * kStepSeconds;
+      last_over = sim.now();
+    }
+    if (sim.HostAvailable() < scenario.host.reserve) r.host_short_s += kStepSeconds;
+    const bool on_tick = step % tick_steps == 0;
+    const bool spike = sim.AnySpike() && sim.now() - last_decision >= 1;
+    if (on_tick || spike) decide(!on_tick);
+    if (step % record_steps == 0) record();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    GuestResult& gr = r.guests[i];
+    gr.final_actual = sim.guests()[i].actual();
+    gr.final_target = sim.guests()[i].target();
+    r.reclaimed_byte_s += gr.reclaimed_byte_s;
+    r.stall_s += gr.stall_s;
+    r.refault_bytes += gr.refault_bytes;
+    r.oom_kills += gr.oom_kills;
+    r.self_deflates += gr.self_deflates;
+  }
+  if (last_over < 0) {
+    r.converge_s = 0;
+  } else if (last_over >= scenario.duration) {
+    r.converge_s = -1;
+  } else {
+    r.converge_s = last_over + kStepSeconds;
+  }
+  return r;
+}
+
+absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric) {
+  if (metric == "reclaimed_gib_s") return r.reclaimed_byte_s / kGib;
+  if (metric == "mean_reclaimed_gib") return r.reclaimed_byte_s / kGib / r.duration;
+  if (metric == "stall_s") return r.stall_s;
+  if (metric == "refault_gib") return r.refault_bytes / kGib;
+  if (metric == "oom_kills") return static_cast<double>(r.oom_kills);
+  if (metric == "self_deflates") return static_cast<double>(r.self_deflates);
+  if (metric == "churn_gib") return r.churn_bytes / kGib;
+  if (metric == "reversals") return static_cast<double>(r.reversals);
+  if (metric == "converge_s") return r.converge_s;
+  if (metric == "over_budget_gib_s") return r.over_budget_byte_s / kGib;
+  if (metric == "host_short_s") return r.host_short_s;
+  if (metric == "decisions") return static_cast<double>(r.decisions);
+  if (metric == "early_decisions") return static_cast<double>(r.early_decisions);
+  if (absl::StartsWith(metric, "guest.")) {
+    std::vector<absl::string_view> parts = absl::StrSplit(metric, absl::MaxSplits('.', 2));
+    if (parts.size() == 3) {
+      for (const GuestResult& g : r.guests) {
+        if (g.name != parts[1]) continue;
+        const absl::string_view m = parts[2];
+        if (m == "stall_s") return g.stall_s;
+        if (m == "stall_pct") return 100 * g.stall_s / r.duration;
+        if (m == "refault_gib") return g.refault_bytes / kGib;
+        if (m == "oom_kills") return static_cast<double>(g.oom_kills);
+        if (m == "self_deflates") return static_cast<double>(g.self_deflates);
+        if (m == "max_thrash_s") return g.max_thrash_s;
+        if (m == "final_actual_mib") return g.final_actual / kMib;
+        if (m == "final_target_mib") return g.final_target / kMib;
+        if (m == "final_gap_mib") return std::fabs(g.final_target - g.final_actual) / kMib;
+        if (m == "unsafe_shrink_asks") return static_cast<double>(g.unsafe_shrink_asks);
+        if (m == "min_actual_mib") return g.min_actual / kMib;
+        if (m == "mean_actual_mib") return g.mean_actual / kMib;
+        if (m == "reclaimed_gib_s") return g.reclaimed_byte_s / kGib;
+        if (absl::StartsWith(m, "state_seen.")) {
+          return g.first_state_s.count(std::string(m.substr(11))) > 0 ? 1.0 : 0.0;
+        }
+        if (absl::StartsWith(m, "state_first_s.")) {
+          auto it = g.first_state_s.find(std::string(m.substr(14)));
+          return it == g.first_state_s.end() ? -1.0 : it->second;
+        }
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("unknown metric \"", metric, "\""));
+}
+
+}  // namespace plimsoll::sim

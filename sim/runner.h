@@ -1,0 +1,107 @@
+// Plays one policy (by name, through policy::MakePolicy) against one scenario, one simulated
+// second at a time, and measures the outcome. The policy decides every `tick` seconds, and also
+// at once (at most once a second) when an agent reports a pressure spike, as plimsolld wakes
+// its loop on such a report.
+//
+// Measures (names as MetricValue and scenario `expect` lines use them):
+//   reclaimed_gib_s    sum over guests and seconds of (max - actual): memory the host held back
+//   mean_reclaimed_gib reclaimed_gib_s / duration
+//   stall_s            seconds some task in some guest stalled on memory (PSI some, summed)
+//   refault_gib        evicted file data read back, all guests
+//   oom_kills          OOM kills in the guests
+//   self_deflates      times a guest deflated its balloon on OOM (autodeflate)
+//   churn_gib          balloon traffic: inflated + deflated bytes, all guests
+//   reversals          times a guest's target changed direction (grow after shrink or back)
+//   converge_s         when the guests' total fell under the budget for good (0: never over;
+//                      -1: still over at the end)
+//   over_budget_gib_s  sum over seconds of how far the guests' total was over the budget
+//   host_short_s       seconds the host's MemAvailable was under its reserve
+//   decisions, early_decisions   Decide calls, and those a spike triggered
+// and per guest, as guest.<name>.<metric>: stall_s, stall_pct (of the run), refault_gib,
+// oom_kills, self_deflates, max_thrash_s (longest run of failed allocations), final_actual_mib,
+// final_target_mib, final_gap_mib (|target - actual| at the end), min_actual_mib,
+// mean_actual_mib, reclaimed_gib_s, unsafe_shrink_asks (decisions that asked to shrink a guest
+// without fresh stats: the daemon refuses them, but a policy should not ask), state_seen.<state>
+// (1 if a decision ever gave the guest that state: ok, stuck, churning, self_deflated) and
+// state_first_s.<state> (when it first did; -1 never).
+#ifndef PLIMSOLL_SIM_RUNNER_H_
+#define PLIMSOLL_SIM_RUNNER_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sim/scenario.h"
+
+namespace plimsoll::sim {
+
+struct GuestResult {
+  std::string name;
+  double stall_s = 0;
+  double refault_bytes = 0;
+  int64_t oom_kills = 0;
+  int64_t self_deflates = 0;
+  double max_thrash_s = 0;
+  double final_actual = 0;
+  double final_target = 0;
+  double min_actual = 0;
+  double mean_actual = 0;
+  double reclaimed_byte_s = 0;
+  int64_t unsafe_shrink_asks = 0;
+  std::map<std::string, double> first_state_s;  // state -> first time a decision gave it
+};
+
+// Samples for the plot, one per `record_every` seconds.
+struct Series {
+  std::vector<double> t;
+  std::vector<std::vector<double>> actual;  // [guest][sample]
+  std::vector<std::vector<double>> target;
+  std::vector<double> sum_actual;
+  std::vector<double> budget;
+  std::vector<double> host_available;
+};
+
+struct RunResult {
+  std::string scenario;
+  std::string policy;
+  double duration = 0;
+  double reclaimed_byte_s = 0;
+  double stall_s = 0;
+  double refault_bytes = 0;
+  int64_t oom_kills = 0;
+  int64_t self_deflates = 0;
+  double churn_bytes = 0;
+  int64_t reversals = 0;
+  double converge_s = 0;
+  double over_budget_byte_s = 0;
+  double host_short_s = 0;
+  int64_t decisions = 0;
+  int64_t early_decisions = 0;
+  std::vector<GuestResult> guests;
+  Series series;
+  std::string last_summary;  // the policy's summary at its last decision
+  std::vector<std::string> trace;
+};
+
+struct RunOptions {
+  double record_every = 5;  // seconds between plot samples
+  // When set, RunResult::trace gets one line per decision for this guest: time, actual, the
+  // guest's stall and refaults, and the policy's reason.
+  std::string trace_guest;
+  // Snapshots without PSI's cumulative total (avg10 only).
+  bool omit_psi_total = false;
+};
+
+// INVALID_ARGUMENT for an unknown policy name.
+absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_view policy,
+                                      const RunOptions& options = RunOptions());
+
+// A measure by name (see the file comment); NOT_FOUND names an unknown one.
+absl::StatusOr<double> MetricValue(const RunResult& result, absl::string_view metric);
+
+}  // namespace plimsoll::sim
+
+#endif  // PLIMSOLL_SIM_RUNNER_H_

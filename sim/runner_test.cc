@@ -1,0 +1,120 @@
+#include "sim/runner.h"
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/expectations.h"
+#include "sim/report.h"
+#include "sim/scenario.h"
+#include "sim/svg_plot.h"
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kSmall[] = R"(
+scenario name=small duration=5m tick=5s
+host total=8GiB reserve=512MiB budget=3GiB
+guest name=a max=2GiB min=256MiB
+phase guest=a at=0 anon=300MiB stream_rate=10MiB/s
+guest name=b max=2GiB min=256MiB
+phase guest=b at=0 anon=300MiB hot=400MiB hot_rate=20MiB/s
+expect pagecache oom_kills == 0
+expect pagecache reclaimed_gib_s > 1.5 * mom
+expect pagecache converge_s < 1
+expect pagecache guest.b.stall_s < mom:guest.b.stall_s
+expect static nonsense_metric > 0
+expect nobody oom_kills == 0
+)";
+
+Scenario Small() {
+  absl::StatusOr<Scenario> s = ParseScenario(kSmall);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+TEST(RunnerTest, UnknownPolicy) {
+  EXPECT_EQ(RunScenario(Small(), "magic").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RunnerTest, StaticHoldsEverything) {
+  absl::StatusOr<RunResult> r = RunScenario(Small(), "static");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reclaimed_byte_s, 0);
+  EXPECT_EQ(r->converge_s, -1);  // 4 GiB over a 3 GiB budget to the end
+  EXPECT_EQ(r->decisions, 61);   // t=0 and every 5 s
+  EXPECT_EQ(*MetricValue(*r, "guest.a.final_actual_mib"), 2048);
+  EXPECT_EQ(*MetricValue(*r, "over_budget_gib_s"), 300);
+}
+
+TEST(RunnerTest, PagecacheReclaimsAndRecordsEverything) {
+  RunOptions options;
+  options.trace_guest = "b";
+  absl::StatusOr<RunResult> r = RunScenario(Small(), "pagecache", options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->reclaimed_byte_s, 0);
+  EXPECT_GE(r->converge_s, 0);
+  EXPECT_EQ(r->oom_kills, 0);
+  EXPECT_EQ(r->series.t.size(), 61u);  // every 5 s
+  ASSERT_EQ(r->series.actual.size(), 2u);
+  EXPECT_EQ(r->series.actual[0].size(), r->series.t.size());
+  EXPECT_EQ(*MetricValue(*r, "guest.a.state_seen.ok"), 1);
+  EXPECT_EQ(*MetricValue(*r, "guest.a.state_seen.stuck"), 0);
+  EXPECT_EQ(*MetricValue(*r, "guest.a.state_first_s.stuck"), -1);
+  EXPECT_EQ(r->trace.size(), static_cast<size_t>(r->decisions));
+  EXPECT_THAT(r->trace.back(), HasSubstr("pagecache: src=agent"));
+  EXPECT_THAT(r->last_summary, StartsWith("pagecache: mode="));
+  EXPECT_EQ(MetricValue(*r, "guest.zz.stall_s").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(MetricValue(*r, "speed").status().code(), absl::StatusCode::kNotFound);
+  for (const char* m : {"reclaimed_gib_s", "mean_reclaimed_gib", "stall_s", "refault_gib",
+                        "oom_kills", "self_deflates", "churn_gib", "reversals", "converge_s",
+                        "over_budget_gib_s", "host_short_s", "decisions", "early_decisions",
+                        "guest.b.stall_pct", "guest.b.refault_gib", "guest.b.oom_kills",
+                        "guest.b.self_deflates", "guest.b.max_thrash_s", "guest.b.final_target_mib",
+                        "guest.b.final_gap_mib", "guest.b.min_actual_mib", "guest.b.mean_actual_mib",
+                        "guest.b.reclaimed_gib_s", "guest.b.unsafe_shrink_asks"}) {
+    EXPECT_TRUE(MetricValue(*r, m).ok()) << m;
+  }
+}
+
+TEST(RunnerTest, ExpectationsPassFailAndExplain) {
+  const Scenario s = Small();
+  EXPECT_THAT(PoliciesNamed(s), ::testing::ElementsAre("mom", "nobody", "pagecache", "static"));
+  std::map<std::string, RunResult> runs;
+  for (const char* p : {"pagecache", "mom", "static"}) runs[p] = *RunScenario(s, p);
+  const std::vector<ExpectationOutcome> out = CheckExpectations(s, runs);
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_TRUE(out[0].ok) << out[0].message;
+  EXPECT_TRUE(out[1].ok) << out[1].message;
+  EXPECT_THAT(out[1].message, HasSubstr("(mom reclaimed_gib_s)"));
+  EXPECT_FALSE(out[2].ok);  // it takes some seconds to get under the budget
+  EXPECT_THAT(out[2].message, HasSubstr("FAILED"));
+  EXPECT_THAT(out[3].message, HasSubstr("(mom guest.b.stall_s)"));
+  EXPECT_FALSE(out[4].ok);
+  EXPECT_THAT(out[4].message, HasSubstr("unknown metric \"nonsense_metric\""));
+  EXPECT_FALSE(out[5].ok);
+  EXPECT_THAT(out[5].message, HasSubstr("no run of policy nobody"));
+}
+
+TEST(RunnerTest, TablesAndPlot) {
+  const Scenario s = Small();
+  const RunResult r = *RunScenario(s, "pagecache");
+  const std::string table = FormatRunsTable({&r});
+  EXPECT_THAT(table, HasSubstr("| small | pagecache |"));
+  EXPECT_THAT(FormatGuestsTable(r), HasSubstr("| a |"));
+  const std::string svg = RenderSvg(s, r);
+  EXPECT_THAT(svg, StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_THAT(svg, HasSubstr("guest a (max 2GiB, normal)"));
+  EXPECT_THAT(svg, HasSubstr("<polyline"));
+  EXPECT_THAT(svg, HasSubstr("</svg>"));
+  EXPECT_EQ(XmlEscape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+}
+
+}  // namespace
+}  // namespace plimsoll::sim

@@ -1,0 +1,389 @@
+#include "sim/scenario.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+// key=value pairs of one line, in order, with the keys a line may use.
+class Pairs {
+ public:
+  static absl::StatusOr<Pairs> Parse(const std::vector<absl::string_view>& words) {
+    Pairs p;
+    for (absl::string_view word : words) {
+      const size_t eq = word.find('=');
+      if (eq == absl::string_view::npos || eq == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("expected key=value, got \"", word, "\""));
+      }
+      std::string key(word.substr(0, eq));
+      if (p.values_.contains(key)) {
+        return absl::InvalidArgumentError(absl::StrCat("key \"", key, "\" given twice"));
+      }
+      p.order_.push_back(key);
+      p.values_[key] = std::string(word.substr(eq + 1));
+    }
+    return p;
+  }
+
+  // INVALID_ARGUMENT naming the first key not in `allowed`.
+  absl::Status OnlyKeys(const std::vector<std::string>& allowed) const {
+    for (const std::string& key : order_) {
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown key \"", key, "\" (known: ",
+                                                       absl::StrJoin(allowed, ", "), ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string* Find(const std::string& key) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? nullptr : &it->second;
+  }
+
+  absl::Status Require(const std::string& key) const {
+    if (Find(key) == nullptr) return absl::InvalidArgumentError(absl::StrCat("missing ", key, "="));
+    return absl::OkStatus();
+  }
+
+  // Each Get leaves *out untouched when the key is absent.
+  absl::Status GetBytes(const std::string& key, double* out) const {
+    return Get(key, out, ParseBytes);
+  }
+  absl::Status GetRate(const std::string& key, double* out) const {
+    return Get(key, out, ParseRate);
+  }
+  absl::Status GetSeconds(const std::string& key, double* out) const {
+    return Get(key, out, ParseSeconds);
+  }
+  absl::Status GetNumber(const std::string& key, double* out) const {
+    const std::string* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtod(*v, out)) {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": bad number \"", *v, "\""));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status GetBool(const std::string& key, bool* out) const {
+    const std::string* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (*v == "true") {
+      *out = true;
+    } else if (*v == "false") {
+      *out = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": expected true or false, got \"", *v,
+                                                     "\""));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Get(const std::string& key, double* out,
+                   const std::function<absl::StatusOr<double>(absl::string_view)>& parse) const {
+    const std::string* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    absl::StatusOr<double> parsed = parse(*v);
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", parsed.status().message()));
+    *out = *parsed;
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> order_;
+  absl::flat_hash_map<std::string, std::string> values_;
+};
+
+absl::StatusOr<Behaviour> ParseBehaviour(absl::string_view text) {
+  for (Behaviour b : {Behaviour::kNormal, Behaviour::kStuck, Behaviour::kTrickle, Behaviour::kChurn,
+                      Behaviour::kNoStats, Behaviour::kNonsense, Behaviour::kStale}) {
+    if (text == BehaviourName(b)) return b;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "behaviour: unknown \"", text,
+      "\" (known: normal, stuck, trickle, churn, no_stats, nonsense, stale)"));
+}
+
+absl::StatusOr<CompareOp> ParseOp(absl::string_view text) {
+  if (text == "<") return CompareOp::kLess;
+  if (text == "<=") return CompareOp::kLessEqual;
+  if (text == ">") return CompareOp::kGreater;
+  if (text == ">=") return CompareOp::kGreaterEqual;
+  if (text == "==") return CompareOp::kEqual;
+  return absl::InvalidArgumentError(absl::StrCat("unknown operator \"", text,
+                                                 "\" (use <, <=, >, >=, ==)"));
+}
+
+// "mom" or "mom:guest.a.stall_s" on the right-hand side of an expectation.
+void SetOther(absl::string_view word, Expectation* e) {
+  const size_t colon = word.find(':');
+  e->other_policy = std::string(word.substr(0, colon));
+  if (colon != absl::string_view::npos) e->other_metric = std::string(word.substr(colon + 1));
+}
+
+// `expect <policy> <metric> <op> <number>` or `... <op> [<factor> *] <policy>[:<metric>]`.
+absl::StatusOr<Expectation> ParseExpectation(const std::vector<absl::string_view>& words) {
+  if (words.size() != 4 && words.size() != 6) {
+    return absl::InvalidArgumentError(
+        "expect needs: <policy> <metric> <op> <number | [factor *] policy[:metric]>");
+  }
+  Expectation e;
+  e.policy = std::string(words[0]);
+  e.metric = std::string(words[1]);
+  auto op = ParseOp(words[2]);
+  if (!op.ok()) return op.status();
+  e.op = *op;
+  if (words.size() == 6) {
+    if (words[4] != "*" || !absl::SimpleAtod(words[3], &e.factor)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected \"<factor> * <policy>\", got \"", words[3], " ", words[4], " ",
+                       words[5], "\""));
+    }
+    SetOther(words[5], &e);
+    return e;
+  }
+  if (!absl::SimpleAtod(words[3], &e.value)) SetOther(words[3], &e);
+  return e;
+}
+
+absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string_view>& rest,
+                       absl::string_view raw_rest, int line, Scenario* s,
+                       absl::flat_hash_map<std::string, size_t>* guest_index, bool* seen_header) {
+  if (keyword == "description") {
+    if (!s->description.empty()) absl::StrAppend(&s->description, " ");
+    absl::StrAppend(&s->description, absl::StripAsciiWhitespace(raw_rest));
+    return absl::OkStatus();
+  }
+  if (keyword == "tags") {
+    for (absl::string_view t : rest) s->tags.emplace_back(t);
+    return absl::OkStatus();
+  }
+  if (keyword == "expect") {
+    auto e = ParseExpectation(rest);
+    if (!e.ok()) return e.status();
+    e->line = line;
+    e->text = std::string(absl::StripAsciiWhitespace(raw_rest));
+    s->expectations.push_back(*std::move(e));
+    return absl::OkStatus();
+  }
+  auto pairs = Pairs::Parse(rest);
+  if (!pairs.ok()) return pairs.status();
+  const Pairs& p = *pairs;
+  if (keyword == "scenario") {
+    if (*seen_header) return absl::InvalidArgumentError("second scenario line");
+    *seen_header = true;
+    if (absl::Status st = p.OnlyKeys({"name", "duration", "tick", "stale_after"}); !st.ok()) return st;
+    if (absl::Status st = p.Require("name"); !st.ok()) return st;
+    s->name = *p.Find("name");
+    if (absl::Status st = p.GetSeconds("duration", &s->duration); !st.ok()) return st;
+    if (absl::Status st = p.GetSeconds("tick", &s->tick); !st.ok()) return st;
+    if (absl::Status st = p.GetSeconds("stale_after", &s->stale_after); !st.ok()) return st;
+    if (s->duration < 1 || s->tick < 1) {
+      return absl::InvalidArgumentError("duration and tick must be at least 1s");
+    }
+    return absl::OkStatus();
+  }
+  if (keyword == "host") {
+    if (absl::Status st = p.OnlyKeys({"total", "reserve", "budget"}); !st.ok()) return st;
+    if (absl::Status st = p.Require("total"); !st.ok()) return st;
+    if (absl::Status st = p.GetBytes("total", &s->host.total); !st.ok()) return st;
+    if (absl::Status st = p.GetBytes("reserve", &s->host.reserve); !st.ok()) return st;
+    if (p.Find("budget") != nullptr) {
+      double budget = 0;
+      if (absl::Status st = p.GetBytes("budget", &budget); !st.ok()) return st;
+      s->host.budget = budget;
+    }
+    return absl::OkStatus();
+  }
+  if (keyword == "host_event") {
+    if (absl::Status st = p.OnlyKeys({"at", "other"}); !st.ok()) return st;
+    HostEvent e;
+    if (absl::Status st = p.GetSeconds("at", &e.at); !st.ok()) return st;
+    if (absl::Status st = p.GetBytes("other", &e.other); !st.ok()) return st;
+    s->host.events.push_back(e);
+    return absl::OkStatus();
+  }
+  if (keyword == "guest") {
+    if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "agent", "autodeflate", "speed",
+                                      "shares", "kernel", "unreclaimable", "alloc_rate",
+                                      "disk_rate", "stats_period", "behaviour", "behaviour_at"});
+        !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = p.Require("name"); !st.ok()) return st;
+    if (absl::Status st = p.Require("max"); !st.ok()) return st;
+    GuestSpec g;
+    g.name = *p.Find("name");
+    if (guest_index->contains(g.name)) {
+      return absl::InvalidArgumentError(absl::StrCat("guest \"", g.name, "\" defined twice"));
+    }
+    absl::Status st;
+    if (st = p.GetBytes("max", &g.max); !st.ok()) return st;
+    if (st = p.GetBytes("min", &g.min); !st.ok()) return st;
+    if (p.Find("start") != nullptr) {
+      double start = 0;
+      if (st = p.GetBytes("start", &start); !st.ok()) return st;
+      g.start = start;
+    }
+    if (p.Find("kernel") != nullptr) {
+      double kernel = 0;
+      if (st = p.GetBytes("kernel", &kernel); !st.ok()) return st;
+      g.kernel = kernel;
+    }
+    if (st = p.GetBool("agent", &g.agent); !st.ok()) return st;
+    if (st = p.GetBool("autodeflate", &g.autodeflate); !st.ok()) return st;
+    if (st = p.GetRate("speed", &g.speed); !st.ok()) return st;
+    if (st = p.GetNumber("shares", &g.shares); !st.ok()) return st;
+    if (st = p.GetBytes("unreclaimable", &g.unreclaimable); !st.ok()) return st;
+    if (st = p.GetRate("alloc_rate", &g.alloc_rate); !st.ok()) return st;
+    if (st = p.GetRate("disk_rate", &g.disk_rate); !st.ok()) return st;
+    if (st = p.GetSeconds("stats_period", &g.stats_period); !st.ok()) return st;
+    if (st = p.GetSeconds("behaviour_at", &g.behaviour_at); !st.ok()) return st;
+    if (const std::string* b = p.Find("behaviour"); b != nullptr) {
+      auto behaviour = ParseBehaviour(*b);
+      if (!behaviour.ok()) return behaviour.status();
+      g.behaviour = *behaviour;
+    }
+    if (g.max <= 0) return absl::InvalidArgumentError("max must be positive");
+    if (g.min > g.max) return absl::InvalidArgumentError("min above max");
+    if (g.start.has_value() && (*g.start > g.max || *g.start <= 0)) {
+      return absl::InvalidArgumentError("start must be in (0, max]");
+    }
+    if (g.stats_period < 1) return absl::InvalidArgumentError("stats_period must be at least 1s");
+    (*guest_index)[g.name] = s->guests.size();
+    s->guests.push_back(std::move(g));
+    return absl::OkStatus();
+  }
+  if (keyword == "phase") {
+    if (absl::Status st = p.OnlyKeys({"guest", "at", "anon", "hot", "hot_rate", "stream_rate"});
+        !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = p.Require("guest"); !st.ok()) return st;
+    auto it = guest_index->find(*p.Find("guest"));
+    if (it == guest_index->end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("phase for unknown guest \"", *p.Find("guest"), "\" (define it first)"));
+    }
+    GuestSpec& g = s->guests[it->second];
+    Phase ph;
+    // A phase starts from the previous one: only what changes needs writing.
+    if (!g.phases.empty()) ph = g.phases.back();
+    absl::Status st;
+    if (st = p.GetSeconds("at", &ph.at); !st.ok()) return st;
+    if (st = p.GetBytes("anon", &ph.anon); !st.ok()) return st;
+    if (st = p.GetBytes("hot", &ph.hot); !st.ok()) return st;
+    if (st = p.GetRate("hot_rate", &ph.hot_rate); !st.ok()) return st;
+    if (st = p.GetRate("stream_rate", &ph.stream_rate); !st.ok()) return st;
+    if (!g.phases.empty() && ph.at <= g.phases.back().at) {
+      return absl::InvalidArgumentError("phases of a guest must be in time order");
+    }
+    g.phases.push_back(ph);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown keyword \"", keyword,
+      "\" (known: scenario, description, tags, host, host_event, guest, phase, expect)"));
+}
+
+}  // namespace
+
+const char* BehaviourName(Behaviour b) {
+  switch (b) {
+    case Behaviour::kNormal:
+      return "normal";
+    case Behaviour::kStuck:
+      return "stuck";
+    case Behaviour::kTrickle:
+      return "trickle";
+    case Behaviour::kChurn:
+      return "churn";
+    case Behaviour::kNoStats:
+      return "no_stats";
+    case Behaviour::kNonsense:
+      return "nonsense";
+    case Behaviour::kStale:
+      return "stale";
+  }
+  return "normal";
+}
+
+bool Scenario::HasTag(absl::string_view tag) const {
+  return std::find(tags.begin(), tags.end(), tag) != tags.end();
+}
+
+double Scenario::GuestBudget() const {
+  double budget = std::max(0.0, host.total - host.reserve);
+  if (host.budget.has_value()) budget = std::min(budget, *host.budget);
+  return budget;
+}
+
+absl::StatusOr<Scenario> ParseScenario(absl::string_view text) {
+  Scenario s;
+  absl::flat_hash_map<std::string, size_t> guest_index;
+  bool seen_header = false;
+  bool seen_host = false;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    const absl::string_view keyword = words[0];
+    const absl::string_view raw_rest = line.substr(keyword.size());
+    words.erase(words.begin());
+    if (keyword == "host") {
+      if (seen_host) {
+        return absl::InvalidArgumentError(absl::StrCat("line ", line_number, ": second host line"));
+      }
+      seen_host = true;
+    }
+    absl::Status st = ParseLine(keyword, words, raw_rest, line_number, &s, &guest_index, &seen_header);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("line ", line_number, ": ", keyword, ": ",
+                                                     st.message()));
+    }
+  }
+  if (!seen_header) return absl::InvalidArgumentError("no scenario line");
+  if (!seen_host) return absl::InvalidArgumentError("no host line");
+  if (s.guests.empty()) return absl::InvalidArgumentError("no guest");
+  for (const GuestSpec& g : s.guests) {
+    if (g.phases.empty() || g.phases.front().at > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("guest \"", g.name, "\" needs a phase at=0"));
+    }
+  }
+  std::stable_sort(s.host.events.begin(), s.host.events.end(),
+                   [](const HostEvent& a, const HostEvent& b) { return a.at < b.at; });
+  return s;
+}
+
+absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read scenario file ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto s = ParseScenario(buffer.str());
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.status().message()));
+  return s;
+}
+
+}  // namespace plimsoll::sim

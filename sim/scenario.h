@@ -1,0 +1,126 @@
+// A simulation scenario: a host, its guests, their workloads over time, and the outcome we
+// expect, in a small line-based text format (sim/scenarios/*.scenario):
+//
+//   # comment
+//   scenario name=cache_stream duration=30m tick=5s
+//   description One guest streams a file, one re-reads a hot set, one idles.
+//   tags cache_heavy
+//   host total=16GiB reserve=1GiB budget=6GiB
+//   host_event at=10m other=3GiB
+//   guest name=stream max=4GiB min=512MiB agent=true autodeflate=false speed=512MiB/s
+//   phase guest=stream at=0s anon=600MiB hot=0 hot_rate=0 stream_rate=40MiB/s
+//   expect pagecache oom_kills == 0
+//   expect pagecache reclaimed_gib_s > 1.5 * mom
+//
+// Every line is a keyword and key=value pairs, except `description` (free text), `tags` (words)
+// and `expect` (positional: policy, metric, operator, then a number or [factor *] policy, or
+// [factor *] policy:metric).
+// Unknown keywords and keys are errors that name the line. Guest keys and their defaults are on
+// GuestSpec below; phase keys on Phase.
+#ifndef PLIMSOLL_SIM_SCENARIO_H_
+#define PLIMSOLL_SIM_SCENARIO_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace plimsoll::sim {
+
+// What a guest's workload asks for from `at` (seconds) until the next phase.
+struct Phase {
+  double at = 0;
+  double anon = 0;         // anonymous working set (bytes) the guest's processes want
+  double hot = 0;          // size of the file data it re-reads (bytes)
+  double hot_rate = 0;     // bytes/s read from the hot set, uniformly
+  double stream_rate = 0;  // bytes/s of file data read once (fills the cache with cold pages)
+};
+
+// How a guest's balloon or stats misbehave, from `behaviour_at` on.
+enum class Behaviour {
+  kNormal,
+  kStuck,     // the balloon stops moving
+  kTrickle,   // the balloon moves one 4 KiB page every 3 s
+  kChurn,     // inflating against a streaming reader: the guest deflates 97% of what it inflates
+  kNoStats,   // never reports stats (no balloon driver statistics)
+  kNonsense,  // reports impossible numbers
+  kStale,     // stops reporting
+};
+
+const char* BehaviourName(Behaviour b);
+
+struct GuestSpec {
+  std::string name;
+  double max = 0;                  // max=  (required)
+  double min = 0;                  // min=
+  std::optional<double> start;     // start=  initial balloon size; default max
+  bool agent = true;               // agent=  plimsoll-agent reports (anon, PSI, refaults, ...)
+  bool autodeflate = false;        // autodeflate=  deflate on OOM
+  double speed = 512.0 * (1 << 20);  // speed=  balloon bytes/s, both ways
+  double shares = 1000;            // shares=
+  std::optional<double> kernel;    // kernel=  memory the kernel keeps; default 48MiB + 2% of max
+  double unreclaimable = 64.0 * (1 << 20);  // unreclaimable=  Shmem + SUnreclaim
+  double alloc_rate = 256.0 * (1 << 20);    // alloc_rate=  how fast anon grows, bytes/s
+  double disk_rate = 100.0 * (1 << 20);     // disk_rate=  refault reads, bytes/s of stall
+  double stats_period = 5;                  // stats_period=  seconds between reports
+  Behaviour behaviour = Behaviour::kNormal;  // behaviour=
+  double behaviour_at = 0;                   // behaviour_at=
+  std::vector<Phase> phases;                 // from `phase guest=<name>` lines, by time
+};
+
+// Memory on the host that is not the guests', from `at` on.
+struct HostEvent {
+  double at = 0;
+  double other = 0;
+};
+
+struct HostSpec {
+  double total = 0;    // total=  (required)
+  double reserve = 0;  // reserve=
+  std::optional<double> budget;  // budget=  the configured guest budget cap
+  std::vector<HostEvent> events;
+};
+
+enum class CompareOp { kLess, kLessEqual, kGreater, kGreaterEqual, kEqual };
+
+// `expect <policy> <metric> <op> <rhs>`; rhs is a number, or `[factor *] other_policy` (the
+// same metric of another policy's run), or `[factor *] other_policy:other_metric`.
+struct Expectation {
+  int line = 0;
+  std::string text;
+  std::string policy;
+  std::string metric;
+  CompareOp op = CompareOp::kEqual;
+  double value = 0;
+  double factor = 1;
+  std::optional<std::string> other_policy;
+  std::optional<std::string> other_metric;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::vector<std::string> tags;
+  double duration = 1800;  // seconds
+  double tick = 5;         // seconds between policy decisions
+  double stale_after = 30;  // seconds without a report before stats count as stale
+  HostSpec host;
+  std::vector<GuestSpec> guests;
+  std::vector<Expectation> expectations;
+
+  bool HasTag(absl::string_view tag) const;
+  // The guest budget the daemon would compute: min(total - reserve, budget).
+  double GuestBudget() const;
+};
+
+// Parses a scenario; errors name the line ("line 7: unknown key \"spead\" in guest").
+absl::StatusOr<Scenario> ParseScenario(absl::string_view text);
+
+// Reads and parses a file.
+absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
+
+}  // namespace plimsoll::sim
+
+#endif  // PLIMSOLL_SIM_SCENARIO_H_

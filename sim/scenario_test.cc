@@ -1,0 +1,127 @@
+#include "sim/scenario.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGood[] = R"(# a comment
+scenario name=two duration=10m tick=2s stale_after=20s
+description First line
+description second line.   # trailing comment
+tags cache_heavy small
+host total=16GiB reserve=1GiB budget=6GiB
+host_event at=5m other=2GiB
+guest name=a max=4GiB min=512MiB agent=false autodeflate=true speed=8MiB/s shares=2000 behaviour=stuck behaviour_at=30s
+phase guest=a at=0 anon=1GiB stream_rate=10MiB/s
+phase guest=a at=2m hot=512MiB hot_rate=20MiB/s
+guest name=b max=2GiB start=1GiB kernel=100MiB unreclaimable=10MiB stats_period=10s
+phase guest=b at=0s
+expect pagecache oom_kills == 0
+expect pagecache reclaimed_gib_s > 1.5 * mom
+expect pagecache stall_s <= proxmox
+expect pagecache guest.a.stall_s < pagecache:guest.b.stall_s
+)";
+
+TEST(ScenarioTest, ParsesEverything) {
+  absl::StatusOr<Scenario> s = ParseScenario(kGood);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "two");
+  EXPECT_EQ(s->duration, 600);
+  EXPECT_EQ(s->tick, 2);
+  EXPECT_EQ(s->stale_after, 20);
+  EXPECT_EQ(s->description, "First line second line.");
+  EXPECT_TRUE(s->HasTag("cache_heavy"));
+  EXPECT_FALSE(s->HasTag("big"));
+  EXPECT_EQ(s->host.total, 16 * kGib);
+  EXPECT_EQ(s->GuestBudget(), 6 * kGib);
+  ASSERT_EQ(s->host.events.size(), 1u);
+  EXPECT_EQ(s->host.events[0].other, 2 * kGib);
+  ASSERT_EQ(s->guests.size(), 2u);
+  const GuestSpec& a = s->guests[0];
+  EXPECT_FALSE(a.agent);
+  EXPECT_TRUE(a.autodeflate);
+  EXPECT_EQ(a.speed, 8 * kMib);
+  EXPECT_EQ(a.shares, 2000);
+  EXPECT_EQ(a.behaviour, Behaviour::kStuck);
+  EXPECT_EQ(a.behaviour_at, 30);
+  ASSERT_EQ(a.phases.size(), 2u);
+  // A phase starts from the previous one.
+  EXPECT_EQ(a.phases[1].anon, kGib);
+  EXPECT_EQ(a.phases[1].stream_rate, 10 * kMib);
+  EXPECT_EQ(a.phases[1].hot, 512 * kMib);
+  const GuestSpec& b = s->guests[1];
+  EXPECT_EQ(*b.start, kGib);
+  EXPECT_EQ(*b.kernel, 100 * kMib);
+  EXPECT_EQ(b.stats_period, 10);
+  ASSERT_EQ(s->expectations.size(), 4u);
+  EXPECT_EQ(s->expectations[0].op, CompareOp::kEqual);
+  EXPECT_EQ(s->expectations[0].value, 0);
+  EXPECT_FALSE(s->expectations[0].other_policy.has_value());
+  EXPECT_EQ(s->expectations[1].factor, 1.5);
+  EXPECT_EQ(*s->expectations[1].other_policy, "mom");
+  EXPECT_EQ(*s->expectations[2].other_policy, "proxmox");
+  EXPECT_EQ(s->expectations[2].factor, 1);
+  EXPECT_EQ(*s->expectations[3].other_policy, "pagecache");
+  EXPECT_EQ(*s->expectations[3].other_metric, "guest.b.stall_s");
+  EXPECT_EQ(s->expectations[3].line, 16);
+}
+
+TEST(ScenarioTest, ErrorsNameTheLine) {
+  const std::string head = "scenario name=x\nhost total=1GiB\n";
+  const struct {
+    std::string text;
+    std::string error;
+  } cases[] = {
+      {head + "guest name=a max=1GiB spead=1MiB\n", "line 3: guest: unknown key \"spead\""},
+      {head + "guest name=a\n", "line 3: guest: missing max="},
+      {head + "guest name=a max=1GiB min=2GiB\n", "min above max"},
+      {head + "guest name=a max=1GiB behaviour=odd\n", "unknown \"odd\""},
+      {head + "guest name=a max=1GiB\nguest name=a max=1GiB\n", "defined twice"},
+      {head + "phase guest=nobody at=0\n", "unknown guest \"nobody\""},
+      {head + "guest name=a max=1GiB\nphase guest=a at=1m\nphase guest=a at=30s\n", "time order"},
+      {head + "guest name=a max=1GiB\nphase guest=a at=10s\n", "needs a phase at=0"},
+      {head + "flavour x=1\n", "unknown keyword \"flavour\""},
+      {head + "host total=2GiB\n", "line 3: second host line"},
+      {head + "expect pagecache oom_kills\n", "expect needs"},
+      {head + "expect pagecache oom_kills ~ 0\n", "unknown operator"},
+      {head + "expect pagecache oom_kills < 2 + mom\n", "expected \"<factor> * <policy>\""},
+      {head + "guest name=a max=1GiB speed=fast\n", "speed: bad size"},
+      {head + "guest name=a max=1GiB agent=yes\n", "agent: expected true or false"},
+      {"host total=1GiB\n", "no scenario line"},
+      {"scenario name=x\n", "no host line"},
+      {head, "no guest"},
+      {"scenario name=x duration=0\nhost total=1GiB\n", "at least 1s"},
+      {"scenario name=x name=y\n", "given twice"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<Scenario> s = ParseScenario(c.text);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr(c.error)) << c.text;
+  }
+}
+
+TEST(ScenarioTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadScenarioFile("/nonexistent/x.scenario").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ScenarioTest, BudgetDefaultsToTotalLessReserve) {
+  absl::StatusOr<Scenario> s =
+      ParseScenario("scenario name=x\nhost total=8GiB reserve=1GiB\nguest name=a max=1GiB\n"
+                    "phase guest=a at=0\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->GuestBudget(), 7 * kGib);
+  EXPECT_STREQ(BehaviourName(Behaviour::kNoStats), "no_stats");
+}
+
+}  // namespace
+}  // namespace plimsoll::sim

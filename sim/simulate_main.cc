@@ -1,0 +1,143 @@
+// simulate: plays policies against scenario files and reports, plots and checks the outcome.
+//
+//   bazel run //sim:simulate                                  # every bundled scenario, 3 policies
+//   bazel run //sim:simulate -- --scenarios=sim/scenarios/lab_trio.scenario
+//       --policies=pagecache,mom --svg_dir=/tmp/plots --guests       (one command line)
+//
+// Relative paths are taken from the workspace (bazel run) or the current directory. Exits 1
+// when --check is set and an expectation fails, 2 on bad input.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "sim/expectations.h"
+#include "sim/report.h"
+#include "sim/runner.h"
+#include "sim/scenario.h"
+#include "sim/svg_plot.h"
+
+ABSL_FLAG(std::string, scenarios, "",
+          "comma-separated scenario files; empty: every sim/scenarios/*.scenario");
+ABSL_FLAG(std::string, policies, "pagecache,mom,proxmox", "comma-separated policy names");
+ABSL_FLAG(std::string, svg_dir, "", "write <scenario>.<policy>.svg plots here");
+ABSL_FLAG(bool, guests, false, "print a per-guest table for every run");
+ABSL_FLAG(bool, check, true, "check the scenarios' expectations (policies they name are run too)");
+ABSL_FLAG(bool, summary, false, "print each run's last policy summary line");
+ABSL_FLAG(std::string, trace, "", "print every decision for the guest of this name");
+ABSL_FLAG(bool, psi_total, true,
+          "hand policies PSI's cumulative stall total; false: avg10 only, as a daemon that does "
+          "not forward the total");
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A path as the user meant it: relative to the workspace under `bazel run`.
+std::string Resolve(const std::string& path) {
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  if (workspace == nullptr || fs::path(path).is_absolute()) return path;
+  return (fs::path(workspace) / path).string();
+}
+
+std::vector<std::string> BundledScenarios() {
+  std::vector<std::string> files;
+  for (const std::string& dir : {std::string("sim/scenarios"), Resolve("sim/scenarios")}) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".scenario") files.push_back(entry.path().string());
+    }
+    if (!files.empty()) break;
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  using namespace plimsoll::sim;
+  std::vector<std::string> files;
+  for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipEmpty())) {
+    files.push_back(Resolve(std::string(f)));
+  }
+  if (files.empty()) files = BundledScenarios();
+  if (files.empty()) {
+    std::cerr << "no scenario files (pass --scenarios)\n";
+    return 2;
+  }
+  const std::vector<std::string> policies =
+      absl::StrSplit(absl::GetFlag(FLAGS_policies), ',', absl::SkipEmpty());
+  const std::string svg_dir = absl::GetFlag(FLAGS_svg_dir).empty()
+                                  ? std::string()
+                                  : Resolve(absl::GetFlag(FLAGS_svg_dir));
+  std::vector<RunResult> all;
+  all.reserve(files.size() * (policies.size() + 2));
+  int failed = 0;
+  std::string checks;
+  for (const std::string& file : files) {
+    absl::StatusOr<Scenario> scenario = LoadScenarioFile(file);
+    if (!scenario.ok()) {
+      std::cerr << scenario.status().message() << "\n";
+      return 2;
+    }
+    std::vector<std::string> to_run = policies;
+    if (absl::GetFlag(FLAGS_check)) {
+      for (const std::string& p : PoliciesNamed(*scenario)) {
+        if (std::find(to_run.begin(), to_run.end(), p) == to_run.end()) to_run.push_back(p);
+      }
+    }
+    std::map<std::string, RunResult> runs;
+    for (const std::string& policy : to_run) {
+      RunOptions options;
+      options.trace_guest = absl::GetFlag(FLAGS_trace);
+      options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
+      absl::StatusOr<RunResult> run = RunScenario(*scenario, policy, options);
+      if (!run.ok()) {
+        std::cerr << run.status().message() << "\n";
+        return 2;
+      }
+      if (!svg_dir.empty()) {
+        std::error_code ec;
+        fs::create_directories(svg_dir, ec);
+        const std::string path =
+            (fs::path(svg_dir) / absl::StrCat(scenario->name, ".", policy, ".svg")).string();
+        std::ofstream(path) << RenderSvg(*scenario, *run);
+      }
+      runs[policy] = *run;
+      if (std::find(policies.begin(), policies.end(), policy) != policies.end()) {
+        all.push_back(*run);
+      }
+    }
+    if (absl::GetFlag(FLAGS_check)) {
+      for (const ExpectationOutcome& o : CheckExpectations(*scenario, runs)) {
+        absl::StrAppend(&checks, scenario->name, " ", o.message, "\n");
+        if (!o.ok) ++failed;
+      }
+    }
+  }
+  std::vector<const RunResult*> rows;
+  for (const RunResult& r : all) rows.push_back(&r);
+  std::cout << FormatRunsTable(rows);
+  for (const RunResult& r : all) {
+    if (absl::GetFlag(FLAGS_guests)) std::cout << "\n" << r.scenario << "\n" << FormatGuestsTable(r);
+    for (const std::string& line : r.trace) std::cout << r.policy << " " << line << "\n";
+    if (absl::GetFlag(FLAGS_summary)) {
+      std::cout << r.scenario << " " << r.policy << ": " << r.last_summary << "\n";
+    }
+  }
+  if (!checks.empty()) std::cout << "\nexpectations:\n" << checks;
+  if (failed > 0) {
+    std::cout << failed << " expectation(s) FAILED\n";
+    return 1;
+  }
+  return 0;
+}

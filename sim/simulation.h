@@ -1,0 +1,63 @@
+// A simulated host: the scenario's guests (guest_model.h), the host's own memory over time, and
+// the part of plimsolld between them: building the policy's Snapshot the way the daemon's
+// tracker does, and applying decisions the way its control loop does (clamped to [min, max]; no
+// move without stats; no shrink on stale stats).
+//
+// Host model: MemAvailable = total - other - sum of the guests' actual sizes (a guest's QEMU
+// holds what its balloon leaves it). Host PSI some: stalls grow linearly as MemAvailable falls
+// under 2% of total, averaged over 10 s like avg10.
+//
+// Not thread-safe.
+#ifndef PLIMSOLL_SIM_SIMULATION_H_
+#define PLIMSOLL_SIM_SIMULATION_H_
+
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "sim/guest_model.h"
+#include "sim/scenario.h"
+
+namespace plimsoll::sim {
+
+class Simulation {
+ public:
+  explicit Simulation(const Scenario& scenario);
+
+  // Advances every guest and the host by `dt` seconds.
+  void Step(double dt);
+
+  // What plimsolld would hand its policy now.
+  policy::Snapshot MakeSnapshot() const;
+
+  // Applies decisions as plimsolld's control loop does; returns how many targets changed.
+  int Apply(const policy::Decisions& decisions);
+
+  // True when an agent reported a pressure spike during the last Step.
+  bool AnySpike() const;
+
+  // Leave PSI's cumulative total out of snapshots (policies then only see avg10), as a daemon
+  // that does not forward it would.
+  void set_omit_psi_total(bool omit) { omit_psi_total_ = omit; }
+
+  double now() const { return now_; }
+  const Scenario& scenario() const { return scenario_; }
+  const std::vector<GuestModel>& guests() const { return guests_; }
+  double SumActual() const;
+  double HostOther() const;
+  double HostAvailable() const;
+  double host_psi_avg10() const { return host_psi_avg10_; }
+
+ private:
+  const Scenario& scenario_;
+  std::vector<GuestModel> guests_;
+  std::vector<std::string> uuids_;
+  double now_ = 0;
+  int64_t tick_ = 0;
+  double host_psi_avg10_ = 0;
+  bool omit_psi_total_ = false;
+};
+
+}  // namespace plimsoll::sim
+
+#endif  // PLIMSOLL_SIM_SIMULATION_H_
