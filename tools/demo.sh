@@ -31,7 +31,8 @@ fi
 tools/deps.sh
 . tools/bazel_env.sh
 echo "demo: building (bazel build)..."
-bazel build //server:plimsolld //ctl:plimsollctl //tests/lab:guest_workload 2>&1 | tail -2
+bazel build //server:plimsolld //ctl:plimsollctl //tests/lab:guest_workload //agent:plimsoll-agent \
+  //server/agent:plimsoll-agent-token 2>&1 | tail -2
 BIN="$(bazel info bazel-bin 2>/dev/null)"
 bazel shutdown >/dev/null 2>&1 || true
 
@@ -43,22 +44,27 @@ cleanup() {
   echo
   echo "demo: tearing down"
   [ -n "$DAEMON_PID" ] && kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null || true
-  python3 tests/lab/lab.py down --state "$STATE" || true
+  python3 tools/demo_lab.py down --state "$STATE/lab" || true
   echo "demo: plimsolld log kept in /tmp/plimsoll-demo.log"
 }
 trap cleanup EXIT INT TERM
 
-python3 tests/lab/lab.py down --state "$STATE" >/dev/null 2>&1 || true
+python3 tools/demo_lab.py down --state "$STATE/lab" >/dev/null 2>&1 || true
+rm -rf "$STATE"
+mkdir -p "$STATE"
 echo "demo: starting the lab: stream (reads a 700 MiB file in a loop), hot (re-reads a 128 MiB file),"
-echo "      anon (idle, allocates 400 MiB after 60 s); 1024 MiB each, guest budget ${BUDGET_MIB} MiB"
-URI=$(python3 tests/lab/lab.py up --state "$STATE" \
-  --workload-bin "$BIN/tests/lab/guest_workload" \
-  --guest stream:stream:1024 --guest hot:hot:1024 --guest anon:anon:1024:400:60 | sed -n 's/^URI=//p')
+echo "      anon (idle, allocates 400 MiB after 60 s); 1024 MiB each, each running plimsoll-agent;"
+echo "      guest budget ${BUDGET_MIB} MiB"
+AGENT_PORT=9588
+LAB_OUT=$(python3 tools/demo_lab.py up --state "$STATE" --agent-port "$AGENT_PORT")
+URI=$(echo "$LAB_OUT" | sed -n 's/^URI=//p')
+HOST_KEY=$(echo "$LAB_OUT" | sed -n 's/^HOST_KEY=//p')
 [ -n "$URI" ] || { echo "demo: the lab did not start" >&2; exit 1; }
 
 "$BIN/server/plimsolld" --libvirt_uri="$URI" --grpc_listen="unix:$SOCK" \
   --metrics_listen="$METRICS" --policy="$POLICY" --tick=2s \
   --guest_memory_budget_bytes=$((BUDGET_MIB * 1024 * 1024)) --host_reserve_bytes=0 \
+  --agent_listen="127.0.0.1:$AGENT_PORT" --agent_host_key_file="$HOST_KEY" \
   >/tmp/plimsoll-demo.log 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.2; done
