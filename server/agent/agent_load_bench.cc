@@ -140,8 +140,12 @@ void OverGrpc(int streams, int seconds, absl::Duration interval) {
       }
       stream->WritesDone();
       context.TryCancel();
-      stream->Finish();
+      const grpc::Status finish = stream->Finish();
       absl::MutexLock l(&mu);
+      if (!ok && broken == 0) {
+        std::fprintf(stderr, "stream %d broke after %zu reports: %d %s\n", s, mine.size(),
+                     static_cast<int>(finish.error_code()), finish.error_message().c_str());
+      }
       latencies_us.insert(latencies_us.end(), mine.begin(), mine.end());
       total += mine.size();
       rejected += mine_rejected;

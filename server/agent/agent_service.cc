@@ -31,6 +31,7 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
   // Sends the hello; its OnWriteDone starts the first read.
   void Start() {
     absl::MutexLock l(&mu_);
+    if (finishing_) return;  // Terminate() ran between registration and Start()
     reply_.mutable_hello()->set_nonce(nonce_);
     write_pending_ = true;
     StartWrite(&reply_);

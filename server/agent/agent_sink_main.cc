@@ -1,7 +1,7 @@
 // plimsoll-agent-sink: a stand-alone agent listener for trying agents before (or without)
 // plimsolld: it validates and stores reports exactly as the daemon does and prints each guest's
 // signals periodically. A development and lab tool, not a deployment.
-//   plimsoll-agent-sink --listen=127.0.0.1:9588 --key_file=KEY --guest=UUID:MAX_MIB [--guest=...]
+//   plimsoll-agent-sink --listen=127.0.0.1:9588 --key_file=KEY --guest=UUID:MAX_MIB[,UUID:MAX_MIB...]
 #include <signal.h>
 
 #include <cstdio>
@@ -27,7 +27,7 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:9588", "agent listener address");
 ABSL_FLAG(std::string, key_file, "/etc/plimsoll/agent.key", "host key (hex, mode 0600)");
-ABSL_FLAG(std::vector<std::string>, guest, {}, "UUID:MAX_MIB of a guest to accept (repeatable, comma-separated)");
+ABSL_FLAG(std::vector<std::string>, guest, {}, "guests to accept, UUID:MAX_MIB[,UUID:MAX_MIB...]");
 ABSL_FLAG(absl::Duration, print_every, absl::Seconds(2), "how often to print the signals");
 ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(), "stop after this long");
 

@@ -84,6 +84,20 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const Stream
   }
 
   const absl::Time now = clock_->Now();
+  result = IngestAuthenticated(report, now, std::move(result));
+  if (result.ok() && report.spike()) {
+    std::function<void(const std::string&)> listener;
+    {
+      absl::MutexLock l(&listener_mu_);
+      listener = spike_listener_;
+    }
+    if (listener) listener(result.uuid);
+  }
+  return result;
+}
+
+IngestResult AgentStore::IngestAuthenticated(const v1::AgentReport& report, absl::Time now,
+                                             IngestResult result) {
   absl::MutexLock l(&mu_);
   if (now - last_expire_ >= kExpireEvery) ExpireLocked(now);
   auto known = known_.find(report.guest_uuid());
@@ -96,7 +110,7 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const Stream
   Entry& entry = entries_[report.guest_uuid()];
   const bool reboot = ReportValidator::IsReboot(report, entry.history);
   GuestHistory next;
-  verdict = validator_->Check(report, &known->second, entry.history, now, &next);
+  Verdict verdict = validator_->Check(report, &known->second, entry.history, now, &next);
   entry.history = std::move(next);
   if (!verdict.ok()) {
     Count(*verdict.reject);
@@ -134,6 +148,11 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const Stream
 }
 
 void AgentStore::CountRejected(RejectReason reason) { Count(reason); }
+
+void AgentStore::SetSpikeListener(std::function<void(const std::string& uuid)> listener) {
+  absl::MutexLock l(&listener_mu_);
+  spike_listener_ = std::move(listener);
+}
 
 void AgentStore::StreamOpened(const std::string& uuid) {
   absl::MutexLock l(&mu_);

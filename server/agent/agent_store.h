@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -150,8 +151,14 @@ class AgentStore {
   // changes anything.
   IngestResult Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream = {});
 
-  // Counts a rejection decided outside Ingest (the service's kFlood, kStreamIdentityChanged).
+  // Counts a rejection decided outside Ingest (the service's kFlood).
   void CountRejected(RejectReason reason);
+
+  // Called with the guest's uuid after every accepted report sent early by a PSI trigger, on
+  // the gRPC thread that ingested it, outside the store's lock: the control loop wires its
+  // Wake() here so a spike does not wait for the next tick. Must be quick and must not call
+  // back into Ingest. Replaces any previous listener; thread-safe.
+  void SetSpikeListener(std::function<void(const std::string& uuid)> listener);
 
   // The service reports authenticated streams opening and closing (AgentSignals::connected).
   void StreamOpened(const std::string& uuid);
@@ -186,6 +193,9 @@ class AgentStore {
     std::optional<absl::Time> last_reject;
   };
 
+  // Ingest after the proof and the stream checks: known guest, history checks, storing.
+  IngestResult IngestAuthenticated(const v1::AgentReport& report, absl::Time now, IngestResult result)
+      ABSL_LOCKS_EXCLUDED(mu_);
   AgentSignals SignalsLocked(const std::string& uuid, const Entry& e, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -204,6 +214,10 @@ class AgentStore {
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> open_streams_ ABSL_GUARDED_BY(mu_);
   absl::Time last_expire_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+
+  // Its own lock, so the listener runs outside mu_.
+  mutable absl::Mutex listener_mu_;
+  std::function<void(const std::string&)> spike_listener_ ABSL_GUARDED_BY(listener_mu_);
 };
 
 }  // namespace plimsoll::server::agent

@@ -1,6 +1,7 @@
 #include "server/agent/agent_store.h"
 
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "gmock/gmock.h"
@@ -196,14 +197,22 @@ TEST_F(AgentStoreTest, ConnectedFollowsStreams) {
   EXPECT_FALSE(store_.Signals(kVictim)->connected);
 }
 
-TEST_F(AgentStoreTest, SpikeIsRecorded) {
-  v1::AgentReport r = MakeReport(kVictim, kBootA, 10);
+TEST_F(AgentStoreTest, SpikeIsRecordedAndWakesTheListener) {
+  std::vector<std::string> woken;
+  store_.SetSpikeListener([&woken](const std::string& uuid) { woken.push_back(uuid); });
+  ASSERT_TRUE(Send(kVictim, kBootA, 5).ok());  // a regular report wakes nobody
+  v1::AgentReport r = MakeReport(kVictim, kBootA, 10, 2);
   r.set_spike(true);
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(store_.Ingest(SignAsSelf(r)).ok());
   std::optional<AgentSignals> s = store_.FreshSignals(kVictim);
   EXPECT_TRUE(s->spike);
   EXPECT_EQ(s->last_spike, clock_.Now());
+  EXPECT_EQ(woken, std::vector<std::string>{kVictim});
+  // A rejected spike (replayed boottime) wakes nobody.
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_FALSE(store_.Ingest(SignAsSelf(r)).ok());
+  EXPECT_EQ(woken.size(), 1u);
 }
 
 }  // namespace
