@@ -1,6 +1,7 @@
 #include "server/control_service.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/control_validation.h"
 #include "server/view_events.h"
@@ -30,7 +31,8 @@ ControlService::ControlService(ViewSource view, ControlCore* core, ControlServic
 grpc::Status ControlService::Authorize(grpc::ServerContext* context, const char* method, Caller* caller) const {
   if (options_.authz == nullptr) {
     caller->role = Role::kAdmin;
-    caller->identity = context->peer();
+    const std::string peer = context->peer();
+    caller->identity = absl::StartsWith(peer, "unix:") ? "unix" : peer;
     caller->authenticated = true;
     return grpc::Status::OK;
   }
