@@ -102,6 +102,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
     // Lifecycle changes are worth an early tick; balloon moves are read next tick.
     if (e.kind != hypervisor::DomainEvent::Kind::kBalloonChange) loop->Wake();
   });
+  if (d->agent_store_) {
+    // A PSI spike inside a guest must not wait for the next tick: wake the loop at once.
+    d->agent_store_->SetSpikeListener([loop](const std::string& uuid) {
+      PLOG_INFO << "agent spike uuid=" << uuid << ": waking the control loop";
+      loop->Wake();
+    });
+  }
   d->service_ = std::make_unique<ControlService>([loop] { return loop->Published(); });
   return d;
 }
