@@ -200,6 +200,48 @@ TEST(PagecachePolicyTest, APressuredGuestGetsMemoryBackAtTheNextTick) {
   EXPECT_LT(h.TargetMib(0), after);
 }
 
+TEST(PagecachePolicyTest, AnOomKillGivesAQuarterBack) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  h.guests()[0].oom_kill = 1;
+  const Decisions& d = h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), before * 1.25, 0.5);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=backoff"));
+}
+
+TEST(PagecachePolicyTest, RisingRefaultsStopTheProbeBeforeTheTarget) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 10; ++i) h.Tick();
+  h.guests()[0].refaults_per_second = 16;  // 64 KiB/s: calm
+  h.Tick();
+  h.guests()[0].refaults_per_second = 128;  // 512 KiB/s: still under 1 MiB/s, but 8x
+  const double before = h.TargetMib(0);
+  const Decisions& d = h.Tick();
+  EXPECT_EQ(h.TargetMib(0), before);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=rising"));
+}
+
+TEST(PagecachePolicyTest, InAnOvercommitSharesDecideEvenUnderPressure) {
+  // Both guests re-read 3000 MiB hot sets and are stalling; together they hold 8192 MiB of a
+  // 6144 MiB budget. The overcommit is shared by shares: "gold" (4x) gives far less.
+  GuestView gold = AgentGuest("gold");
+  GuestView bronze = AgentGuest("bronze");
+  for (GuestView* g : {&gold, &bronze}) {
+    g->active_file_bytes = 3000 * kMib;
+    g->inactive_file_bytes = 200 * kMib;
+  }
+  gold.shares = 4000;
+  for (GuestView* g : {&gold, &bronze}) g->psi_some_avg10 = 10;  // 10% stalled
+  Harness h({gold, bronze}, 6144);
+  const Decisions& d = h.Tick();
+  EXPECT_THAT(d.summary, HasSubstr("overcommit=2048MiB"));
+  EXPECT_THAT(d.summary, HasSubstr("pressured=2"));
+  EXPECT_LT(4096 - h.TargetMib(0), 0.25 * (4096 - h.TargetMib(1)));
+  EXPECT_THAT(d.guests[1].reason, HasSubstr("level=pressured"));
+  EXPECT_THAT(d.guests[1].reason, HasSubstr("taken="));
+}
+
 TEST(PagecachePolicyTest, RisingAnonRaisesTheFloorAtOnce) {
   Harness h({AgentGuest("a")});
   for (int i = 0; i < 400; ++i) h.Tick();
