@@ -5,7 +5,8 @@ Three 1 GiB TCG guests under a private libvirtd:
   stream  reads a 700 MiB file through its page cache in a loop (cold cache: reclaimable)
   hot     re-reads a 128 MiB file and reports its read throughput (hot cache: demand)
   anon    idles, then allocates --anon-mib of anonymous memory after --anon-after seconds
-The guests may use --budget-mib together (default 2048 MiB, under their 3072 MiB).
+The guests may use --budget-mib together (default 2048 MiB, under their 3072 MiB). Every guest
+runs plimsoll-agent (2 s interval) unless --no-agent; every policy sees the same inputs.
 
 For each policy it starts a fresh lab, runs plimsolld for --seconds, samples libvirt's `actual`
 and each guest's heartbeat (meminfo, vmstat, PSI) every 2 s, and reports:
@@ -36,8 +37,9 @@ from harness import MIB  # noqa: E402
 GUESTS = ("stream", "hot", "anon")
 
 
-def run_policy(policy, args, budget_mib, agent=None):
+def run_policy(policy, args, budget_mib):
     workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % policy)
+    keys = harness.AgentKeys(workdir)
     lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD)
     daemon = None
     samples = []
@@ -48,8 +50,8 @@ def run_policy(policy, args, budget_mib, agent=None):
             kw = dict(workload=name, memory_mib=1024)
             if name == "anon":
                 kw.update(anon_mib=args.anon_mib, anon_after=args.anon_after)
-            if agent:
-                kw.update(agent(name))
+            if not args.no_agent:
+                kw.update(keys.guest_kwargs(interval="2s"))
             lab.add_guest(name, **kw)
         for name in GUESTS:
             lab.wait_ready(name, timeout=120)
@@ -57,7 +59,7 @@ def run_policy(policy, args, budget_mib, agent=None):
                      policy=policy)
         if budget_mib:
             flags["guest_memory_budget_bytes"] = budget_mib * MIB
-        daemon = harness.Daemon(workdir, lab.uri, **flags)
+        daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
         t0 = time.monotonic()
         first_hb = {n: lab.heartbeat(n) for n in GUESTS}
         while time.monotonic() - t0 < args.seconds:
@@ -153,6 +155,7 @@ def main():
     ap.add_argument("--anon-after", type=int, default=60)
     ap.add_argument("--tick", default="2s")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     reason = harness.skip_reason()

@@ -13,7 +13,7 @@ PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
   busybox-static kmod cpio xz-utils e2fsprogs util-linux procps
   # tests and tools
-  python3 curl openssl prometheus
+  python3 python3-grpcio python3-protobuf curl openssl prometheus
 )
 
 missing=()

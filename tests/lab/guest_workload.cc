@@ -129,6 +129,8 @@ int Anon(long mib, double after_s) {
   // A distinct value in every page, so neither the zero page nor page merging can
   // back the memory on the cheap.
   uint64_t counter = 0x9e3779b97f4a7c15ULL;
+  // Marks the start of the allocation on the console, for spike-latency measurements.
+  EmitLine("PLIMSOLL-WL mode=anon allocating_mib=%ld t=%.1f", mib, MonotonicSeconds() - start);
   for (size_t off = 0; off < bytes; off += step) {
     counter = counter * 6364136223846793005ULL + 1442695040888963407ULL;
     for (size_t i = 0; i < sizeof(counter); ++i) {
