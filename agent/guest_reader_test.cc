@@ -97,6 +97,36 @@ TEST(GuestReaderTest, HostCaptureWithPsi) {
   EXPECT_EQ(report.memory_pressure().full().total_us(), 16279004u);
 }
 
+// A lab guest: Debian 12's 6.1 kernel under QEMU with a virtio balloon, captured from inside
+// the guest (agent/testdata/lab_guest_6.1, taken with a lab run= script printing the files).
+TEST(GuestReaderTest, LabGuestKernel61Capture) {
+  FakeProcTree tree;
+  tree.Write("meminfo", ReadTestdata("agent/testdata/lab_guest_6.1/meminfo"));
+  tree.Write("vmstat", ReadTestdata("agent/testdata/lab_guest_6.1/vmstat"));
+  tree.WithPsi(ReadTestdata("agent/testdata/lab_guest_6.1/pressure_memory"));
+  GuestReader reader(tree.root() + "/");
+  v1::AgentReport report;
+  ASSERT_TRUE(reader.Read(&report).ok());
+  const v1::GuestMeminfo& m = report.meminfo();
+  EXPECT_EQ(m.mem_total_bytes(), 983732 * kKiB);
+  EXPECT_EQ(m.mem_available_bytes(), 820000 * kKiB);
+  EXPECT_EQ(m.active_file_bytes(), 184 * kKiB);
+  EXPECT_EQ(m.anon_pages_bytes(), 1540 * kKiB);
+  EXPECT_EQ(m.shmem_bytes(), 5732 * kKiB);
+  EXPECT_EQ(m.sunreclaim_bytes(), 7472 * kKiB);
+  const v1::GuestVmstat& v = report.vmstat();
+  // 6.1 has the balloon and OOM counters, and split file/anon refaults.
+  ASSERT_TRUE(v.has_balloon_inflate());
+  EXPECT_EQ(v.balloon_inflate(), 0u);
+  ASSERT_TRUE(v.has_oom_kill());
+  EXPECT_EQ(v.oom_kill(), 0u);
+  ASSERT_TRUE(v.has_workingset_refault_file());
+  EXPECT_EQ(v.pgmajfault(), 587u);
+  ASSERT_TRUE(report.has_memory_pressure());
+  EXPECT_TRUE(report.memory_pressure().has_full());
+  EXPECT_DOUBLE_EQ(report.memory_pressure().some().avg10(), 0.0);
+}
+
 TEST(GuestReaderTest, KernelWithoutPsiLeavesPressureUnset) {
   FakeProcTree tree;
   tree.Write("meminfo", ReadTestdata("common/testdata/meminfo_host.txt"));
