@@ -4,16 +4,20 @@
 PromtoolChecks      promtool check config / check rules / test rules on deploy/prometheus
                     (alerts_test.yml fires every alert on made-up series).
 DashboardStructure  deploy/grafana/plimsoll-dashboard.json is an importable Grafana dashboard.
-DeployLabE2E        a lab of two real guests (idle + stream, 1024 MiB each) managed by plimsolld
-                    (mom, tick 1s, budget 1536 MiB) and a real Prometheus loaded with
-                    deploy/prometheus/prometheus.yml and alerts.yml, scraping every second.
-                    Every expression of the dashboard and of the alert rules is run through
-                    Prometheus' HTTP API and must return series, except the few listed below
-                    with their reason. To make alerts true on purpose, the lab also has: a
+DeployLabE2E        a lab of two real guests (idle + stream, 1024 MiB each, both running
+                    plimsoll-agent) managed by plimsolld (mom, tick 1s, budget 1536 MiB) and a
+                    real Prometheus loaded with deploy/prometheus/prometheus.yml and alerts.yml,
+                    scraping every second. Every expression of the dashboard and of the alert
+                    rules is run through Prometheus' HTTP API and must return series, except the
+                    few listed below with their reason. To make alerts true on purpose, and to
+                    give every series the rules and the dashboard name, the lab also has: a
                     scrape target nobody listens on (PlimsollDown), a plimsolld whose libvirt
-                    socket does not exist (PlimsollLibvirtDisconnected, PlimsollLibvirtErrors),
-                    a dry-run plimsolld with a 400 MiB budget (PlimsollHostOverBudget), and the
-                    idle guest paused for the last seconds (PlimsollGuestStatsStale).
+                    socket does not exist (PlimsollLibvirtDisconnected, PlimsollLibvirtErrors), a
+                    dry-run plimsolld under the pagecache policy with a 400 MiB budget
+                    (PlimsollHostOverBudget; plimsoll_guest_state), idle's agent stopped
+                    (PlimsollAgentDisconnected), idle paused for the last seconds
+                    (PlimsollGuestStatsStale), and an agent on the host with a made-up token
+                    (rejected reports).
 DebPackage          tools/build_deb.sh (or $PLIMSOLL_DEB): dpkg-deb --info/--contents, then
                     apt-get install, plimsolld --check_config from /usr/bin, systemd-analyze
                     verify, apt-get remove and purge: the machine is left as it was.
@@ -30,6 +34,7 @@ import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 
 import harness
 from harness import MIB, wait_for
@@ -49,21 +54,20 @@ DAEMON_FLAGS = dict(tick="1s", stats_period_seconds=1, stale_after="5s", host_re
                     policy="mom")
 DATA_SECONDS = 20          # of scrapes before any query runs
 PAUSED_GUEST = "idle"
-DASHBOARD_DOMAIN = "idle"  # $domain in the dashboard's queries
+AGENT_STOPPED_GUEST = "idle"
+DASHBOARD_DOMAIN = "stream"  # $domain in the dashboard's queries: running, agent reporting
 
 # Alert rules whose bare expression may legitimately return nothing here, and why. The query
-# must still parse and run, and every series it names (but FUTURE_METRICS) must exist, so an
+# must still parse and run, and every series it names (but ABSENT_METRICS) must exist, so an
 # empty answer means "condition false", not "misspelt metric". alerts_test.yml makes each of
 # them fire on made-up series.
 EXPECTED_EMPTY_ALERTS = {
-    "PlimsollAgentDisconnected":
-        "plimsoll_guest_agent_connected is not exported yet (it comes with the guest agent work)",
     "PlimsollGuestStuck":
         "every lab balloon follows its target; a balloon that refuses to move cannot be made "
         "within this test's time (a paused guest only stops its stats, which holds it)",
     "PlimsollGuestUnderPressure":
-        "idle and stream keep hundreds of MiB of MemAvailable; tiny MemAvailable needs a guest "
-        "driven into reclaim for minutes",
+        "the guests keep hundreds of MiB of MemAvailable; stream's PSI (from its agent) may pass "
+        "10% while MoM shrinks it, or may not, within the 20 s the lab runs",
 }
 # Alerts the lab makes true on purpose, and how. Each must be pending or firing in
 # /api/v1/rules (the `for` durations are minutes, so most are pending), on the series the trick
@@ -74,15 +78,14 @@ TRIGGERED = {
     "PlimsollLibvirtErrors": "the same plimsolld failing to connect again and again",
     "PlimsollHostOverBudget": "a dry-run plimsolld with a %d MiB guest budget" % DRYRUN_BUDGET_MIB,
     "PlimsollGuestStatsStale": "guest %s paused: its balloon stats stop" % PAUSED_GUEST,
+    "PlimsollAgentDisconnected": "guest %s's agent stopped" % AGENT_STOPPED_GUEST,
 }
-# Series the rules name that plimsolld does not export yet; their clauses match nothing now.
-FUTURE_METRICS = {
-    "plimsoll_guest_agent_connected": "guest agent work",
-    "plimsoll_guest_psi_some_avg10": "guest agent work",
-    "plimsoll_guest_state": "guest state (stuck) work",
-}
-# Dashboard expressions that may legitimately return nothing here. None: with the plimsolld
-# that cannot reach libvirt in the lab, even the libvirt-errors panel has data.
+# Series the rules or the dashboard name that the lab cannot produce, with the reason; their
+# clauses are only checked to parse and run. None at the moment.
+ABSENT_METRICS = {}
+# Dashboard expressions that may legitimately return nothing here. None: the plimsolld that
+# cannot reach libvirt fills the libvirt-errors panel, the host-side agent with a made-up
+# token the rejected-reports one.
 EXPECTED_EMPTY_DASHBOARD = {}
 RATE_INTERVAL = "30s"       # $__rate_interval
 
@@ -278,18 +281,29 @@ class DashboardStructure(unittest.TestCase):
 
     def test_metric_names_exist_in_plimsolld(self):
         # Every plimsoll_* name the dashboard and rules use is declared in server/metrics.cc
-        # (histograms add _bucket/_sum/_count), or is listed as future.
+        # (histograms add _bucket/_sum/_count), or is listed in ABSENT_METRICS.
         with open(os.path.join(REPO, "server", "metrics.cc")) as f:
             declared = set(re.findall(r'"(plimsoll_[a-z0-9_]+)"', f.read()))
         declared |= {n + s for n in declared for s in ("_bucket", "_sum", "_count")}
         with open(DASHBOARD) as f, open(ALERTS) as g:
             used = set(re.findall(r"\b(plimsoll_[a-z0-9_]+)\b", f.read() + g.read()))
-        unknown = used - declared - set(FUTURE_METRICS)
+        unknown = used - declared - set(ABSENT_METRICS)
         self.assertFalse(unknown, "names not declared in server/metrics.cc: %s" % sorted(unknown))
 
 
-@unittest.skipIf(harness.skip_reason(), harness.skip_reason())
-@unittest.skipIf(shutil.which("prometheus") is None, "prometheus is not installed (apt-get install prometheus)")
+def _lab_skip_reason():
+    reason = harness.skip_reason()
+    if reason:
+        return reason
+    if shutil.which("prometheus") is None:
+        return "prometheus is not installed (apt-get install prometheus)"
+    for b in (harness.AGENT, harness.AGENT_TOKEN):
+        if not os.path.exists(b):
+            return "%s is not built (bazel build //...)" % b
+    return None
+
+
+@unittest.skipIf(_lab_skip_reason(), _lab_skip_reason())
 class DeployLabE2E(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -297,6 +311,7 @@ class DeployLabE2E(unittest.TestCase):
         cls.workdir = tempfile.mkdtemp(prefix="plimsoll-deploy-e2e-")
         cls.daemons = {}
         cls.prom = None
+        cls.spoofer = None
         cls.lab = harness.labmod.Lab(state_dir=os.path.join(cls.workdir, "lab"),
                                      workload_bin=harness.WORKLOAD)
         try:
@@ -308,8 +323,12 @@ class DeployLabE2E(unittest.TestCase):
     @classmethod
     def _start(cls, t0):
         cls.lab.start()
+        keys = harness.AgentKeys(cls.workdir)
+        cls.agent_stop_file = os.path.join(cls.workdir, "stop-%s-agent" % AGENT_STOPPED_GUEST)
         for name, workload in GUESTS:
-            cls.lab.add_guest(name, workload=workload, memory_mib=1024)
+            stop = cls.agent_stop_file if name == AGENT_STOPPED_GUEST else None
+            cls.lab.add_guest(name, workload=workload, memory_mib=1024,
+                              **keys.guest_kwargs(stop_file=stop, extra_args=("--max_backoff=2s",)))
         for name, _ in GUESTS:
             cls.lab.wait_ready(name, timeout=90)
         t_lab = time.monotonic()
@@ -320,10 +339,25 @@ class DeployLabE2E(unittest.TestCase):
             cls.daemons[key] = harness.Daemon(d, uri, **flags)
             return cls.daemons[key]
 
-        daemon("main", cls.lab.uri, guest_memory_budget_bytes=BUDGET_MIB * MIB, **DAEMON_FLAGS)
-        daemon("dryrun", cls.lab.uri, guest_memory_budget_bytes=DRYRUN_BUDGET_MIB * MIB, dry_run="true", **DAEMON_FLAGS)
+        daemon("main", cls.lab.uri, agent_keys=keys, agent_stale_after="4s",
+               guest_memory_budget_bytes=BUDGET_MIB * MIB, **DAEMON_FLAGS)
+        daemon("dryrun", cls.lab.uri, guest_memory_budget_bytes=DRYRUN_BUDGET_MIB * MIB, dry_run="true",
+               **dict(DAEMON_FLAGS, policy="pagecache"))
         daemon("nolibvirt", "qemu+unix:///system?socket=%s/no-such-libvirt.sock" % cls.workdir,
                tick="1s")
+        # An agent on the host with a token nobody issued: its reports are rejected.
+        spoof_dir = os.path.join(cls.workdir, "spoofer")
+        os.mkdir(spoof_dir)
+        with open(os.path.join(spoof_dir, "token"), "w") as f:
+            f.write("00" * 32 + "\n")
+        with open(os.path.join(spoof_dir, "uuid"), "w") as f:
+            f.write(str(uuid.uuid4()) + "\n")
+        cls.spoofer_log = open(os.path.join(spoof_dir, "agent.log"), "w")
+        cls.spoofer = subprocess.Popen(
+            [harness.AGENT, "--server=127.0.0.1:%d" % keys.port, "--interval=1s", "--max_backoff=1s",
+             "--token_file=" + os.path.join(spoof_dir, "token"),
+             "--uuid_file=" + os.path.join(spoof_dir, "uuid")],
+            stdout=cls.spoofer_log, stderr=subprocess.STDOUT)
         cls.instances = {k: "127.0.0.1:%d" % d.metrics_port for k, d in cls.daemons.items()}
         cls.dead_target = "127.0.0.1:%d" % harness.free_port()
         cls.prom = DeployPrometheus(cls.workdir, list(cls.instances.values()) + [cls.dead_target])
@@ -331,11 +365,22 @@ class DeployLabE2E(unittest.TestCase):
         wait_for("main plimsolld's guests in Prometheus",
                  lambda: len(prom.query('plimsoll_guest_stats_fresh{instance="%s"} == 1'
                                         % cls.instances["main"])) == len(GUESTS), timeout=30)
-        # Let the main plimsolld decide for a while, then stop the idle guest's stats.
-        time.sleep(max(0.0, prom.started + DATA_SECONDS - 10 - time.monotonic()))
+        main = cls.instances["main"]
+        wait_for("both guests' agents connected to the main plimsolld",
+                 lambda: len(prom.query('plimsoll_guest_agent_connected{instance="%s"} == 1' % main))
+                 == len(GUESTS), timeout=45)
+        open(cls.agent_stop_file, "w").close()
+        wait_for("%s's agent disconnected" % AGENT_STOPPED_GUEST,
+                 lambda: prom.query('plimsoll_guest_agent_connected{instance="%s", domain="%s"} == 0'
+                                    % (main, AGENT_STOPPED_GUEST)), timeout=30)
+        # Let the main plimsolld decide for a while, then stop the idle guest's stats. Right
+        # after the pause the stats may vanish for a tick and advance once more, so wait until
+        # they have stood still for longer than stale_after (5 s), with the usable series back.
+        time.sleep(max(0.0, prom.started + DATA_SECONDS - 15 - time.monotonic()))
         cls.lab.virsh("suspend", PAUSED_GUEST)
         wait_for("paused guest's stats stale in Prometheus",
-                 lambda: prom.query('plimsoll_guest_stats_fresh{instance="%s", domain="%s"} == 0'
+                 lambda: prom.query('plimsoll_guest_stats_age_seconds{instance="%s", domain="%s"} > 7 '
+                                    'and on (instance, uuid) plimsoll_guest_usable_bytes'
                                     % (cls.instances["main"], PAUSED_GUEST)), timeout=30)
         time.sleep(max(0.0, prom.started + DATA_SECONDS - time.monotonic()))
         print("\n  lab %.1fs, daemons+prometheus+%ds of data %.1fs" % (
@@ -343,6 +388,10 @@ class DeployLabE2E(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        if cls.spoofer and cls.spoofer.poll() is None:
+            cls.spoofer.kill()
+            cls.spoofer.wait()
+            cls.spoofer_log.close()
         if cls.prom:
             cls.prom.stop()
         for d in cls.daemons.values():
@@ -420,15 +469,17 @@ class DeployLabE2E(unittest.TestCase):
             expr = rules[name]["query"]
             result = self.query_ok(expr, failures, "alert %s" % name, allow_empty=name in EXPECTED_EMPTY_ALERTS)
             if name in EXPECTED_EMPTY_ALERTS and result:
-                print("\n  note: %s's expression returned %d series (allowed empty: %s)" % (
-                    name, len(result), EXPECTED_EMPTY_ALERTS[name]))
-            # Every series the expression names exists (but the future ones), so an empty
-            # answer can only mean the condition is false.
+                print("\n  note: %s's expression returned %s" % (name, ", ".join(
+                    "%s{%s}=%.4g" % (s["metric"].get("__name__", ""), ",".join(
+                        "%s=%s" % kv for kv in sorted(s["metric"].items()) if kv[0] in ("instance", "domain", "state")),
+                        float(s["value"][1])) for s in result)))
+            # Every series the expression names exists (but the listed absent ones), so an
+            # empty answer can only mean the condition is false.
             for metric in sorted(set(re.findall(r"\b(plimsoll_[a-z0-9_]+|up)\b", expr))):
                 present = self.prom.query('count({__name__="%s"})' % metric)
-                if metric in FUTURE_METRICS:
+                if metric in ABSENT_METRICS:
                     if present:
-                        print("\n  note: %s now exists: drop it from FUTURE_METRICS" % metric)
+                        print("\n  note: %s now exists: drop it from ABSENT_METRICS" % metric)
                     continue
                 if not present:
                     failures.append("alert %s names %s, which has no series" % (name, metric))
@@ -440,6 +491,17 @@ class DeployLabE2E(unittest.TestCase):
         def alerts_of(name):
             return [a["labels"] for a in rules[name].get("alerts", [])]
 
+        def all_active():
+            fresh = self.prom.api("/api/v1/rules")
+            rules.update({r["name"]: r for g in fresh["data"]["groups"] for r in g["rules"]})
+            return all(rules[n]["state"] in ("pending", "firing") for n in TRIGGERED) and \
+                (inst["main"], PAUSED_GUEST) in {(a.get("instance"), a.get("domain"))
+                                                 for a in alerts_of("PlimsollGuestStatsStale")}
+
+        try:  # rules are evaluated every second; allow a few evaluations
+            wait_for("triggered alerts pending or firing", all_active, timeout=10)
+        except AssertionError:
+            pass  # the assertions below say which one
         for name, how in TRIGGERED.items():
             self.assertIn(rules[name]["state"], ("pending", "firing"), "%s (%s): %s" % (
                 name, how, rules[name]))
@@ -450,6 +512,8 @@ class DeployLabE2E(unittest.TestCase):
                          {(inst["nolibvirt"], "connect")})
         self.assertEqual(rules["PlimsollLibvirtErrors"]["state"], "firing")  # for: 0m
         self.assertIn(inst["dryrun"], [a["instance"] for a in alerts_of("PlimsollHostOverBudget")])
+        self.assertEqual({(a["instance"], a["domain"]) for a in alerts_of("PlimsollAgentDisconnected")},
+                         {(inst["main"], AGENT_STOPPED_GUEST)})
         stale = {(a["instance"], a["domain"]) for a in alerts_of("PlimsollGuestStatsStale")}
         self.assertIn((inst["main"], PAUSED_GUEST), stale)
         self.assertNotIn((inst["main"], "stream"), stale)
