@@ -2,9 +2,12 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "server/control_validation.h"
+#include "server/view_events.h"
 
 namespace plimsoll::server {
 namespace {
@@ -59,9 +62,129 @@ int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optiona
 ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
     : deps_(deps),
       options_(options),
+      policy_(deps.policy),
+      reserve_bytes_(options.host_reserve_bytes),
+      budget_cap_(options.guest_memory_budget_bytes),
+      overrides_(std::make_shared<const OverrideStore::Snapshot>()),
       tracker_(options.rules),
       reconnect_backoff_(options.reconnect_min),
       published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()) {}
+
+void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
+  if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
+}
+
+void ControlLoop::ApplyHostPolicy() {
+  if (deps_.overrides != nullptr) overrides_ = deps_.overrides->snapshot();
+  const plimsoll::v1::HostPolicy& hp = overrides_->host;
+  reserve_bytes_ = hp.has_host_reserve_bytes() ? hp.host_reserve_bytes() : options_.host_reserve_bytes;
+  budget_cap_ = hp.has_guest_memory_budget_bytes() ? std::optional<int64_t>(hp.guest_memory_budget_bytes())
+                                                   : options_.guest_memory_budget_bytes;
+  if (hp.paused() != paused_) {
+    paused_ = hp.paused();
+    PLOG_WARNING << (paused_ ? "management paused" : "management resumed") << " by host policy (by=\""
+                 << hp.updated_by() << "\")"
+                 << (paused_ ? ": deciding and reporting, moving no balloon" : ": the policy acts again");
+  }
+  const std::string wanted = hp.has_policy() ? hp.policy() : std::string(deps_.policy->name());
+  if (wanted == policy_->name()) {
+    refused_policy_.clear();
+    return;
+  }
+  const std::string old(policy_->name());
+  if (wanted == deps_.policy->name()) {
+    policy_ = deps_.policy;
+    runtime_policy_.reset();
+  } else {
+    auto made = policy::MakePolicy(wanted);
+    if (!made.ok()) {
+      if (refused_policy_ != wanted) {
+        PLOG_ERROR << "host policy asks for policy \"" << wanted << "\": " << made.status().message()
+                   << "; keeping policy=" << old;
+        refused_policy_ = wanted;
+      }
+      return;
+    }
+    runtime_policy_ = std::move(*made);
+    policy_ = runtime_policy_.get();
+  }
+  refused_policy_.clear();
+  policy_state_ = {};
+  PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name() << " by host policy (by=\""
+            << hp.updated_by() << "\"); policy state reset";
+}
+
+void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
+  absl::MutexLock l(&mu_);
+  pending_reclaims_.push_back({std::move(plan), until});
+  wake_ = true;
+}
+
+void ControlLoop::UpdateReclaims(absl::Time now) {
+  // Expire first, so a new hold is in force for at least one tick.
+  for (auto it = reclaims_.begin(); it != reclaims_.end();) {
+    if (now < it->until) {
+      ++it;
+      continue;
+    }
+    PLOG_INFO << "reclaim hold expired id=" << it->plan.id() << " guests=" << it->plan.items_size()
+              << ": the policy decides again";
+    plimsoll::v1::WatchEvent e;
+    e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_EXPIRED);
+    *e.mutable_reclaim()->mutable_plan() = it->plan;
+    PublishEvent(std::move(e));
+    it = reclaims_.erase(it);
+  }
+  std::vector<ActiveReclaim> pending;
+  {
+    absl::MutexLock l(&mu_);
+    pending.swap(pending_reclaims_);
+  }
+  for (ActiveReclaim& r : pending) {
+    PLOG_INFO << "reclaim hold started id=" << r.plan.id() << " planned=" << Mib(r.plan.planned_bytes())
+              << " guests=" << r.plan.items_size() << " until=" << absl::FormatTime(r.until);
+    started_reclaims_.push_back(r.plan);
+    reclaims_.push_back(std::move(r));
+  }
+}
+
+void ControlLoop::ComputeControls() {
+  controls_.clear();
+  for (const auto& [uuid, g] : tracker_.guests()) {
+    GuestControl c;
+    const int64_t memory = g.info.max_bytes;
+    c.ceiling = memory;
+    c.floor = g.min_bytes;
+    if (auto it = overrides_->guests.find(absl::AsciiStrToLower(uuid)); it != overrides_->guests.end()) {
+      const plimsoll::v1::GuestOverride& o = it->second;
+      c.override = &o;
+      if (o.has_max_bytes()) c.ceiling = std::min(o.max_bytes(), memory);
+      if (o.has_min_bytes()) c.floor = o.min_bytes();
+      if (o.has_shares()) c.shares = static_cast<int64_t>(o.shares()) * 10;
+      if (o.has_pin_bytes()) c.pin = std::min(std::max(o.pin_bytes(), kMinGuestSizeBytes), memory);
+      c.exclude = o.exclude();
+    }
+    c.floor = std::min(c.floor, c.ceiling);
+    for (const ActiveReclaim& r : reclaims_) {
+      for (const auto& item : r.plan.items()) {
+        if (item.guest_uuid() != uuid) continue;
+        if (!c.hold.has_value() || item.new_target_bytes() < c.hold->max_target_bytes()) {
+          c.hold.emplace();
+          c.hold->set_reclaim_id(r.plan.id());
+          c.hold->set_max_target_bytes(item.new_target_bytes());
+          c.hold->set_hold_until_unix_micros(absl::ToUnixMicros(r.until));
+        }
+      }
+    }
+    controls_[uuid] = std::move(c);
+  }
+}
+
+const ControlLoop::GuestControl& ControlLoop::ControlOf(const std::string& uuid) const {
+  static const GuestControl* const kNone = new GuestControl();
+  auto it = controls_.find(uuid);
+  return it == controls_.end() ? *kNone : it->second;
+}
 
 void ControlLoop::CountError(const std::string& operation) {
   if (deps_.metrics) deps_.metrics->CountLibvirtError(operation);
@@ -182,14 +305,24 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   snap.host.mem_available_bytes = h.mem_available_bytes;
   snap.host.buffers_bytes = h.buffers_bytes;
   snap.host.cached_bytes = h.cached_bytes;
-  snap.host.host_reserve_bytes = options_.host_reserve_bytes;
-  snap.host.guest_budget_bytes =
-      GuestBudget(h.mem_total_bytes, options_.host_reserve_bytes, options_.guest_memory_budget_bytes);
+  snap.host.host_reserve_bytes = reserve_bytes_;
+  snap.host.guest_budget_bytes = GuestBudget(h.mem_total_bytes, reserve_bytes_, budget_cap_);
   snap.host.psi_some_avg10 = h.psi_some_avg10;
   snap.host.psi_full_avg10 = h.psi_full_avg10;
   snap.guests = tracker_.Views();
-  if (deps_.agents != nullptr) {
-    for (policy::GuestView& v : snap.guests) AddAgentSignals(v);
+  for (policy::GuestView& v : snap.guests) {
+    if (deps_.agents != nullptr) AddAgentSignals(v);
+    const GuestControl& c = ControlOf(v.uuid);
+    if (c.floor == 0 && c.ceiling == 0) continue;  // not tracked: cannot happen
+    v.min_bytes = c.floor;
+    v.max_bytes = c.ceiling;
+    v.shares = c.shares;
+    // Guests the operator fixed are fixed for the policy too, so it counts them as such.
+    if (c.pin.has_value()) {
+      v.min_bytes = v.max_bytes = *c.pin;
+    } else if (c.exclude) {
+      v.min_bytes = v.max_bytes = v.target_bytes;
+    }
   }
   return snap;
 }
@@ -200,11 +333,30 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     const policy::GuestDecision& d = decisions.guests[i];
     TrackedGuest* g = tracker_.Find(d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
+    const GuestControl& c = ControlOf(d.uuid);
     const int64_t previous = g->target_bytes;
-    int64_t target = std::clamp(d.target_bytes, g->min_bytes, g->info.max_bytes);
+    int64_t target = d.target_bytes;
     std::string reason = d.reason;
-    if (target != d.target_bytes) {
-      absl::StrAppend(&reason, " | clamped to [", Mib(g->min_bytes), ", ", Mib(g->info.max_bytes), "]");
+    if (c.pin.has_value()) {
+      target = *c.pin;
+      reason = absl::StrCat("pinned at ", Mib(*c.pin), " by override");
+    } else {
+      if (c.hold.has_value() && target > c.hold->max_target_bytes()) {
+        target = c.hold->max_target_bytes();
+        absl::StrAppend(&reason, " | reclaim ", c.hold->reclaim_id(), " holds it at <= ", Mib(target));
+      }
+      const int64_t wanted = target;
+      target = std::clamp(target, c.floor, c.ceiling);
+      if (target != wanted) {
+        absl::StrAppend(&reason, " | clamped to [", Mib(c.floor), ", ", Mib(c.ceiling), "]",
+                        c.override != nullptr && (c.override->has_min_bytes() || c.override->has_max_bytes())
+                            ? " (override)"
+                            : "");
+      }
+    }
+    if (c.exclude) {
+      target = previous;
+      reason = "excluded by override: never moved";
     }
     // Safety net under every policy: no stats, no move; stale stats, no shrink.
     if (!g->has_stats && target != previous) {
@@ -219,7 +371,10 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                           : target > previous ? plimsoll::v1::DIRECTION_DEFLATE
                                               : plimsoll::v1::DIRECTION_HOLD;
     bool applied = false;
-    if (direction != plimsoll::v1::DIRECTION_HOLD) {
+    bool failed = false;
+    if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
+      absl::StrAppend(&reason, " | management paused: not applied");
+    } else if (direction != plimsoll::v1::DIRECTION_HOLD) {
       absl::Status s = deps_.actuator->SetTarget(g->info.uuid, g->info.name, target);
       if (s.ok()) {
         applied = !deps_.actuator->dry_run();
@@ -231,17 +386,25 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
         }
       } else {
         CountError("set_target");
+        failed = true;
         g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
         g->detail = std::string(s.message());
         absl::StrAppend(&reason, " | apply failed, retried next tick: ", s.message());
         direction = plimsoll::v1::DIRECTION_HOLD;
       }
     }
+    if (c.exclude) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_EXCLUDED;
+    } else if (paused_) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_PAUSED;
+    } else if (c.pin.has_value() && !failed && g->management != plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_PINNED;
+    }
     if (deps_.metrics) deps_.metrics->CountDecision(direction);
     plimsoll::v1::Decision& rec = g->last_decision;
     rec.set_tick(tick_.load());
     rec.set_unix_micros(absl::ToUnixMicros(now));
-    rec.set_policy(std::string(deps_.policy->name()));
+    rec.set_policy(std::string(policy_->name()));
     rec.set_direction(direction);
     rec.set_previous_target_bytes(previous);
     rec.set_target_bytes(target);
@@ -261,10 +424,10 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
       logged.direction = direction;
       logged.at = now;
       PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid
-                << " policy=" << deps_.policy->name() << " direction=" << DirectionName(direction)
+                << " policy=" << policy_->name() << " direction=" << DirectionName(direction)
                 << " prev_target=" << Mib(previous) << " target=" << Mib(target)
                 << " actual=" << Mib(g->actual_bytes) << " max=" << Mib(g->info.max_bytes)
-                << " min=" << Mib(g->min_bytes) << " unused=" << OptMib(g->stats.unused_bytes)
+                << " min=" << Mib(c.floor) << " unused=" << OptMib(g->stats.unused_bytes)
                 << " usable=" << OptMib(g->stats.usable_bytes)
                 << " cache=" << OptMib(g->stats.disk_caches_bytes)
                 << absl::StrFormat(" stats_age=%.1fs", g->stats_age_seconds)
@@ -320,7 +483,10 @@ void ControlLoop::Publish(absl::Time now) {
     out->set_run_state(RunState(g->info.state));
     out->set_management_state(g->management);
     out->set_max_bytes(g->info.max_bytes);
-    out->set_min_bytes(g->min_bytes);
+    const GuestControl& c = ControlOf(g->info.uuid);
+    out->set_min_bytes(c.ceiling > 0 ? c.floor : g->min_bytes);
+    if (c.override != nullptr) *out->mutable_override() = *c.override;
+    if (c.hold.has_value()) *out->mutable_reclaim_hold() = *c.hold;
     out->set_target_bytes(g->target_bytes);
     out->set_actual_bytes(g->actual_bytes);
     out->set_state_detail(g->detail);
@@ -352,12 +518,29 @@ void ControlLoop::Publish(absl::Time now) {
     host->set_mem_available_bytes(last_host_->mem_available_bytes);
     host->set_psi_memory_some_avg10(last_host_->psi_some_avg10.value_or(0));
     host->set_psi_memory_full_avg10(last_host_->psi_full_avg10.value_or(0));
-    host->set_guest_budget_bytes(GuestBudget(last_host_->mem_total_bytes, options_.host_reserve_bytes,
-                                             options_.guest_memory_budget_bytes));
+    host->set_guest_budget_bytes(GuestBudget(last_host_->mem_total_bytes, reserve_bytes_, budget_cap_));
   }
-  host->set_host_reserve_bytes(options_.host_reserve_bytes);
+  host->set_host_reserve_bytes(reserve_bytes_);
   host->set_guests_actual_bytes(actual_sum);
-  host->set_policy(std::string(deps_.policy->name()));
+  host->set_policy(std::string(policy_->name()));
+  host->set_paused(paused_);
+  if (deps_.overrides != nullptr) {
+    *host->mutable_host_policy() = overrides_->host;
+    host->set_guest_overrides(static_cast<int64_t>(overrides_->guests.size()));
+    host->set_state_file(deps_.overrides->state_file());
+    host->set_state_problem(std::string(deps_.overrides->load_problem().message()));
+  }
+  if (deps_.hub != nullptr) {
+    host->set_watch_subscribers(deps_.hub->subscribers());
+    host->set_watch_events_dropped(static_cast<int64_t>(deps_.hub->dropped_total()));
+  }
+  int64_t held = 0;
+  for (const ActiveReclaim& r : reclaims_) {
+    for (const auto& item : r.plan.items()) {
+      if (tracker_.guests().contains(item.guest_uuid())) held += item.reclaim_bytes();
+    }
+  }
+  host->set_reclaim_held_bytes(held);
   host->set_dry_run(deps_.actuator->dry_run());
   host->set_libvirt_connected(deps_.hypervisor->IsConnected());
   host->set_tick(tick_.load());
@@ -374,21 +557,39 @@ void ControlLoop::Publish(absl::Time now) {
       deps_.metrics->PublishAgentCounters(c.accepted, rejected);
     }
   }
-  absl::MutexLock l(&mu_);
-  published_ = std::move(view);
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> previous;
+  {
+    absl::MutexLock l(&mu_);
+    previous = std::move(published_);
+    published_ = view;
+  }
+  // After the swap: a watcher that reacts to an event reads the view it describes.
+  if (deps_.hub != nullptr) {
+    for (plimsoll::v1::WatchEvent& e : EventsBetween(previous.get(), *view)) deps_.hub->Publish(std::move(e));
+    for (plimsoll::v1::ReclaimPlan& plan : started_reclaims_) {
+      plimsoll::v1::WatchEvent e;
+      e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
+      *e.mutable_reclaim()->mutable_plan() = std::move(plan);
+      deps_.hub->Publish(std::move(e));
+    }
+  }
+  started_reclaims_.clear();
 }
 
 void ControlLoop::Tick() {
   const absl::Time start = deps_.clock->Now();
   ++tick_;
+  ApplyHostPolicy();
+  UpdateReclaims(start);
   bool collected = false;
   if (EnsureConnected(start)) Collect(start, &collected);
+  ComputeControls();
   if (collected) {
     std::optional<policy::Snapshot> snap = BuildSnapshot(start);
     if (snap.has_value()) {
-      policy::Decisions decisions = deps_.policy->Decide(*snap, policy_state_);
+      policy::Decisions decisions = policy_->Decide(*snap, policy_state_);
       if (decisions.guests.size() != snap->guests.size()) {
-        PLOG_ERROR << "policy " << deps_.policy->name() << " returned " << decisions.guests.size()
+        PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
       } else {
         policy_state_ = std::move(decisions.next_state);

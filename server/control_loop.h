@@ -1,7 +1,30 @@
 // The control loop: one tick is Collect -> Snapshot -> Decide -> Apply -> Publish.
 // Only Collect (hypervisor, host /proc) and Apply (actuator) touch the world;
 // Decide is the policy's pure function. The loop runs on one thread; other
-// threads only call Wake(), Stop() and Published().
+// threads only call Wake(), Stop(), Published() and AddReclaimHold().
+//
+// The operator's runtime settings (OverrideStore, read once per tick through
+// snapshot(), never waiting for the disk) are applied every tick:
+//   - host policy: host_reserve_bytes and guest_memory_budget_bytes replace
+//     the configured ones; `policy` switches the running policy (built with
+//     policy::MakePolicy, its state reset); `paused` keeps deciding and
+//     reporting but moves no balloon (guests PAUSED, decisions applied=false);
+//   - guest overrides: min_bytes/max_bytes replace the configured floor and
+//     the <memory> ceiling; shares go to GuestView.shares (API shares x 10:
+//     the API's default 100 is the policies' default 1000); exclude: never
+//     moved, EXCLUDED, still reported; pin_bytes: the target is held at the
+//     pin (clamped to [64 MiB, <memory>]), PINNED. The policy sees a pinned
+//     guest with floor = ceiling = pin and an excluded one with floor =
+//     ceiling = its current target, so budget-sharing policies count them as
+//     fixed. `priority` is not read by any policy yet: only the Reclaim
+//     planner uses it (lower gives first).
+//   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
+//     target is min(policy target, held target); then ReclaimEvent EXPIRED.
+// The safety net is applied after all of these: no stats, no move; stale
+// stats, no shrink (a pin below the current size waits for fresh stats).
+//
+// With a WatchHub, every Publish also publishes EventsBetween(previous view,
+// new view) (decisions, guest changes) and the Reclaim APPLIED/EXPIRED events.
 #ifndef PLIMSOLL_SERVER_CONTROL_LOOP_H_
 #define PLIMSOLL_SERVER_CONTROL_LOOP_H_
 
@@ -22,6 +45,8 @@
 #include "server/host/host_reader.h"
 #include "server/hypervisor/hypervisor.h"
 #include "server/metrics.h"
+#include "server/overrides.h"
+#include "server/watch_hub.h"
 
 namespace plimsoll::server {
 
@@ -46,6 +71,10 @@ struct LoopDeps {
   Metrics* metrics = nullptr;
   // Latest validated in-guest agent reports; null when the agent channel is off.
   agent::AgentStore* agents = nullptr;
+  // The operator's overrides and runtime host policy; null: none (config only).
+  const OverrideStore* overrides = nullptr;
+  // Where decisions, guest changes and reclaim events are published; null: nowhere.
+  WatchHub* hub = nullptr;
 };
 
 class ControlLoop {
@@ -64,9 +93,37 @@ class ControlLoop {
   // The latest published view: immutable, swapped once per tick. Thread-safe.
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> Published() const;
 
+  // Holds the plan's guests at or below their new targets until `until`,
+  // from the next tick on (which publishes ReclaimEvent APPLIED); the hold's
+  // end publishes EXPIRED. Thread-safe, never waits for a tick.
+  void AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until);
+
   int64_t ticks() const { return tick_; }
 
  private:
+  // What the operator's settings make of one guest this tick.
+  struct GuestControl {
+    int64_t floor = 0;    // effective floor (override min_bytes or configured)
+    int64_t ceiling = 0;  // effective ceiling (override max_bytes or <memory>)
+    int64_t shares = 1000;  // in GuestView units
+    std::optional<int64_t> pin;  // clamped to [64 MiB, <memory>]
+    bool exclude = false;
+    const plimsoll::v1::GuestOverride* override = nullptr;  // into overrides_
+    std::optional<plimsoll::v1::ReclaimHold> hold;          // the tightest active hold
+  };
+  struct ActiveReclaim {
+    plimsoll::v1::ReclaimPlan plan;
+    absl::Time until;
+  };
+
+  // Reads the host policy overlay; switches the policy when asked.
+  void ApplyHostPolicy();
+  // Starts pending reclaims and ends expired ones (publishing EXPIRED).
+  void UpdateReclaims(absl::Time now);
+  // Fills controls_ for every tracked guest from overrides_ and reclaims_.
+  void ComputeControls();
+  const GuestControl& ControlOf(const std::string& uuid) const;
+  void PublishEvent(plimsoll::v1::WatchEvent event);
   bool EnsureConnected(absl::Time now);
   void Collect(absl::Time now, bool* collected);
   std::optional<policy::Snapshot> BuildSnapshot(absl::Time now);
@@ -79,6 +136,18 @@ class ControlLoop {
 
   LoopDeps deps_;
   LoopOptions options_;
+  // The policy in force: deps_.policy, or one built for the host policy's name.
+  const policy::Policy* policy_;
+  std::unique_ptr<policy::Policy> runtime_policy_;
+  std::string refused_policy_;  // a host-policy name MakePolicy refused (logged once)
+  // The host settings in force this tick (config overlaid with the host policy).
+  int64_t reserve_bytes_;
+  std::optional<int64_t> budget_cap_;
+  bool paused_ = false;
+  std::shared_ptr<const OverrideStore::Snapshot> overrides_;
+  absl::flat_hash_map<std::string, GuestControl> controls_;  // by uuid, this tick
+  std::vector<ActiveReclaim> reclaims_;                      // loop thread only
+  std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
   GuestTracker tracker_;
   policy::PolicyState policy_state_;
   std::atomic<int64_t> tick_{0};
@@ -98,6 +167,7 @@ class ControlLoop {
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
 };
 
 // Budget for all guests: min(MemTotal - reserve, cap), never negative.

@@ -41,10 +41,19 @@ bool SocketInUse(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, DaemonOverrides overrides) {
+  ControlApiOptions control;
+  control.unix_socket = absl::StartsWith(options.grpc_listen, "unix:");
+  control.state_file.clear();
+  return Create(options, control, std::move(overrides));
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, const ControlApiOptions& control,
                                                        DaemonOverrides overrides) {
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
+  d->control_ = control;
+  d->clock_ = overrides.clock ? overrides.clock : RealClock::Get();
   auto policy = policy::MakePolicy(options.policy);
   if (!policy.ok()) return policy.status();
   d->policy_ = std::move(*policy);
@@ -59,7 +68,26 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
     d->actuator_ = std::make_unique<HypervisorActuator>(d->hypervisor_.get());
   }
   d->metrics_ = std::make_unique<Metrics>();
-  d->clock_ = overrides.clock ? overrides.clock : RealClock::Get();
+  {
+    std::unique_ptr<StateStore> state;
+    if (!control.state_file.empty()) state = std::make_unique<StateStore>(control.state_file, d->clock_);
+    auto store = OverrideStore::Open(std::move(state), d->clock_);
+    if (!store.ok()) {
+      return absl::Status(store.status().code(),
+                          absl::StrCat("control.state_file: ", store.status().message(),
+                                       " (refusing to start without the stored overrides)"));
+    }
+    d->store_ = std::move(*store);
+    if (!d->store_->load_problem().ok()) {
+      PLOG_ERROR << "control state file " << control.state_file << ": " << d->store_->load_problem().message()
+                 << "; starting with no overrides and the configured host policy (shown in GetHostStatus)";
+    } else if (!control.state_file.empty()) {
+      const auto snap = d->store_->snapshot();
+      PLOG_INFO << "control state loaded from " << control.state_file << " overrides=" << snap->guests.size()
+                << " generation=" << snap->generation << " host_policy={" << snap->host.ShortDebugString() << "}";
+    }
+  }
+  d->hub_ = std::make_unique<WatchHub>(d->clock_);
   if (!options.agent_listen.empty()) {
     auto key = agent::LoadHostKey(options.agent_host_key_file);
     if (absl::IsNotFound(key.status())) {
@@ -96,6 +124,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
   deps.clock = d->clock_;
   deps.metrics = d->metrics_.get();
   deps.agents = d->agent_store_.get();
+  deps.overrides = d->store_.get();
+  deps.hub = d->hub_.get();
   d->loop_ = std::make_unique<ControlLoop>(deps, lo);
   ControlLoop* loop = d->loop_.get();
   d->hypervisor_->SetEventCallback([loop](const hypervisor::DomainEvent& e) {
@@ -109,7 +139,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options,
       loop->Wake();
     });
   }
-  d->service_ = std::make_unique<ControlService>([loop] { return loop->Published(); });
+  d->core_ = std::make_unique<LoopControlCore>(loop, d->store_.get(), d->hub_.get(), d->clock_);
+  d->authz_ = std::make_unique<Authorizer>(control.roles);
+  ControlServiceOptions so;
+  so.authz = d->authz_.get();
+  so.policy_names = policy::PolicyNames();
+  d->service_ = std::make_unique<ControlService>([loop] { return loop->Published(); }, d->core_.get(), so);
   return d;
 }
 
@@ -140,12 +175,19 @@ absl::Status Daemon::StartGrpc() {
     }
     unlink(socket_path.c_str());  // a stale socket from a crashed run
   }
+  if (control_.unix_socket != is_unix) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc_listen: \"", listen, "\" does not match the control API "
+                                                   "options (resolved for a ",
+                                                   control_.unix_socket ? "unix socket" : "TCP listener", ")"));
+  }
+  // Unix socket: insecure (the file mode is the access control); TCP: mutual TLS only.
+  auto creds = BuildControlServerCredentials(control_);
+  if (!creds.ok()) return creds.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  // The control API has no TLS yet, so TCP is only for loopback use and tests.
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), is_unix ? nullptr : &port);
+  builder.AddListeningPort(listen, *creds, is_unix ? nullptr : &port);
   builder.RegisterService(service_.get());
   // Only the owner may use the socket: 0600 from creation, not chmod'ed after.
   const mode_t old_umask = umask(0177);
@@ -155,6 +197,13 @@ absl::Status Daemon::StartGrpc() {
     return absl::UnavailableError(absl::StrCat("grpc_listen: cannot listen on ", listen));
   }
   if (is_unix) {
+    if (absl::Status s = ApplyUnixSocketAccess(socket_path, control_); !s.ok()) {
+      grpc_server_->Shutdown();
+      grpc_server_->Wait();
+      grpc_server_.reset();
+      unlink(socket_path.c_str());
+      return s;
+    }
     grpc_address_ = listen;
   } else {
     grpc_address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
@@ -191,7 +240,10 @@ absl::Status Daemon::Start() {
                                    ":", metrics_port()))
             << " policy=" << options_.policy << " tick=" << absl::FormatDuration(options_.tick)
             << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri
-            << " agent=" << (agent_server_ ? agent_server_->address() : std::string("off"));
+            << " agent=" << (agent_server_ ? agent_server_->address() : std::string("off"))
+            << " control=" << (control_.unix_socket ? "unix" : "mtls")
+            << (control_.socket_group.empty() ? "" : absl::StrCat(" socket_group=", control_.socket_group))
+            << " state_file=" << (control_.state_file.empty() ? std::string("memory-only") : control_.state_file);
   started_ = true;
   loop_thread_ = std::thread([this] { loop_->Run(); });
   return absl::OkStatus();
@@ -203,6 +255,8 @@ void Daemon::Shutdown() {
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   if (agent_server_) agent_server_->Shutdown();
+  // Ends every Watch stream (UNAVAILABLE) so the gRPC shutdown does not wait for them.
+  if (hub_) hub_->Close();
   if (grpc_server_) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     grpc_server_->Wait();

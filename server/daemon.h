@@ -1,5 +1,7 @@
 // Wiring of plimsolld: builds the real seams (libvirt, host /proc), the policy,
-// the control loop, the gRPC server and the metrics exposer, and runs them.
+// the control loop, the control plane (overrides persisted in the state file,
+// the watch hub, the loop-backed ControlCore, authorization), the gRPC server
+// (unix socket, or TCP with mutual TLS) and the metrics exposer, and runs them.
 // Tests can inject their own hypervisor and host reader.
 #ifndef PLIMSOLL_SERVER_DAEMON_H_
 #define PLIMSOLL_SERVER_DAEMON_H_
@@ -9,8 +11,13 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "server/authz.h"
 #include "server/config.h"
 #include "server/control_loop.h"
+#include "server/loop_control_core.h"
+#include "server/overrides.h"
+#include "server/tls_credentials.h"
+#include "server/watch_hub.h"
 
 namespace grpc {
 class Server;
@@ -34,8 +41,16 @@ struct DaemonOverrides {
 
 class Daemon {
  public:
-  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const Options& options,
+  // `control` is ResolveControlApi(config). The state file is opened here: a
+  // file that could not be used has been set aside, is logged at ERROR and
+  // shown in HostStatus.state_problem; one that cannot be read at all (or set
+  // aside) is an error, so the daemon never runs without the operator's
+  // overrides by accident. An empty control.state_file keeps state in memory.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const Options& options, const ControlApiOptions& control,
                                                         DaemonOverrides overrides = {});
+  // For tests: the control API's defaults for options.grpc_listen (a TCP
+  // listener then has no TLS files and fails to start) and state in memory only.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const Options& options, DaemonOverrides overrides = {});
   ~Daemon();
 
   // Serves metrics and the control API, then starts the loop thread. Errors
@@ -51,6 +66,8 @@ class Daemon {
   std::string agent_address() const;
 
   ControlLoop& loop() { return *loop_; }
+  ControlCore& core() { return *core_; }
+  OverrideStore& overrides() { return *store_; }
 
  private:
   Daemon() = default;
@@ -58,12 +75,17 @@ class Daemon {
   absl::Status StartAgentChannel();
 
   Options options_;
+  ControlApiOptions control_;
   std::unique_ptr<hypervisor::Hypervisor> hypervisor_;
   std::unique_ptr<host::HostReader> host_;
   std::unique_ptr<policy::Policy> policy_;
   std::unique_ptr<Actuator> actuator_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ControlLoop> loop_;
+  std::unique_ptr<OverrideStore> store_;
+  std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<LoopControlCore> core_;
+  std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<agent::ReportValidator> agent_validator_;
   std::unique_ptr<agent::AgentStore> agent_store_;

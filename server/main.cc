@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/tls_credentials.h"
 
 namespace {
 
@@ -75,6 +76,12 @@ int main(int argc, char** argv) {
       plimsoll::server::WithDefaults(plimsoll::server::Overlay(file_config, *flag_config));
   auto options = plimsoll::server::Resolve(effective);
   if (!options.ok()) return Fail(std::string(options.status().message()));
+  // The control API's listener security, roles and state file (checked by --check_config too).
+  auto control = plimsoll::server::ResolveControlApi(effective);
+  if (!control.ok()) return Fail(std::string(control.status().message()));
+  if (check_config && !control->unix_socket) {
+    if (absl::Status s = plimsoll::server::CheckTlsFiles(*control); !s.ok()) return Fail(std::string(s.message()));
+  }
   if (check_config) {
     std::cout << "# effective plimsolld configuration (valid)\n" << plimsoll::server::ToText(effective);
     return 0;
@@ -89,7 +96,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto daemon = plimsoll::server::Daemon::Create(*options);
+  auto daemon = plimsoll::server::Daemon::Create(*options, *control);
   if (!daemon.ok()) return Fail(std::string(daemon.status().message()));
   if (absl::Status s = (*daemon)->Start(); !s.ok()) return Fail(std::string(s.message()));
 

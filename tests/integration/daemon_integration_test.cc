@@ -17,6 +17,8 @@
 #include "plimsoll/v1/control.grpc.pb.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/test_certs.h"
+#include "server/tls_credentials.h"
 #include "tests/integration/http_get.h"
 
 namespace plimsoll {
@@ -224,20 +226,295 @@ TEST_F(DaemonIntegrationTest, SocketIsOwnerOnlyAndASecondDaemonIsRefused) {
   EXPECT_EQ(List().guests_size(), 3);
 }
 
-TEST(DaemonTcpTest, ServesOverTcpWithAResolvedPort) {
-  auto d = server::Daemon::Create(BaseOptions("127.0.0.1:0"));
+// TCP is served with mutual TLS only: certificates made with openssl at test time.
+TEST(DaemonTcpTest, ServesOverTcpWithMutualTlsAndAResolvedPort) {
+  const std::string pki_dir = TestTmp() + "/pki";
+  std::filesystem::create_directories(pki_dir);
+  auto pki = server::MakeTestPki(pki_dir);
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  server::ControlApiOptions control;
+  control.unix_socket = false;
+  control.cert_file = pki->server_cert;
+  control.key_file = pki->server_key;
+  control.client_ca_file = pki->ca_cert;
+  control.state_file.clear();
+  auto d = server::Daemon::Create(BaseOptions("127.0.0.1:0"), control);
   ASSERT_TRUE(d.ok()) << d.status();
-  ASSERT_TRUE((*d)->Start().ok());
+  absl::Status started = (*d)->Start();
+  ASSERT_TRUE(started.ok()) << started;
   const std::string addr = (*d)->grpc_address();
   ASSERT_NE(addr, "127.0.0.1:0");
-  auto stub = plimsoll::v1::Control::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
-  plimsoll::v1::HostStatus host;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  ctx.set_wait_for_ready(true);
-  ASSERT_TRUE(stub->GetHostStatus(&ctx, {}, &host).ok());
-  EXPECT_EQ(host.host_reserve_bytes(), 0);
+  auto stub_with = [&](const std::string& cert, const std::string& key) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = server::ReadFileForTest(pki->ca_cert);
+    if (!cert.empty()) {
+      o.pem_cert_chain = server::ReadFileForTest(cert);
+      o.pem_private_key = server::ReadFileForTest(key);
+    }
+    return plimsoll::v1::Control::NewStub(grpc::CreateChannel(addr, grpc::SslCredentials(o)));
+  };
+  auto deadline = [](grpc::ClientContext& ctx) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  };
+  {
+    auto admin = stub_with(pki->admin_cert, pki->admin_key);
+    plimsoll::v1::HostStatus host;
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    ctx.set_wait_for_ready(true);
+    grpc::Status s = admin->GetHostStatus(&ctx, {}, &host);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(host.host_reserve_bytes(), 0);
+    // The admin may change things.
+    plimsoll::v1::SetHostPolicyRequest req;
+    req.mutable_policy()->set_guest_memory_budget_bytes(1536 * kMiB);
+    plimsoll::v1::SetHostPolicyResponse resp;
+    grpc::ClientContext ctx2;
+    deadline(ctx2);
+    s = admin->SetHostPolicy(&ctx2, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_NE(resp.policy().updated_by().find("ops-admin"), std::string::npos) << resp.policy().updated_by();
+  }
+  {
+    // A reader may read but not change; no certificate at all is refused outright.
+    auto reader = stub_with(pki->reader_cert, pki->reader_key);
+    plimsoll::v1::SetHostPolicyRequest req;
+    req.mutable_policy()->set_paused(true);
+    plimsoll::v1::SetHostPolicyResponse resp;
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    EXPECT_EQ(reader->SetHostPolicy(&ctx, req, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    auto anonymous = stub_with("", "");
+    plimsoll::v1::HostStatus host;
+    grpc::ClientContext ctx2;
+    deadline(ctx2);
+    EXPECT_FALSE(anonymous->GetHostStatus(&ctx2, {}, &host).ok());
+  }
   (*d)->Shutdown();
+}
+
+TEST(DaemonTcpTest, TcpWithoutTlsFilesIsRefusedAtStart) {
+  server::Options o = BaseOptions("127.0.0.1:0");
+  o.metrics_listen = "";
+  auto d = server::Daemon::Create(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::Status s = (*d)->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("control.tls"), std::string::npos) << s;
+}
+
+// The control plane end to end over a real unix socket: overrides set through
+// the API act on the libvirt test driver's guests, show in GetGuest and Watch,
+// and survive a restart of the daemon through its state file.
+class DaemonControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestTmp() + "/control";
+    std::filesystem::create_directories(dir_);
+    state_file_ = dir_ + "/state/control-state.textproto";
+  }
+
+  void StartDaemon() {
+    server::Options o = BaseOptions("unix:" + dir_ + "/c.sock");
+    o.metrics_listen = "";  // civetweb's slow stop is not what this test is about
+    o.agent_listen = "";
+    server::ControlApiOptions control;
+    control.state_file = state_file_;
+    auto d = server::Daemon::Create(o, control);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = std::move(*d);
+    absl::Status s = daemon_->Start();
+    ASSERT_TRUE(s.ok()) << s;
+    stub_ = plimsoll::v1::Control::NewStub(grpc::CreateChannel(daemon_->grpc_address(),
+                                                               grpc::InsecureChannelCredentials()));
+    for (int i = 0; i < 100 && daemon_->loop().ticks() < 3; ++i) absl::SleepFor(absl::Milliseconds(20));
+  }
+
+  void StopDaemon() {
+    stub_.reset();
+    daemon_.reset();  // shuts down
+  }
+
+  grpc::Status Set(const std::string& guest, const plimsoll::v1::GuestOverride& o,
+                   plimsoll::v1::SetGuestPolicyResponse* out = nullptr) {
+    plimsoll::v1::SetGuestPolicyRequest req;
+    req.set_guest(guest);
+    *req.mutable_override() = o;
+    plimsoll::v1::SetGuestPolicyResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = stub_->SetGuestPolicy(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  plimsoll::v1::Guest Get(const std::string& guest) {
+    plimsoll::v1::GetGuestRequest req;
+    req.set_guest(guest);
+    plimsoll::v1::Guest g;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub_->GetGuest(&ctx, req, &g);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return g;
+  }
+
+  // Polls GetGuest until `done` holds (at most 5 s); returns the last guest seen.
+  template <typename Pred>
+  plimsoll::v1::Guest WaitFor(const std::string& guest, Pred done) {
+    plimsoll::v1::Guest g;
+    for (int i = 0; i < 250; ++i) {
+      g = Get(guest);
+      if (done(g)) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return g;
+  }
+
+  std::string dir_;
+  std::string state_file_;
+  std::unique_ptr<server::Daemon> daemon_;
+  std::unique_ptr<plimsoll::v1::Control::Stub> stub_;
+};
+
+TEST_F(DaemonControlTest, OverrideActsShowsInGetGuestAndWatchAndSurvivesARestart) {
+  StartDaemon();
+  ASSERT_NE(daemon_, nullptr);
+  // A watcher of override events, opened before the change.
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  plimsoll::v1::WatchRequest wr;
+  wr.add_kinds(plimsoll::v1::WATCH_EVENT_KIND_GUEST_OVERRIDE);
+  auto watch = stub_->Watch(&watch_ctx, wr);
+  for (int i = 0; i < 100 && daemon_->loop().Published()->host().watch_subscribers() < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+
+  // Pin web (2 GiB <memory>, 1.5 GiB now) at 1.75 GiB: growing is allowed on the
+  // test driver's stale stats, so the pin is reached.
+  plimsoll::v1::GuestOverride pin;
+  pin.set_pin_bytes(1792 * kMiB);
+  pin.set_note("integration");
+  plimsoll::v1::SetGuestPolicyResponse set;
+  grpc::Status s = Set("web", pin, &set);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(set.override().pin_bytes(), 1792 * kMiB);
+  EXPECT_EQ(set.override().updated_by(), "unix");
+  EXPECT_EQ(set.override().guest_uuid(), "aaaaaaaa-0000-0000-0000-000000000001");
+
+  plimsoll::v1::WatchEvent event;
+  ASSERT_TRUE(watch->Read(&event));
+  EXPECT_EQ(event.guest_override().guest_name(), "web");
+  EXPECT_EQ(event.guest_override().override().pin_bytes(), 1792 * kMiB);
+  watch_ctx.TryCancel();
+
+  plimsoll::v1::Guest web = WaitFor("web", [](const plimsoll::v1::Guest& g) {
+    return g.management_state() == plimsoll::v1::MANAGEMENT_STATE_PINNED && g.target_bytes() == 1792 * kMiB;
+  });
+  EXPECT_EQ(web.override().pin_bytes(), 1792 * kMiB);
+  EXPECT_EQ(web.override().note(), "integration");
+  EXPECT_EQ(web.management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  EXPECT_EQ(web.target_bytes(), 1792 * kMiB);
+  EXPECT_EQ(web.last_decision().direction(), plimsoll::v1::DIRECTION_DEFLATE) << web.last_decision().reason();
+
+  // Exclude db; an unknown guest and a pin above <memory> are precise errors.
+  plimsoll::v1::GuestOverride exclude;
+  exclude.set_exclude(true);
+  ASSERT_TRUE(Set("db", exclude).ok());
+  EXPECT_EQ(Set("nope", exclude).error_code(), grpc::StatusCode::NOT_FOUND);
+  plimsoll::v1::GuestOverride too_big;
+  too_big.set_pin_bytes(8192 * kMiB);
+  grpc::Status big = Set("batch", too_big);
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(big.error_message().find("override.pin_bytes"), std::string::npos) << big.error_message();
+  plimsoll::v1::Guest db = WaitFor("db", [](const plimsoll::v1::Guest& g) {
+    return g.management_state() == plimsoll::v1::MANAGEMENT_STATE_EXCLUDED;
+  });
+  EXPECT_EQ(db.management_state(), plimsoll::v1::MANAGEMENT_STATE_EXCLUDED);
+
+  // Pause: the host status says so, a real reclaim is refused, a dry run still plans.
+  {
+    plimsoll::v1::SetHostPolicyRequest req;
+    req.mutable_policy()->set_paused(true);
+    plimsoll::v1::SetHostPolicyResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->SetHostPolicy(&ctx, req, &resp).ok());
+    plimsoll::v1::ReclaimRequest rr;
+    rr.set_bytes(256 * kMiB);
+    plimsoll::v1::ReclaimResponse plan;
+    grpc::ClientContext ctx2;
+    grpc::Status refused = stub_->Reclaim(&ctx2, rr, &plan);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+    rr.set_dry_run(true);
+    grpc::ClientContext ctx3;
+    ASSERT_TRUE(stub_->Reclaim(&ctx3, rr, &plan).ok());
+    EXPECT_EQ(plan.plan().items_size() + plan.plan().skipped_size(), 3);
+  }
+  plimsoll::v1::Guest batch = WaitFor("batch", [](const plimsoll::v1::Guest& g) {
+    return g.management_state() == plimsoll::v1::MANAGEMENT_STATE_PAUSED;
+  });
+  EXPECT_EQ(batch.management_state(), plimsoll::v1::MANAGEMENT_STATE_PAUSED);
+  {
+    plimsoll::v1::HostStatus host;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->GetHostStatus(&ctx, {}, &host).ok());
+    EXPECT_TRUE(host.paused());
+    EXPECT_EQ(host.guest_overrides(), 2);
+    EXPECT_EQ(host.state_file(), state_file_);
+    EXPECT_EQ(host.state_problem(), "");
+  }
+
+  // Restart: a new Daemon object on the same state file finds everything again.
+  StopDaemon();
+  ASSERT_TRUE(std::filesystem::exists(state_file_));
+  StartDaemon();
+  ASSERT_NE(daemon_, nullptr);
+  web = WaitFor("web", [](const plimsoll::v1::Guest& g) { return g.has_override(); });
+  EXPECT_EQ(web.override().pin_bytes(), 1792 * kMiB);
+  EXPECT_EQ(web.override().note(), "integration");
+  {
+    plimsoll::v1::ListGuestPoliciesResponse policies;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ListGuestPolicies(&ctx, {}, &policies).ok());
+    ASSERT_EQ(policies.overrides_size(), 2);
+    EXPECT_EQ(policies.overrides(0).guest_name(), "db");
+    EXPECT_TRUE(policies.overrides(0).exclude());
+    EXPECT_EQ(policies.overrides(1).guest_name(), "web");
+    plimsoll::v1::HostStatus host;
+    grpc::ClientContext ctx2;
+    ASSERT_TRUE(stub_->GetHostStatus(&ctx2, {}, &host).ok());
+    EXPECT_TRUE(host.paused());
+    EXPECT_TRUE(host.host_policy().paused());
+  }
+  db = WaitFor("db", [](const plimsoll::v1::Guest& g) {
+    return g.management_state() == plimsoll::v1::MANAGEMENT_STATE_EXCLUDED;
+  });
+  EXPECT_EQ(db.management_state(), plimsoll::v1::MANAGEMENT_STATE_EXCLUDED);
+
+  // Resume and clear: the pin acts again after the restart, then goes away.
+  {
+    plimsoll::v1::SetHostPolicyRequest req;
+    req.mutable_policy()->set_paused(false);
+    plimsoll::v1::SetHostPolicyResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->SetHostPolicy(&ctx, req, &resp).ok());
+  }
+  web = WaitFor("web", [](const plimsoll::v1::Guest& g) {
+    return g.management_state() == plimsoll::v1::MANAGEMENT_STATE_PINNED && g.target_bytes() == 1792 * kMiB;
+  });
+  EXPECT_EQ(web.target_bytes(), 1792 * kMiB);
+  {
+    plimsoll::v1::ClearGuestPolicyRequest req;
+    req.set_guest("web");
+    plimsoll::v1::ClearGuestPolicyResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ClearGuestPolicy(&ctx, req, &resp).ok());
+    EXPECT_TRUE(resp.existed());
+    EXPECT_FALSE(resp.has_override());
+  }
+  web = WaitFor("web", [](const plimsoll::v1::Guest& g) { return !g.has_override(); });
+  EXPECT_FALSE(web.has_override());
+  EXPECT_NE(web.management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  StopDaemon();
 }
 
 TEST(DaemonStartTest, MetricsPortInUseIsAClearError) {
