@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  bazel-bootstrap g++ pkg-config git
+  bazel-bootstrap g++ pkg-config git dpkg-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libvirt-dev prometheus-cpp-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
