@@ -60,8 +60,34 @@ class ControlLoopTest : public ::testing::Test {
     o.rules.min_fraction = 0.25;
     o.rules.stale_after = absl::Seconds(10);
     o.rules.no_balloon_after = absl::Seconds(6);
-    loop_ = std::make_unique<ControlLoop>(
-        LoopDeps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_}, o);
+    LoopDeps deps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_};
+    deps.overrides = &store_;
+    deps.hub = &hub_;
+    loop_ = std::make_unique<ControlLoop>(deps, o);
+  }
+
+  // Sets an override as the control core would (validated against the guest's <memory>).
+  void SetOverride(const std::string& uuid, const std::string& name, plimsoll::v1::GuestOverride o) {
+    plimsoll::v1::Guest g;
+    g.set_uuid(uuid);
+    g.set_max_bytes(hv_.GetDomain(uuid)->max_bytes);
+    auto set = store_.Set({uuid, name}, o, /*replace=*/true, "test", &g);
+    ASSERT_TRUE(set.ok()) << set.status();
+  }
+
+  void SetHostPolicy(plimsoll::v1::HostPolicy hp, std::vector<std::string> clear = {}) {
+    plimsoll::v1::SetHostPolicyRequest r;
+    *r.mutable_policy() = std::move(hp);
+    for (auto& f : clear) r.add_clear_fields(f);
+    ASSERT_TRUE(store_.SetHostPolicy(r, "test").ok());
+  }
+
+  // The policy's view of `uuid` in the last snapshot it was given.
+  const policy::GuestView* SnapshotView(const std::string& uuid) {
+    for (const auto& v : policy_.last_snapshot.guests) {
+      if (v.uuid == uuid) return &v;
+    }
+    return nullptr;
   }
 
   // Stats as a guest with a working balloon driver reports them.
@@ -97,6 +123,8 @@ class ControlLoopTest : public ::testing::Test {
   FakeClock clock_;
   ScriptedPolicy policy_;
   Metrics metrics_;
+  OverrideStore store_{&clock_};
+  WatchHub hub_{&clock_};
   std::unique_ptr<Actuator> actuator_;
   std::unique_ptr<ControlLoop> loop_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view_;
@@ -268,6 +296,218 @@ TEST_F(ControlLoopTest, SnapshotCarriesBudgetAndStats) {
   EXPECT_EQ(s.guests[0].actual_bytes, 900 * kMiB);
   EXPECT_EQ(s.guests[0].disk_caches_bytes, 300 * kMiB);
   EXPECT_EQ(s.guests[0].min_bytes, 256 * kMiB);
+}
+
+// ---- The operator's overrides, host policy and reclaim holds (control_loop.h) ----
+
+TEST_F(ControlLoopTest, OverrideFloorCeilingAndSharesReplaceTheConfiguredOnes) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::GuestOverride o;
+  o.set_min_bytes(128 * kMiB);  // below the configured floor (256 MiB): replaces it downwards
+  o.set_max_bytes(900 * kMiB);
+  o.set_shares(400);
+  SetOverride(kA, "a", o);
+  policy_.targets[kA] = 10 * kMiB;
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 128 * kMiB);
+  const policy::GuestView* v = SnapshotView(kA);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->min_bytes, 128 * kMiB);
+  EXPECT_EQ(v->max_bytes, 900 * kMiB);
+  EXPECT_EQ(v->shares, 4000) << "API shares x 10: the API's default 100 is the policies' 1000";
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->min_bytes(), 128 * kMiB);
+  EXPECT_EQ(g->max_bytes(), 1024 * kMiB) << "max_bytes stays <memory>";
+  EXPECT_EQ(g->override().shares(), 400u);
+  EXPECT_NE(g->last_decision().reason().find("(override)"), std::string::npos) << g->last_decision().reason();
+  EXPECT_EQ(view_->host().guest_overrides(), 1);
+
+  policy_.targets[kA] = 9999 * kMiB;  // the override's ceiling, not <memory>
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 900 * kMiB);
+}
+
+TEST_F(ControlLoopTest, PinHoldsTheTargetWhateverThePolicySays) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::GuestOverride pin_a;
+  pin_a.set_pin_bytes(700 * kMiB);
+  SetOverride(kA, "a", pin_a);
+  plimsoll::v1::GuestOverride pin_b;
+  pin_b.set_pin_bytes(1536 * kMiB);
+  SetOverride(kB, "b", pin_b);
+  policy_.targets[kA] = 300 * kMiB;
+  policy_.targets[kB] = 300 * kMiB;
+  // b's stats never advance: growing it to its pin is allowed, a shrink would not be.
+  Report(kB, 1024 * kMiB, 1);
+  Report(kA, 1024 * kMiB, guest_clock_);
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();  // a has not proven fresh stats yet: a shrinking pin waits
+  EXPECT_EQ(hv_.LastTarget(kB), 1536 * kMiB);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("stale stats"), std::string::npos);
+  TickWithFreshStats({kA});  // a's stats advance: fresh, the pin is applied
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
+  EXPECT_EQ(hv_.target_calls().size(), 2u) << "one call per guest, none after the pin is reached";
+  const auto* a = Published(kA);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  EXPECT_EQ(a->target_bytes(), 700 * kMiB);
+  EXPECT_NE(a->last_decision().reason().find("pinned at 700.0MiB"), std::string::npos) << a->last_decision().reason();
+  EXPECT_EQ(Published(kB)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  // The policy sees pinned guests as fixed at their pin.
+  EXPECT_EQ(SnapshotView(kA)->min_bytes, 700 * kMiB);
+  EXPECT_EQ(SnapshotView(kA)->max_bytes, 700 * kMiB);
+}
+
+TEST_F(ControlLoopTest, ExcludedGuestIsReportedButNeverMoved) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::GuestOverride o;
+  o.set_exclude(true);
+  SetOverride(kA, "a", o);
+  policy_.targets[kA] = 500 * kMiB;
+  for (int i = 0; i < 3; ++i) TickWithFreshStats({kA});
+  EXPECT_TRUE(hv_.target_calls().empty());
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->management_state(), plimsoll::v1::MANAGEMENT_STATE_EXCLUDED);
+  EXPECT_EQ(g->last_decision().direction(), plimsoll::v1::DIRECTION_HOLD);
+  EXPECT_NE(g->last_decision().reason().find("excluded"), std::string::npos);
+  EXPECT_TRUE(g->stats().has_usable()) << "still reported";
+  EXPECT_TRUE(g->override().exclude());
+
+  ASSERT_TRUE(store_.Clear({kA, "a"}, {}, "test").ok());
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_FALSE(Published(kA)->has_override());
+}
+
+TEST_F(ControlLoopTest, PausedManagementDecidesAndReportsButMovesNoBalloon) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::HostPolicy hp;
+  hp.set_paused(true);
+  SetHostPolicy(hp);
+  policy_.targets[kA] = 500 * kMiB;
+  for (int i = 0; i < 3; ++i) TickWithFreshStats({kA});
+  EXPECT_TRUE(hv_.target_calls().empty());
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->management_state(), plimsoll::v1::MANAGEMENT_STATE_PAUSED);
+  EXPECT_EQ(g->last_decision().target_bytes(), 500 * kMiB) << "the decision is still taken and shown";
+  EXPECT_FALSE(g->last_decision().applied());
+  EXPECT_NE(g->last_decision().reason().find("paused"), std::string::npos);
+  EXPECT_EQ(g->target_bytes(), 1024 * kMiB);
+  EXPECT_TRUE(view_->host().paused());
+  EXPECT_TRUE(view_->host().host_policy().paused());
+
+  hp.set_paused(false);
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_FALSE(view_->host().paused());
+}
+
+TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::HostPolicy hp;
+  hp.set_host_reserve_bytes(15 * 1024 * kMiB);  // 16 GiB - 15 GiB = 1 GiB < the 2 GiB cap
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(policy_.last_snapshot.host.host_reserve_bytes, 15 * 1024 * kMiB);
+  EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 1024 * kMiB);
+  EXPECT_EQ(loop_->Published()->host().guest_budget_bytes(), 1024 * kMiB);
+  EXPECT_EQ(loop_->Published()->host().host_reserve_bytes(), 15 * 1024 * kMiB);
+
+  SetHostPolicy({}, {"host_reserve_bytes"});
+  hp.Clear();
+  hp.set_guest_memory_budget_bytes(512 * kMiB);
+  hp.set_policy("static");
+  SetHostPolicy(hp);
+  const int64_t before = policy_.last_snapshot.tick;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(policy_.last_snapshot.tick, before) << "the scripted policy is no longer asked";
+  EXPECT_EQ(loop_->Published()->host().policy(), "static");
+  EXPECT_EQ(loop_->Published()->host().guest_budget_bytes(), 512 * kMiB);
+  EXPECT_EQ(Published(kA)->last_decision().policy(), "static");
+
+  SetHostPolicy({}, {"policy", "guest_memory_budget_bytes"});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host().policy(), "scripted");
+  EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 2048 * kMiB);
+}
+
+TEST_F(ControlLoopTest, ReclaimHoldCapsThePolicyUntilItExpires) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  WatchFilter reclaims;
+  reclaims.kinds = {plimsoll::v1::WATCH_EVENT_KIND_RECLAIM};
+  auto sub = hub_.Subscribe(reclaims);
+  TickWithFreshStats({kA});
+  plimsoll::v1::ReclaimPlan plan;
+  plan.set_id("reclaim-1");
+  plan.set_planned_bytes(424 * kMiB);
+  auto* item = plan.add_items();
+  item->set_guest_name("a");
+  item->set_guest_uuid(kA);
+  item->set_current_target_bytes(1024 * kMiB);
+  item->set_new_target_bytes(600 * kMiB);
+  item->set_reclaim_bytes(424 * kMiB);
+  loop_->AddReclaimHold(plan, clock_.Now() + absl::Seconds(10));
+  policy_.targets[kA] = 1000 * kMiB;  // wants more than the hold allows
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 600 * kMiB);
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->reclaim_hold().reclaim_id(), "reclaim-1");
+  EXPECT_EQ(g->reclaim_hold().max_target_bytes(), 600 * kMiB);
+  EXPECT_NE(g->last_decision().reason().find("reclaim reclaim-1 holds it"), std::string::npos);
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 424 * kMiB);
+  plimsoll::v1::WatchEvent e;
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
+  EXPECT_EQ(e.reclaim().plan().id(), "reclaim-1");
+
+  policy_.targets[kA] = 500 * kMiB;  // below the hold: the policy may go lower
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
+
+  policy_.targets[kA] = 1000 * kMiB;
+  for (int i = 0; i < 5; ++i) TickWithFreshStats({kA});  // 10 s later the hold ends
+  EXPECT_EQ(hv_.LastTarget(kA), 1000 * kMiB);
+  EXPECT_FALSE(Published(kA)->has_reclaim_hold());
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 0);
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_EXPIRED);
+}
+
+TEST_F(ControlLoopTest, PublishesGuestChangesAndDecisionsToWatchers) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  WatchFilter all;
+  all.include_holds = true;
+  auto sub = hub_.Subscribe(all);
+  policy_.targets[kA] = 600 * kMiB;
+  TickWithFreshStats({kA});  // appears (stale: first value), a held decision
+  TickWithFreshStats({kA});  // fresh: MANAGED, inflates
+  std::vector<plimsoll::v1::WatchEvent> events;
+  plimsoll::v1::WatchEvent e;
+  while (sub->Next(&e, absl::Milliseconds(50)) == WatchSubscription::Result::kEvent) events.push_back(e);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0].guest().change(), plimsoll::v1::GuestEvent::CHANGE_APPEARED);
+  bool changed = false, inflated = false;
+  for (const auto& ev : events) {
+    changed |= ev.guest().change() == plimsoll::v1::GuestEvent::CHANGE_CHANGED &&
+               ev.guest().detail().find("STALE_STATS -> MANAGED") != std::string::npos;
+    inflated |= ev.decision().decision().direction() == plimsoll::v1::DIRECTION_INFLATE;
+  }
+  EXPECT_TRUE(changed);
+  EXPECT_TRUE(inflated);
+  EXPECT_EQ(loop_->Published()->host().watch_subscribers(), 1);
 }
 
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
