@@ -2,7 +2,8 @@
 """Real-guest policy benchmark: every policy on the same lab, the same workloads, the same time.
 
 Three 1 GiB TCG guests under a private libvirtd:
-  stream  reads a 700 MiB file through its page cache in a loop (cold cache: reclaimable)
+  stream  reads a --stream-mib file (default 700 MiB) through its page cache in a loop: a file
+          that fits in the guest is re-read from cache (hot); a larger one streams (cold cache)
   hot     re-reads a 128 MiB file and reports its read throughput (hot cache: demand)
   anon    idles, then allocates --anon-mib of anonymous memory after --anon-after seconds
 The guests may use --budget-mib together (default 2048 MiB, under their 3072 MiB). Every guest
@@ -40,7 +41,8 @@ GUESTS = ("stream", "hot", "anon")
 def run_policy(policy, args, budget_mib):
     workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % policy)
     keys = harness.AgentKeys(workdir)
-    lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD)
+    lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD,
+                             stream_mib=args.stream_mib)
     daemon = None
     samples = []
     try:
@@ -152,6 +154,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=150)
     ap.add_argument("--budget-mib", type=int, default=2048)
     ap.add_argument("--anon-mib", type=int, default=300)
+    ap.add_argument("--stream-mib", type=int, default=700,
+                    help="size of the streamed file; above the guest's 1024 MiB it cannot stay cached")
     ap.add_argument("--anon-after", type=int, default=60)
     ap.add_argument("--tick", default="2s")
     ap.add_argument("--no-baseline", action="store_true")

@@ -207,7 +207,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!c.has_libvirt_uri()) c.set_libvirt_uri("qemu:///system");
   if (!c.has_grpc_listen()) c.set_grpc_listen("unix:/run/plimsoll/plimsolld.sock");
   if (!c.has_metrics_listen()) c.set_metrics_listen("127.0.0.1:9587");
-  if (!c.has_policy()) c.set_policy("mom");
+  if (!c.has_policy()) c.set_policy("pagecache");
   if (!c.has_tick()) c.set_tick("5s");
   if (!c.has_dry_run()) c.set_dry_run(false);
   auto* host = c.mutable_host();

@@ -19,7 +19,7 @@ TEST(ConfigTest, DefaultsAreValidAndDocumented) {
   EXPECT_EQ(o->libvirt_uri, "qemu:///system");
   EXPECT_EQ(o->grpc_listen, "unix:/run/plimsoll/plimsolld.sock");
   EXPECT_EQ(o->metrics_listen, "127.0.0.1:9587");
-  EXPECT_EQ(o->policy, "mom");
+  EXPECT_EQ(o->policy, "pagecache");
   EXPECT_EQ(o->tick, absl::Seconds(5));
   EXPECT_FALSE(o->dry_run);
   EXPECT_EQ(o->host_reserve_bytes, 1LL << 30);

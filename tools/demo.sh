@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 DURATION=0
-POLICY=mom
+POLICY=pagecache
 BUDGET_MIB=2048
 METRICS=127.0.0.1:9587
 for arg in "$@"; do

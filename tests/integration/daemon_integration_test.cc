@@ -132,7 +132,7 @@ TEST_F(DaemonIntegrationTest, ListsEveryGuestWithLimitsAndStats) {
   EXPECT_EQ(r.host().mem_total_bytes(), 16LL << 30);
   EXPECT_DOUBLE_EQ(r.host().psi_memory_some_avg10(), 1.5);
   EXPECT_TRUE(r.host().libvirt_connected());
-  EXPECT_EQ(r.host().policy(), "mom");
+  EXPECT_EQ(r.host().policy(), "pagecache");
 }
 
 TEST_F(DaemonIntegrationTest, TestDriverStatsNeverAdvanceSoNothingShrinksUnderPressure) {
