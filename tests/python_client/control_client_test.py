@@ -9,9 +9,9 @@ Runs with Debian's python3-grpcio and python3-protobuf (/usr/bin/python3):
       --plimsolld=bazel-bin/server/plimsolld --proto_root=proto
 
 Under Bazel (tests/python_client:control_client_test) the paths come from the
-runfiles. Tests of calls that change things skip themselves, saying so, while
-the daemon answers UNIMPLEMENTED (no control core wired); they run as soon as
-it is.
+runfiles. Tests of calls that change things skip themselves, saying so, if the
+daemon answers UNIMPLEMENTED (a plimsolld built without its control core);
+today's plimsolld runs them all.
 """
 import argparse
 import os
@@ -63,6 +63,7 @@ class Daemon:
                     "full avg10=0.25 avg60=0.00 avg300=0.00 total=99\n")
         self.args = ["--libvirt_uri=test:///default", "--grpc_listen=unix:" + self.socket,
                      "--metrics_listen=", "--tick=200ms", "--proc_root=" + proc_root,
+                     "--policy=mom",  # what test_host_status expects, whatever the default is
                      "--guest_memory_budget_bytes=%d" % (4 << 30)]
         # Fields that exist only in newer daemons: keep everything inside `work`.
         help_text = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
