@@ -410,7 +410,8 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_target_bytes(target);
     rec.set_reason(reason);
     rec.set_applied(applied);
-    if (!d.state.empty() && d.state != g->balloon_state) {
+    // "" (not yet tracked) reads as "ok": only real changes are worth a warning.
+    if (!d.state.empty() && d.state != (g->balloon_state.empty() ? "ok" : g->balloon_state)) {
       PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)
                    << " -> " << d.state << " target=" << Mib(target) << " actual=" << Mib(g->actual_bytes);
     }

@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     }
     d->store_ = std::move(*store);
     if (!d->store_->load_problem().ok()) {
-      PLOG_ERROR << "control state file " << control.state_file << ": " << d->store_->load_problem().message()
-                 << "; starting with no overrides and the configured host policy (shown in GetHostStatus)";
+      PLOG_ERROR << "control state (control.state_file): " << d->store_->load_problem().message()
+                 << " (also shown in GetHostStatus state_problem)";
     } else if (!control.state_file.empty()) {
       const auto snap = d->store_->snapshot();
       PLOG_INFO << "control state loaded from " << control.state_file << " overrides=" << snap->guests.size()

@@ -138,13 +138,14 @@ absl::StatusOr<plimsoll::v1::ReclaimPlan> LoopControlCore::Reclaim(const plimsol
   const double hold = ReclaimHoldSeconds(request);
   plan.set_id(absl::StrCat("reclaim-", ++reclaims_));
   plan.set_dry_run(request.dry_run());
-  plan.set_applied(!request.dry_run());
+  // A plan that takes from no guest sets no target and holds nothing.
+  plan.set_applied(!request.dry_run() && plan.items_size() > 0);
   plan.set_hold_seconds(hold);
   plan.set_created_unix_micros(absl::ToUnixMicros(now));
   PLOG_INFO << "reclaim id=" << plan.id() << " by=\"" << caller.identity << "\" requested=" << request.bytes()
             << " planned=" << plan.planned_bytes() << " dry_run=" << (request.dry_run() ? "true" : "false")
             << " summary=\"" << plan.summary() << "\"";
-  if (!request.dry_run()) {
+  if (plan.applied()) {
     const absl::Time until = now + absl::Seconds(hold);
     plan.set_hold_until_unix_micros(absl::ToUnixMicros(until));
     loop_->AddReclaimHold(plan, until);  // wakes the loop

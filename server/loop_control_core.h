@@ -7,8 +7,11 @@
 // with PlanReclaim over the loop's published view (with the overrides stored
 // since that view was published laid over it) and handed to the loop as holds
 // (ControlLoop::AddReclaimHold); the loop publishes ReclaimEvent APPLIED when
-// its next tick puts them in force and EXPIRED when they end. Override and
-// host-policy changes are published here, as they are acknowledged.
+// its next tick puts them in force and EXPIRED when they end. Reclaim returns
+// before that tick: applied=true means "handed to the loop, which was woken".
+// A plan that takes from no guest is returned with applied=false and holds
+// nothing. Override and host-policy changes are published here, as they are
+// acknowledged.
 //
 // Guests are resolved against the loop's published view, so a guest that
 // started since the last tick is NOT_FOUND until the next one (at most one

@@ -275,6 +275,20 @@ TEST_F(LoopControlCoreTest, ReclaimHonoursOverridesSetSinceTheLastTickAndRequire
   EXPECT_TRUE(hv_.target_calls().empty()) << "a refused reclaim moves nothing";
 }
 
+TEST_F(LoopControlCoreTest, AReclaimWithNothingToTakeHoldsNothing) {
+  Make();
+  Tick();  // stats not proven fresh yet: every guest is skipped
+  auto plan = Reclaim(128 * kMiB, /*dry_run=*/false);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->items_size(), 0);
+  EXPECT_EQ(plan->skipped_size(), 2);
+  EXPECT_FALSE(plan->applied());
+  EXPECT_EQ(plan->hold_until_unix_micros(), 0);
+  Tick();
+  view_ = loop_->Published();
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 0);
+}
+
 TEST_F(LoopControlCoreTest, ReclaimIsRefusedWhenTheDaemonRunsDry) {
   Make(/*dry_run=*/true);
   Tick();

@@ -309,7 +309,8 @@ TEST(DaemonTcpTest, TcpWithoutTlsFilesIsRefusedAtStart) {
 class DaemonControlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TestTmp() + "/control";
+    static int n = 0;
+    dir_ = absl::StrCat(TestTmp(), "/control", ++n);
     std::filesystem::create_directories(dir_);
     state_file_ = dir_ + "/state/control-state.textproto";
   }
@@ -514,6 +515,36 @@ TEST_F(DaemonControlTest, OverrideActsShowsInGetGuestAndWatchAndSurvivesARestart
   web = WaitFor("web", [](const plimsoll::v1::Guest& g) { return !g.has_override(); });
   EXPECT_FALSE(web.has_override());
   EXPECT_NE(web.management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  StopDaemon();
+}
+
+TEST_F(DaemonControlTest, ADamagedStateFileIsSetAsideAndReportedNeverDropped) {
+  std::filesystem::create_directories(std::filesystem::path(state_file_).parent_path());
+  std::ofstream(state_file_) << "version: 1\nguest_overrides { guest_uuid: \"x\" pin_bytes: 1\n";  // cut short
+  StartDaemon();
+  ASSERT_NE(daemon_, nullptr);
+  plimsoll::v1::HostStatus host;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->GetHostStatus(&ctx, {}, &host).ok());
+  EXPECT_NE(host.state_problem(), "");
+  EXPECT_NE(host.state_problem().find(".corrupt-"), std::string::npos) << host.state_problem();
+  EXPECT_EQ(host.guest_overrides(), 0);
+  int set_aside = 0;
+  for (const auto& f : std::filesystem::directory_iterator(std::filesystem::path(state_file_).parent_path())) {
+    set_aside += f.path().filename().string().find(".corrupt-") != std::string::npos;
+  }
+  EXPECT_EQ(set_aside, 1) << "the damaged file is kept for the operator";
+  // The daemon runs and persists new changes into a fresh file.
+  plimsoll::v1::GuestOverride o;
+  o.set_priority(3);
+  ASSERT_TRUE(Set("batch", o).ok());
+  StopDaemon();
+  StartDaemon();
+  EXPECT_EQ(WaitFor("batch", [](const plimsoll::v1::Guest& g) { return g.has_override(); }).override().priority(), 3);
+  plimsoll::v1::HostStatus after;
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(stub_->GetHostStatus(&ctx2, {}, &after).ok());
+  EXPECT_EQ(after.state_problem(), "") << "the new file loads cleanly";
   StopDaemon();
 }
 

@@ -67,6 +67,8 @@ class Daemon:
                      "--guest_memory_budget_bytes=%d" % (4 << 30)]
         # Fields that exist only in newer daemons: keep everything inside `work`.
         help_text = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+        # tests/python_client:fake_plimsolld serves the API over a fake core: nothing acts on a change.
+        self.has_control_loop = not help_text.startswith("fake_plimsolld")
         if "agent_listen" in help_text:
             self.args += ["--agent_listen=", "--agent_host_key_file=" + os.path.join(work, "agent.key")]
         if "state_file" in help_text:
@@ -274,6 +276,36 @@ class ControlClientTest(unittest.TestCase):
         self.assertTrue(cleared.existed)
         again = self.call("ClearGuestPolicy", control_pb2.ClearGuestPolicyRequest(guest=name))
         self.assertFalse(again.existed)
+
+    def test_pin_grows_a_guest_and_watch_reports_it(self):
+        if not self.daemon.has_control_loop:
+            self.skipTest("fake_plimsolld has no control loop: nothing acts on a pin")
+        # The test driver's stats never advance: a pin may grow a guest, never shrink it.
+        g = self.call("ListGuests", control_pb2.ListGuestsRequest()).guests[0]
+        pin = min(g.max_bytes, g.actual_bytes + (512 << 20))
+        stream = self.stub.Watch(control_pb2.WatchRequest(guests=[g.name], kinds=[types_pb2.WATCH_EVENT_KIND_GUEST]),
+                                 timeout=15)
+        time.sleep(0.3)  # let the stream subscribe
+        try:
+            self.mutate_or_skip("SetGuestPolicy", control_pb2.SetGuestPolicyRequest(
+                guest=g.uuid, override=types_pb2.GuestOverride(pin_bytes=pin)))
+            for event in stream:
+                if event.guest.guest.management_state == types_pb2.MANAGEMENT_STATE_PINNED:
+                    self.assertEqual(event.guest.change, types_pb2.GuestEvent.CHANGE_CHANGED)
+                    self.assertIn("PINNED", event.guest.detail)
+                    break
+        finally:
+            stream.cancel()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            got = self.call("GetGuest", control_pb2.GetGuestRequest(guest=g.name))
+            if got.target_bytes == pin:
+                break
+            time.sleep(0.1)
+        self.assertEqual(got.target_bytes, pin)
+        self.assertEqual(got.management_state, types_pb2.MANAGEMENT_STATE_PINNED)
+        self.assertIn("pinned", got.last_decision.reason)
+        self.call("ClearGuestPolicy", control_pb2.ClearGuestPolicyRequest(guest=g.name))
 
     def test_reclaim_dry_run_returns_a_plan(self):
         r = self.mutate_or_skip("Reclaim", control_pb2.ReclaimRequest(bytes=256 << 20, dry_run=True))
