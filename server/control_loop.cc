@@ -75,7 +75,10 @@ void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
 }
 
 void ControlLoop::ApplyHostPolicy() {
-  if (deps_.overrides != nullptr) overrides_ = deps_.overrides->snapshot();
+  if (deps_.overrides != nullptr) {
+    controls_.clear();  // points into the snapshot being replaced; ComputeControls refills it
+    overrides_ = deps_.overrides->snapshot();
+  }
   const plimsoll::v1::HostPolicy& hp = overrides_->host;
   reserve_bytes_ = hp.has_host_reserve_bytes() ? hp.host_reserve_bytes() : options_.host_reserve_bytes;
   budget_cap_ = hp.has_guest_memory_budget_bytes() ? std::optional<int64_t>(hp.guest_memory_budget_bytes())
