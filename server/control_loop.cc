@@ -62,6 +62,7 @@ int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optiona
 ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
     : deps_(deps),
       options_(options),
+      base_policy_(deps.policy),
       policy_(deps.policy),
       reserve_bytes_(options.host_reserve_bytes),
       budget_cap_(options.guest_memory_budget_bytes),
@@ -72,6 +73,56 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
 
 void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
   if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
+}
+
+void ControlLoop::Reconfigure(LoopReconfig reconfig) {
+  absl::MutexLock l(&mu_);
+  if (pending_reconfig_.has_value()) {
+    if (reconfig.policy == nullptr) reconfig.policy = std::move(pending_reconfig_->policy);
+    if (reconfig.actuator == nullptr) reconfig.actuator = pending_reconfig_->actuator;
+  }
+  pending_reconfig_ = std::move(reconfig);
+  wake_ = true;
+}
+
+void ControlLoop::ApplyReconfig() {
+  std::optional<LoopReconfig> r;
+  {
+    absl::MutexLock l(&mu_);
+    r.swap(pending_reconfig_);
+  }
+  if (!r.has_value()) return;
+  const LoopOptions& n = r->options;
+  if (n.stats_period_seconds != options_.stats_period_seconds) {
+    // Collect switches the new period on in every guest this tick.
+    for (const auto& [uuid, g] : tracker_.guests()) tracker_.Find(uuid)->stats_enabled = false;
+  }
+  options_.tick = n.tick;
+  options_.stats_period_seconds = n.stats_period_seconds;
+  options_.rules = n.rules;
+  options_.host_reserve_bytes = n.host_reserve_bytes;
+  options_.guest_memory_budget_bytes = n.guest_memory_budget_bytes;
+  // Floors are recomputed from the rules at the next Reconcile (this tick).
+  tracker_.set_rules(n.rules);
+  if (r->actuator != nullptr) deps_.actuator = r->actuator;
+  if (r->policy != nullptr) {
+    const std::string old(policy_->name());
+    const bool base_in_force = policy_ == base_policy_;
+    owned_base_policy_.swap(r->policy);  // r->policy now holds the previous owned base (if any)
+    base_policy_ = owned_base_policy_.get();
+    if (base_in_force) {
+      policy_ = base_policy_;
+      policy_state_ = {};
+      if (old != policy_->name()) {
+        PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name()
+                  << " by config reload; policy state reset";
+      }
+    } else {
+      PLOG_INFO << "configured policy is now " << base_policy_->name() << "; the host policy's "
+                << policy_->name() << " stays in force until it is cleared";
+    }
+  }
+  // The previous owned base policy (in r) is destroyed here; nothing points to it any more.
 }
 
 void ControlLoop::ApplyHostPolicy() {
@@ -89,14 +140,14 @@ void ControlLoop::ApplyHostPolicy() {
                  << hp.updated_by() << "\")"
                  << (paused_ ? ": deciding and reporting, moving no balloon" : ": the policy acts again");
   }
-  const std::string wanted = hp.has_policy() ? hp.policy() : std::string(deps_.policy->name());
+  const std::string wanted = hp.has_policy() ? hp.policy() : std::string(base_policy_->name());
   if (wanted == policy_->name()) {
     refused_policy_.clear();
     return;
   }
   const std::string old(policy_->name());
-  if (wanted == deps_.policy->name()) {
-    policy_ = deps_.policy;
+  if (wanted == base_policy_->name()) {
+    policy_ = base_policy_;
     runtime_policy_.reset();
   } else {
     auto made = policy::MakePolicy(wanted);
@@ -583,6 +634,7 @@ void ControlLoop::Publish(absl::Time now) {
 void ControlLoop::Tick() {
   const absl::Time start = deps_.clock->Now();
   ++tick_;
+  ApplyReconfig();
   ApplyHostPolicy();
   UpdateReclaims(start);
   bool collected = false;

@@ -23,6 +23,11 @@
 // The safety net is applied after all of these: no stats, no move; stale
 // stats, no shrink (a pin below the current size waits for fresh stats).
 //
+// Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the
+// reloaded settings to the loop from any thread; they take effect at the start
+// of the next tick, beneath the host-policy overlay (a SetHostPolicy reserve,
+// budget or policy still wins over the reloaded config).
+//
 // With a WatchHub, every Publish also publishes EventsBetween(previous view,
 // new view) (decisions, guest changes) and the Reclaim APPLIED/EXPIRED events.
 #ifndef PLIMSOLL_SERVER_CONTROL_LOOP_H_
@@ -77,6 +82,18 @@ struct LoopDeps {
   WatchHub* hub = nullptr;
 };
 
+// What a configuration reload changes in a running loop.
+struct LoopReconfig {
+  // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes
+  // (reconnect_* are not configurable and are kept).
+  LoopOptions options;
+  // The new base policy (the one in force when the host policy names none);
+  // null: unchanged. Switching it resets the policy state.
+  std::unique_ptr<policy::Policy> policy;
+  // The actuator from now on (borrowed, must outlive the loop); null: unchanged.
+  Actuator* actuator = nullptr;
+};
+
 class ControlLoop {
  public:
   ControlLoop(LoopDeps deps, LoopOptions options);
@@ -98,6 +115,12 @@ class ControlLoop {
   // end publishes EXPIRED. Thread-safe, never waits for a tick.
   void AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until);
 
+  // Hands reloaded settings to the loop: applied at the start of the next
+  // tick (and that tick is started early). Thread-safe; a second call before
+  // that tick replaces the options and keeps a pending policy/actuator that
+  // the second call leaves unchanged.
+  void Reconfigure(LoopReconfig reconfig);
+
   int64_t ticks() const { return tick_; }
 
  private:
@@ -116,6 +139,8 @@ class ControlLoop {
     absl::Time until;
   };
 
+  // Takes a pending Reconfigure() into use (loop thread, start of a tick).
+  void ApplyReconfig();
   // Reads the host policy overlay; switches the policy when asked.
   void ApplyHostPolicy();
   // Starts pending reclaims and ends expired ones (publishing EXPIRED).
@@ -136,7 +161,10 @@ class ControlLoop {
 
   LoopDeps deps_;
   LoopOptions options_;
-  // The policy in force: deps_.policy, or one built for the host policy's name.
+  // The configured policy: deps_.policy, or the one a reload built (owned_base_policy_).
+  const policy::Policy* base_policy_;
+  std::unique_ptr<policy::Policy> owned_base_policy_;
+  // The policy in force: base_policy_, or one built for the host policy's name.
   const policy::Policy* policy_;
   std::unique_ptr<policy::Policy> runtime_policy_;
   std::string refused_policy_;  // a host-policy name MakePolicy refused (logged once)
@@ -168,6 +196,7 @@ class ControlLoop {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
+  std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);
 };
 
 // Budget for all guests: min(MemTotal - reserve, cap), never negative.

@@ -442,6 +442,66 @@ TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) 
   EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 2048 * kMiB);
 }
 
+// A config reload (Reconfigure) replaces the configured layer from the next tick; the
+// host policy set through the control API still wins over it.
+TEST_F(ControlLoopTest, ReconfigureIsTheBaseLayerBeneathTheHostPolicy) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.StatsPeriod(kA), 2);
+  DryRunActuator dry_run;
+  auto reconfig = [&](const std::string& policy, int64_t reserve) {
+    LoopReconfig r;
+    r.options.tick = absl::Seconds(1);
+    r.options.stats_period_seconds = 5;
+    r.options.rules.min_bytes = 600 * kMiB;
+    r.options.rules.min_fraction = 0.5;
+    r.options.rules.stale_after = absl::Seconds(10);
+    r.options.rules.no_balloon_after = absl::Seconds(6);
+    r.options.host_reserve_bytes = reserve;
+    r.options.guest_memory_budget_bytes = std::nullopt;
+    if (!policy.empty()) r.policy = *policy::MakePolicy(policy);
+    r.actuator = &dry_run;
+    loop_->Reconfigure(std::move(r));
+  };
+  reconfig("mom", 14 * 1024 * kMiB);
+  EXPECT_EQ(loop_->Published()->host().tick_seconds(), 2) << "nothing changes before the next tick";
+  TickWithFreshStats({kA});
+  auto host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "mom");
+  EXPECT_EQ(host.tick_seconds(), 1);
+  EXPECT_EQ(host.host_reserve_bytes(), 14 * 1024 * kMiB);
+  EXPECT_EQ(host.guest_budget_bytes(), 2 * 1024 * kMiB);  // 16 - 14 GiB, the 2 GiB cap is gone
+  EXPECT_TRUE(host.dry_run());
+  EXPECT_EQ(Published(kA)->min_bytes(), 600 * kMiB);  // max(600 MiB, 0.5 * 1 GiB)
+  EXPECT_EQ(hv_.StatsPeriod(kA), 5);                  // re-enabled with the new period
+
+  plimsoll::v1::HostPolicy hp;
+  hp.set_policy("static");
+  hp.set_host_reserve_bytes(15 * 1024 * kMiB);
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  reconfig("proxmox", 13 * 1024 * kMiB);
+  TickWithFreshStats({kA});
+  host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "static") << "the host policy wins over the reloaded config";
+  EXPECT_EQ(host.host_reserve_bytes(), 15 * 1024 * kMiB);
+
+  SetHostPolicy({}, {"policy", "host_reserve_bytes"});
+  TickWithFreshStats({kA});
+  host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "proxmox") << "cleared: the reloaded base shows through";
+  EXPECT_EQ(host.host_reserve_bytes(), 13 * 1024 * kMiB);
+
+  // Two reloads before a tick: the second keeps the first's pending policy.
+  reconfig("pagecache", 13 * 1024 * kMiB);
+  reconfig("", 12 * 1024 * kMiB);
+  TickWithFreshStats({kA});
+  host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "pagecache");
+  EXPECT_EQ(host.host_reserve_bytes(), 12 * 1024 * kMiB);
+}
+
 TEST_F(ControlLoopTest, ReclaimHoldCapsThePolicyUntilItExpires) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   MakeLoop();

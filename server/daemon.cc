@@ -39,6 +39,18 @@ bool SocketInUse(const std::string& path) {
   return in_use;
 }
 
+LoopOptions LoopOptionsFrom(const Options& options) {
+  LoopOptions lo;
+  lo.tick = options.tick;
+  lo.stats_period_seconds = options.stats_period_seconds;
+  lo.rules.min_bytes = options.min_bytes;
+  lo.rules.min_fraction = options.min_fraction;
+  lo.rules.stale_after = options.stale_after;
+  lo.host_reserve_bytes = options.host_reserve_bytes;
+  lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
+  return lo;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, DaemonOverrides overrides) {
@@ -62,12 +74,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
                        : std::make_unique<hypervisor::LibvirtHypervisor>(options.libvirt_uri);
   d->host_ = overrides.host ? std::move(overrides.host)
                             : std::make_unique<host::ProcHostReader>(options.proc_root);
-  if (options.dry_run) {
-    d->actuator_ = std::make_unique<DryRunActuator>();
-  } else {
-    d->actuator_ = std::make_unique<HypervisorActuator>(d->hypervisor_.get());
-  }
+  d->live_actuator_ = std::make_unique<HypervisorActuator>(d->hypervisor_.get());
+  d->dry_run_actuator_ = std::make_unique<DryRunActuator>();
   d->metrics_ = std::make_unique<Metrics>();
+  d->metrics_->ConfigLoaded(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   {
     std::unique_ptr<StateStore> state;
     if (!control.state_file.empty()) state = std::make_unique<StateStore>(control.state_file, d->clock_);
@@ -108,19 +118,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
     d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
   }
-  LoopOptions lo;
-  lo.tick = options.tick;
-  lo.stats_period_seconds = options.stats_period_seconds;
-  lo.rules.min_bytes = options.min_bytes;
-  lo.rules.min_fraction = options.min_fraction;
-  lo.rules.stale_after = options.stale_after;
-  lo.host_reserve_bytes = options.host_reserve_bytes;
-  lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
+  const LoopOptions lo = LoopOptionsFrom(options);
   LoopDeps deps;
   deps.hypervisor = d->hypervisor_.get();
   deps.host = d->host_.get();
   deps.policy = d->policy_.get();
-  deps.actuator = d->actuator_.get();
+  deps.actuator = options.dry_run ? d->dry_run_actuator_.get() : d->live_actuator_.get();
   deps.clock = d->clock_;
   deps.metrics = d->metrics_.get();
   deps.agents = d->agent_store_.get();
@@ -149,6 +152,60 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
 }
 
 Daemon::~Daemon() { Shutdown(); }
+
+void Daemon::SetConfigSource(std::string config_path, plimsoll::v1::DaemonConfig flag_config) {
+  absl::MutexLock l(&reload_mu_);
+  has_config_source_ = true;
+  config_path_ = std::move(config_path);
+  flag_config_ = std::move(flag_config);
+}
+
+Options Daemon::options() const {
+  absl::MutexLock l(&reload_mu_);
+  return options_;
+}
+
+absl::Status Daemon::ReloadConfig() {
+  absl::MutexLock l(&reload_mu_);
+  if (!has_config_source_) {
+    return absl::FailedPreconditionError("no configuration source to reload (SetConfigSource was not called)");
+  }
+  const std::string source = config_path_.empty() ? std::string("command-line flags only") : config_path_;
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  auto fail = [&](const absl::Status& s) {
+    metrics_->ConfigReloaded(false, now);
+    PLOG_ERROR << "config reload from " << source << " failed, still running on the previous configuration: "
+               << s.message();
+    return s;
+  };
+  absl::StatusOr<EffectiveConfig> next = LoadEffectiveConfig(config_path_, flag_config_);
+  if (!next.ok()) return fail(next.status());
+  const ConfigChanges changes = DiffConfig(options_, control_, next->options, next->control);
+  const Options merged = MergeReloadable(options_, next->options);
+  if (changes.loop) {
+    LoopReconfig r;
+    r.options = LoopOptionsFrom(merged);
+    if (changes.policy) {
+      auto made = policy::MakePolicy(merged.policy);
+      if (!made.ok()) return fail(absl::InvalidArgumentError(absl::StrCat("config field \"policy\": ", made.status().message())));
+      r.policy = std::move(*made);
+    }
+    if (changes.dry_run) r.actuator = merged.dry_run ? dry_run_actuator_.get() : live_actuator_.get();
+    loop_->Reconfigure(std::move(r));
+  }
+  if (changes.roles) authz_->SetRules(next->control.roles);
+  for (const ConfigChange& c : changes.restart) {
+    PLOG_WARNING << "config reload: " << c.field << " changed to " << c.to << " but needs a restart; still using "
+                 << c.from;
+  }
+  options_ = merged;
+  control_ = MergeReloadable(control_, next->control);
+  metrics_->ConfigReloaded(true, now);
+  PLOG_INFO << "config reloaded from " << source << ": changed " << changes.LiveSummary()
+            << (changes.loop ? " (in force from the next tick)" : "")
+            << (changes.restart.empty() ? "" : absl::StrCat("; ", changes.restart.size(), " setting(s) need a restart"));
+  return absl::OkStatus();
+}
 
 int Daemon::metrics_port() const { return metrics_ ? metrics_->bound_port() : 0; }
 

@@ -11,8 +11,11 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "plimsoll/v1/config.pb.h"
 #include "server/authz.h"
 #include "server/config.h"
+#include "server/config_reload.h"
 #include "server/control_loop.h"
 #include "server/loop_control_core.h"
 #include "server/overrides.h"
@@ -59,6 +62,23 @@ class Daemon {
   // Stops the loop, the gRPC server and the exposer. Idempotent.
   void Shutdown();
 
+  // Where ReloadConfig reads the configuration from: the --config file (may be
+  // empty: flags only) and the command-line flags, which override the file on
+  // every reload as at startup.
+  void SetConfigSource(std::string config_path, plimsoll::v1::DaemonConfig flag_config);
+
+  // Configuration reload (SIGHUP calls this; so do tests). Re-reads the source
+  // (LoadEffectiveConfig). On failure nothing changes: logged at ERROR with the
+  // parser's or validator's message, counted as a failure, returned. On
+  // success the live settings (config_reload.h) are handed to the loop (from
+  // its next tick, which starts at once) and the role rules to the Authorizer;
+  // changed restart-only settings are logged at WARNING and otherwise ignored.
+  // One INFO line lists what changed. FAILED_PRECONDITION without a source.
+  absl::Status ReloadConfig();
+
+  // The options in force (restart-only ones as started; live ones as last reloaded).
+  Options options() const;
+
   // Where the listeners really are (ports resolved when 0 was asked for).
   std::string grpc_address() const { return grpc_address_; }
   int metrics_port() const;
@@ -79,7 +99,9 @@ class Daemon {
   std::unique_ptr<hypervisor::Hypervisor> hypervisor_;
   std::unique_ptr<host::HostReader> host_;
   std::unique_ptr<policy::Policy> policy_;
-  std::unique_ptr<Actuator> actuator_;
+  // Both actuators live as long as the daemon; dry_run picks the loop's.
+  std::unique_ptr<Actuator> live_actuator_;
+  std::unique_ptr<Actuator> dry_run_actuator_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ControlLoop> loop_;
   std::unique_ptr<OverrideStore> store_;
@@ -95,6 +117,10 @@ class Daemon {
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;
   std::thread loop_thread_;
+  mutable absl::Mutex reload_mu_;  // serialises ReloadConfig; guards options_/control_ for options()
+  bool has_config_source_ = false;
+  std::string config_path_;
+  plimsoll::v1::DaemonConfig flag_config_;
   bool started_ = false;
   bool stopped_ = false;
 };

@@ -51,6 +51,10 @@ class GuestTracker {
  public:
   explicit GuestTracker(GuestRules rules) : rules_(rules) {}
 
+  // New rules (config reload): floors follow at the next Reconcile, freshness
+  // at the next UpdateStats.
+  void set_rules(GuestRules rules) { rules_ = rules; }
+
   struct ReconcileResult {
     std::vector<std::string> added;    // uuids seen for the first time: target adopted
     std::vector<std::string> removed;  // uuids no longer active: forgotten

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "server/config.h"
+#include "server/config_reload.h"
 #include "server/daemon.h"
 #include "server/tls_credentials.h"
 
@@ -64,21 +65,15 @@ int main(int argc, char** argv) {
     }
   }
 
-  plimsoll::v1::DaemonConfig file_config;
-  if (!config_path.empty()) {
-    auto loaded = plimsoll::server::LoadConfigFile(config_path);
-    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
-    file_config = *loaded;
-  }
   auto flag_config = plimsoll::server::ConfigFromFlags(flags);
   if (!flag_config.ok()) return Fail(std::string(flag_config.status().message()));
-  const plimsoll::v1::DaemonConfig effective =
-      plimsoll::server::WithDefaults(plimsoll::server::Overlay(file_config, *flag_config));
-  auto options = plimsoll::server::Resolve(effective);
-  if (!options.ok()) return Fail(std::string(options.status().message()));
-  // The control API's listener security, roles and state file (checked by --check_config too).
-  auto control = plimsoll::server::ResolveControlApi(effective);
-  if (!control.ok()) return Fail(std::string(control.status().message()));
+  // The file overlaid with the flags, defaulted and validated, with the control API's listener
+  // security, roles and state file; the same path every SIGHUP reload takes.
+  auto loaded = plimsoll::server::LoadEffectiveConfig(config_path, *flag_config);
+  if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+  const plimsoll::v1::DaemonConfig& effective = loaded->config;
+  const plimsoll::server::Options* options = &loaded->options;
+  const plimsoll::server::ControlApiOptions* control = &loaded->control;
   if (check_config && !control->unix_socket) {
     if (absl::Status s = plimsoll::server::CheckTlsFiles(*control); !s.ok()) return Fail(std::string(s.message()));
   }
@@ -98,13 +93,16 @@ int main(int argc, char** argv) {
 
   auto daemon = plimsoll::server::Daemon::Create(*options, *control);
   if (!daemon.ok()) return Fail(std::string(daemon.status().message()));
+  (*daemon)->SetConfigSource(config_path, *flag_config);
   if (absl::Status s = (*daemon)->Start(); !s.ok()) return Fail(std::string(s.message()));
 
   while (true) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGHUP) {
-      PLOG_WARNING << "SIGHUP: configuration reload is not implemented yet; keeping the running config";
+      PLOG_INFO << "SIGHUP: reloading the configuration";
+      // Logs and counts its own outcome; a failure keeps the running configuration.
+      (void)(*daemon)->ReloadConfig();
       continue;
     }
     PLOG_INFO << "received " << strsignal(sig) << "; shutting down";

@@ -47,6 +47,10 @@ struct Metrics::Impl {
   Family<prometheus::Counter>* decisions;
   Family<prometheus::Counter>* libvirt_errors;
   prometheus::Histogram* tick_duration;
+  prometheus::Counter* config_reloads_success;
+  prometheus::Counter* config_reloads_failure;
+  Gauge* config_last_reload_success;
+  Gauge* config_last_reload_timestamp;
 
   Family<Gauge>* guest_state;  // {domain, uuid, state}: 1 for the guest's balloon state
   absl::flat_hash_map<std::string, std::vector<Gauge*>> guest_state_series ABSL_GUARDED_BY(mu);
@@ -116,6 +120,11 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   for (const char* d : {"inflate", "deflate", "hold"}) m.decisions->Add({{"direction", d}});
   m.libvirt_errors = &prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
   auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
+  auto& reloads = prometheus::BuildCounter().Name("plimsoll_config_reloads_total").Help("Configuration reloads (SIGHUP), by result: success or failure (the old config is kept).").Register(*m.registry);
+  m.config_reloads_success = &reloads.Add({{"result", "success"}});
+  m.config_reloads_failure = &reloads.Add({{"result", "failure"}});
+  m.config_last_reload_success = &m.G("plimsoll_config_last_reload_success", "1 when the last configuration load or reload succeeded, 0 when the last reload failed and the previous config is still in use.")->Add({});
+  m.config_last_reload_timestamp = &m.G("plimsoll_config_last_reload_timestamp_seconds", "Unix time of the last configuration load or reload attempt.")->Add({});
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
 
@@ -135,6 +144,17 @@ int Metrics::bound_port() const {
   if (!impl_->exposer) return 0;
   auto ports = impl_->exposer->GetListeningPorts();
   return ports.empty() ? 0 : ports.front();
+}
+
+void Metrics::ConfigLoaded(double unix_seconds) {
+  impl_->config_last_reload_success->Set(1);
+  impl_->config_last_reload_timestamp->Set(unix_seconds);
+}
+
+void Metrics::ConfigReloaded(bool success, double unix_seconds) {
+  (success ? impl_->config_reloads_success : impl_->config_reloads_failure)->Increment();
+  impl_->config_last_reload_success->Set(success ? 1 : 0);
+  impl_->config_last_reload_timestamp->Set(unix_seconds);
 }
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() const { return impl_->registry; }

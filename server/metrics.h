@@ -43,6 +43,14 @@ class Metrics {
   void CountLibvirtError(const std::string& operation);
   void ObserveTick(double seconds);
 
+  // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
+  // now, no reload counted); ConfigReloaded for every reload attempt
+  // (plimsoll_config_reloads_total{result="success|failure"},
+  // plimsoll_config_last_reload_success 1/0,
+  // plimsoll_config_last_reload_timestamp_seconds).
+  void ConfigLoaded(double unix_seconds);
+  void ConfigReloaded(bool success, double unix_seconds);
+
   // The text exposition, for tests that do not want a socket.
   std::string Render() const;
 

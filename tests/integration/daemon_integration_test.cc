@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "plimsoll/v1/control.grpc.pb.h"
 #include "server/config.h"
+#include "server/config_reload.h"
 #include "server/daemon.h"
 #include "server/test_certs.h"
 #include "server/tls_credentials.h"
@@ -546,6 +547,113 @@ TEST_F(DaemonControlTest, ADamagedStateFileIsSetAsideAndReportedNeverDropped) {
   ASSERT_TRUE(stub_->GetHostStatus(&ctx2, {}, &after).ok());
   EXPECT_EQ(after.state_problem(), "") << "the new file loads cleanly";
   StopDaemon();
+}
+
+// SIGHUP's entry point (Daemon::ReloadConfig) on a daemon started the way main starts it: a
+// config file plus command-line flags, through LoadEffectiveConfig.
+TEST(DaemonReloadTest, ReloadAppliesLiveSettingsKeepsFlagsAndKeepsTheOldConfigWhenInvalid) {
+  const std::string dir = TestTmp() + "/reload";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/plimsolld.textproto";
+  const std::string libvirt_uri =
+      "test://" + std::filesystem::absolute(Runfile("tests/integration/testdata/host.xml")).string();
+  const std::string proc_root = MakeProcRoot();
+  auto write = [&](const std::string& policy, const std::string& tick, int64_t budget_mib,
+                   const std::string& metrics_listen = "127.0.0.1:0") {
+    std::ofstream(path) << "libvirt_uri: \"" << libvirt_uri << "\"\n"
+                        << "grpc_listen: \"unix:" << dir << "/plimsolld.sock\"\n"
+                        << "metrics_listen: \"" << metrics_listen << "\"\n"
+                        << "policy: \"" << policy << "\"\n"
+                        << "tick: \"" << tick << "\"\n"
+                        << "host { host_reserve_bytes: 0 guest_memory_budget_bytes: " << budget_mib * kMiB
+                        << " proc_root: \"" << proc_root << "\" }\n"
+                        << "agent { agent_listen: \"\" }\n"
+                        << "control { state_file: \"" << dir << "/state.textproto\" }\n";
+  };
+  write("pagecache", "200ms", 2048);
+  // The flag overrides the file's budget at startup and on every reload.
+  auto flags = server::ConfigFromFlags({{"guest_memory_budget_bytes", std::to_string(1024 * kMiB)}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto loaded = server::LoadEffectiveConfig(path, *flags);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto d = server::Daemon::Create(loaded->options, loaded->control);
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::unique_ptr<server::Daemon> daemon = std::move(*d);
+  daemon->SetConfigSource(path, *flags);
+  ASSERT_TRUE(daemon->Start().ok());
+  auto stub = plimsoll::v1::Control::NewStub(
+      grpc::CreateChannel(daemon->grpc_address(), grpc::InsecureChannelCredentials()));
+  auto host_status = [&] {
+    plimsoll::v1::HostStatus h;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->GetHostStatus(&ctx, {}, &h);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return h;
+  };
+  // Polls until `done` holds (at most 5 s).
+  auto wait_host = [&](auto done) {
+    plimsoll::v1::HostStatus h;
+    for (int i = 0; i < 250; ++i) {
+      h = host_status();
+      if (done(h)) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return h;
+  };
+  auto metric = [&](const std::string& series) {
+    auto body = testing::HttpGet(daemon->metrics_port(), "/metrics");
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.ok() ? SeriesValue(*body, series) : -1;
+  };
+  plimsoll::v1::HostStatus h = wait_host([](const auto& h) { return h.tick() >= 2; });
+  EXPECT_EQ(h.policy(), "pagecache");
+  EXPECT_DOUBLE_EQ(h.tick_seconds(), 0.2);
+  EXPECT_EQ(h.guest_budget_bytes(), 1024 * kMiB);
+  EXPECT_EQ(metric("plimsoll_config_last_reload_success"), 1);
+  EXPECT_EQ(metric("plimsoll_config_reloads_total{result=\"success\"}"), 0);
+
+  // A valid change: policy and tick switch at the next tick; the flag still wins over the file.
+  write("mom", "300ms", 4096);
+  ASSERT_TRUE(daemon->ReloadConfig().ok());
+  h = wait_host([](const auto& h) { return h.policy() == "mom"; });
+  EXPECT_EQ(h.policy(), "mom");
+  EXPECT_DOUBLE_EQ(h.tick_seconds(), 0.3);
+  EXPECT_EQ(h.guest_budget_bytes(), 1024 * kMiB) << "--guest_memory_budget_bytes overrides the file on reload";
+  EXPECT_EQ(metric("plimsoll_config_reloads_total{result=\"success\"}"), 1);
+  EXPECT_EQ(metric("plimsoll_config_last_reload_success"), 1);
+  EXPECT_GT(metric("plimsoll_config_last_reload_timestamp_seconds"), 1.6e9);
+
+  // An unknown field and a bad tick: refused with the file position / the field, old config kept.
+  std::ofstream(path) << "policy: \"static\"\nbogus_field: 1\n";
+  absl::Status s = daemon->ReloadConfig();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find(path + ":2:"), std::string::npos) << s;
+  write("static", "fast", 4096);
+  s = daemon->ReloadConfig();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("config field \"tick\""), std::string::npos) << s;
+  EXPECT_EQ(metric("plimsoll_config_reloads_total{result=\"failure\"}"), 2);
+  EXPECT_EQ(metric("plimsoll_config_reloads_total{result=\"success\"}"), 1);
+  EXPECT_EQ(metric("plimsoll_config_last_reload_success"), 0);
+  const int64_t tick_before = host_status().tick();
+  h = wait_host([&](const auto& h) { return h.tick() >= tick_before + 2; });
+  EXPECT_EQ(h.policy(), "mom") << "the old config is kept";
+  EXPECT_DOUBLE_EQ(h.tick_seconds(), 0.3);
+
+  // A runtime SetHostPolicy still wins over a reloaded config; a restart-only change is ignored.
+  plimsoll::v1::SetHostPolicyRequest req;
+  req.mutable_policy()->set_policy("proxmox");
+  plimsoll::v1::SetHostPolicyResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->SetHostPolicy(&ctx, req, &resp).ok());
+  write("static", "250ms", 4096, "127.0.0.1:1");  // a new metrics_listen needs a restart
+  ASSERT_TRUE(daemon->ReloadConfig().ok());
+  h = wait_host([](const auto& h) { return h.tick_seconds() == 0.25; });
+  EXPECT_DOUBLE_EQ(h.tick_seconds(), 0.25);
+  EXPECT_EQ(h.policy(), "proxmox") << "the host policy overlay wins";
+  EXPECT_EQ(daemon->options().metrics_listen, "127.0.0.1:0") << "restart-only settings are kept";
+  EXPECT_EQ(metric("plimsoll_config_last_reload_success"), 1);
+  EXPECT_EQ(metric("plimsoll_config_reloads_total{result=\"success\"}"), 2);
 }
 
 TEST(DaemonStartTest, MetricsPortInUseIsAClearError) {
