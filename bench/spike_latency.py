@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--balloon-mib", type=int, default=420)
     ap.add_argument("--anon-mib", type=int, default=330)
     ap.add_argument("--interval", default="5s")
+    ap.add_argument("--agent-args", default="", help="extra agent flags, comma separated "
+                    "(e.g. --psi_threshold=50ms,--psi_window=500ms)")
     args = ap.parse_args()
     reason = harness.skip_reason()
     if reason:
@@ -58,7 +60,8 @@ def main():
         names = ["spike%d" % i for i in range(args.guests)]
         uuids = {}
         for i, n in enumerate(names):
-            kw = keys.guest_kwargs(interval=args.interval)
+            kw = keys.guest_kwargs(interval=args.interval,
+                                   extra_args=tuple(a for a in args.agent_args.split(",") if a))
             uuids[n] = kw["guest_uuid"]
             # Staggered so that one guest's stall does not overlap the next one's.
             lab.add_guest(n, workload="anon", memory_mib=1024, anon_mib=args.anon_mib,

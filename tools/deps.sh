@@ -12,6 +12,8 @@ PACKAGES=(
   # real-guest lab: private libvirtd, QEMU (TCG), busybox initramfs, ext4 data disk
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
   busybox-static kmod cpio xz-utils e2fsprogs util-linux procps
+  # fuzzing (tools/fuzz.sh): clang, libFuzzer and clang's sanitizer runtimes
+  clang libclang-rt-14-dev
   # tests and tools
   python3 python3-grpcio python3-protobuf curl openssl prometheus
 )

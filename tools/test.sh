@@ -1,7 +1,8 @@
 #!/bin/bash
 # Runs every plimsoll test: unit and libvirt test-driver integration tests under
-# Bazel, then the end-to-end suite on real QEMU guests (tests/e2e). Installs what it
-# needs first. Ends with one line "N passed, N failed, N skipped".
+# Bazel, the same under ASan/LSan/UBSan, a bounded libFuzzer run of every parser, then the
+# end-to-end suite on real QEMU guests (tests/e2e). Installs what it needs first. Ends with
+# one line "N passed, N failed, N skipped".
 #   tools/test.sh            everything
 #   tools/test.sh --unit     Bazel tests only
 set -uo pipefail
@@ -11,7 +12,9 @@ MODE="${1:-all}"
 
 tools/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 . tools/bazel_env.sh
-trap 'bazel shutdown >/dev/null 2>&1 || true' EXIT
+trap 'bazel shutdown >/dev/null 2>&1 || true
+  bazel --output_base="$ROOT/.bazel-state/asan" shutdown >/dev/null 2>&1 || true
+  bazel --output_base="$ROOT/.bazel-state/fuzz" shutdown >/dev/null 2>&1 || true' EXIT
 
 passed=0; failed=0; skipped=0
 t0=$(date +%s)
@@ -33,17 +36,38 @@ passed=$((passed + u_pass)); failed=$((failed + u_fail)); skipped=$((skipped + u
 echo "bazel tests: ${u_pass} passed, ${u_fail} failed, ${u_skip} skipped ($(( $(date +%s) - t_build ))s)"
 t_unit=$(date +%s)
 
+t_asan=$t_unit; t_fuzz=$t_unit
+if [ "$MODE" != "--unit" ]; then
+echo "=== Bazel tests under ASan/LSan/UBSan (tools/sanitize.sh)"
+s_sum=$(mktemp)
+tools/sanitize.sh --summary-file="$s_sum" 2>&1 | tail -15
+read -r s_pass s_fail s_skip < "$s_sum" || { s_pass=0; s_fail=1; s_skip=0; }
+passed=$((passed + s_pass)); failed=$((failed + s_fail)); skipped=$((skipped + s_skip))
+echo "sanitizer tests: ${s_pass} passed, ${s_fail} failed, ${s_skip} skipped ($(( $(date +%s) - t_unit ))s)"
+t_asan=$(date +%s)
+
+echo "=== fuzzing: every libFuzzer target for a bounded time (tools/fuzz.sh)"
+f_sum=$(mktemp)
+tools/fuzz.sh --seconds="${PLIMSOLL_FUZZ_SECONDS:-15}" --summary-file="$f_sum" 2>&1 | tail -12
+read -r f_pass f_fail f_skip < "$f_sum" || { f_pass=0; f_fail=1; f_skip=0; }
+passed=$((passed + f_pass)); failed=$((failed + f_fail)); skipped=$((skipped + f_skip))
+echo "fuzz targets: ${f_pass} passed, ${f_fail} failed, ${f_skip} skipped ($(( $(date +%s) - t_asan ))s)"
+rm -f "$s_sum" "$f_sum"
+t_fuzz=$(date +%s)
+fi
+
 if [ "$MODE" != "--unit" ]; then
   echo "=== end-to-end tests on real QEMU guests (tests/e2e)"
-  bazel build //server:plimsolld //ctl:plimsollctl //tests/lab:guest_workload >/dev/null 2>&1
+  bazel build //server:plimsolld //ctl:plimsollctl //tests/lab:guest_workload //agent:plimsoll-agent \
+    //server/agent:plimsoll-agent-token >/dev/null 2>&1
   out=$(mktemp)
   python3 tests/e2e/run_e2e.py --summary-file "$out"
   read -r e_pass e_fail e_skip < "$out" || { e_pass=0; e_fail=1; e_skip=0; }
   rm -f "$out"
   passed=$((passed + e_pass)); failed=$((failed + e_fail)); skipped=$((skipped + e_skip))
-  echo "e2e tests: ${e_pass} passed, ${e_fail} failed, ${e_skip} skipped ($(( $(date +%s) - t_unit ))s)"
+  echo "e2e tests: ${e_pass} passed, ${e_fail} failed, ${e_skip} skipped ($(( $(date +%s) - t_fuzz ))s)"
 fi
 
-echo "timings: build $((t_build - t0))s, bazel tests $((t_unit - t_build))s, total $(( $(date +%s) - t0 ))s"
+echo "timings: build $((t_build - t0))s, bazel tests $((t_unit - t_build))s, sanitizers $((t_asan - t_unit))s, fuzz $((t_fuzz - t_asan))s, total $(( $(date +%s) - t0 ))s"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ]
