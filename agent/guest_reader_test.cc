@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
+#include "common/testing/fake_proc_tree.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::agent {
@@ -19,39 +20,13 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kKiB = 1024;
 
-std::string ReadTestdata(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using ::plimsoll::testing::ReadTestdata;
 
-// A fresh fake root with an empty "proc/" tree, unique per test.
-class FakeProcTree {
+// A fake guest root: proc/ with the directory the boot id lives in.
+class FakeProcTree : public ::plimsoll::testing::FakeProcTree {
  public:
-  FakeProcTree() {
-    std::string pattern = ::testing::TempDir() + "/guest_root_XXXXXX";
-    char* made = mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    root_ = pattern;
-    for (const char* dir : {"/proc", "/proc/sys", "/proc/sys/kernel", "/proc/sys/kernel/random"}) {
-      EXPECT_EQ(mkdir((root_ + dir).c_str(), 0755), 0);
-    }
-  }
-  const std::string& root() const { return root_; }
-  void Write(const std::string& relative, const std::string& text) {
-    std::ofstream out(root_ + "/proc/" + relative, std::ios::binary | std::ios::trunc);
-    ASSERT_TRUE(out.good()) << relative;
-    out << text;
-  }
-  void WithPsi(const std::string& text) {
-    ASSERT_EQ(mkdir((root_ + "/proc/pressure").c_str(), 0755), 0);
-    Write("pressure/memory", text);
-  }
-
- private:
-  std::string root_;
+  FakeProcTree() { MakeDir("sys/kernel/random"); }
+  void WithPsi(const std::string& text) { Write("pressure/memory", text); }
 };
 
 // This machine (Linux 6.18) as captured in common/testdata.

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "common/testing/fake_proc_tree.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll {
@@ -20,14 +21,9 @@ using ::testing::Optional;
 
 constexpr int64_t kKiB = 1024;
 
-// Reads a file from common/testdata (a Bazel data dependency; tests run from the workspace root).
+// Reads a file from common/testdata (a Bazel data dependency).
 std::string ReadTestdata(const std::string& name) {
-  const std::string path = "common/testdata/" + name;
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return ::plimsoll::testing::ReadTestdata("common/testdata/" + name);
 }
 
 // ---------------------------------------------------------------- meminfo

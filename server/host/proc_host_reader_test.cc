@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "common/proc_parsers.h"
 #include "gmock/gmock.h"
+#include "common/testing/fake_proc_tree.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::host {
@@ -22,35 +23,12 @@ using ::testing::Optional;
 constexpr int64_t kKiB = 1024;
 
 std::string ReadTestdata(const std::string& name) {
-  const std::string path = "common/testdata/" + name;
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return ::plimsoll::testing::ReadTestdata("common/testdata/" + name);
 }
 
-// A fresh fake root with an empty "proc/" directory, unique per test.
-class FakeProcTree {
+class FakeProcTree : public ::plimsoll::testing::FakeProcTree {
  public:
-  FakeProcTree() {
-    std::string pattern = ::testing::TempDir() + "/proc_root_XXXXXX";
-    char* made = mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    root_ = pattern;
-    EXPECT_EQ(mkdir((root_ + "/proc").c_str(), 0755), 0);
-  }
-  const std::string& root() const { return root_; }
-
-  void Write(const std::string& relative, const std::string& text) {
-    std::ofstream out(root_ + "/proc/" + relative, std::ios::binary | std::ios::trunc);
-    ASSERT_TRUE(out.good()) << relative;
-    out << text;
-  }
-  void MakePressureDir() { ASSERT_EQ(mkdir((root_ + "/proc/pressure").c_str(), 0755), 0); }
-
- private:
-  std::string root_;
+  void MakePressureDir() { MakeDir("pressure"); }
 };
 
 constexpr char kSmallMeminfo[] =
