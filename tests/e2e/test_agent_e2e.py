@@ -11,6 +11,7 @@ rejected and counted and changes nothing of a1; plimsolld restarted: agents reco
 themselves; an agent killed: its guest falls back to libvirt stats and is marked.
 """
 
+import calendar
 import os
 import tempfile
 import time
@@ -41,11 +42,16 @@ class AgentE2E(unittest.TestCase):
         cls.lab.add_guest("a1", workload="idle", **cls.keys.guest_kwargs(
             cls.a1_uuid, stop_file=cls.stop_file, extra_args=backoff))
         cls.lab.add_guest("a2", workload="hot", **cls.keys.guest_kwargs(extra_args=backoff))
+        # burst: allocates 400 MiB at once, 70 s after boot, once squeezed to 300 MiB (test_5).
+        cls.burst_uuid = str(uuid.uuid4())
+        cls.lab.add_guest("burst", workload="anon", anon_mib=400, anon_after=70,
+                          **cls.keys.guest_kwargs(cls.burst_uuid, interval="5s", extra_args=backoff))
         # The spoofer: its own valid token, a1's identity.
         cls.lab.add_guest("spoof", workload="idle", **cls.keys.guest_kwargs(
             extra_args=backoff + ("--uuid_file=" + fake_uuid_file,)))
-        for n in ("a1", "a2", "spoof"):
+        for n in ("a1", "a2", "spoof", "burst"):
             cls.lab.wait_ready(n, timeout=90)
+        cls.lab.setmem("burst", 300)
         cls.daemon = harness.Daemon(cls.workdir, cls.lab.uri, agent_keys=cls.keys, **FLAGS)
 
     @classmethod
@@ -124,6 +130,28 @@ class AgentE2E(unittest.TestCase):
                       self.daemon.metrics())
         # The other guest is unaffected.
         self.assertTrue(self.guest("a2")["agent"]["fresh"])
+
+    def test_5_sudden_allocation_is_reported_by_a_spike(self):
+        # The agent reports every 5 s; a PSI trigger sends a report at once when the guest stalls,
+        # and plimsolld logs "agent spike uuid=..." and wakes its loop. The guest was squeezed to
+        # 300 MiB at boot; at 70 s it allocates 400 MiB.
+        t0 = wait_for("burst starts allocating",
+                      lambda: "allocating_mib=" in self.lab.console("burst") and time.time(),
+                      timeout=120, interval=0.01)
+
+        def spike_after_t0():
+            for line in self.daemon.read_log().splitlines():
+                if "agent spike uuid=" + self.burst_uuid in line:
+                    stamp = line.split()[1]  # 2026-11-30T06:00:00.123456Z
+                    t = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float(stamp[19:-1] or 0)
+                    if t >= t0 - 0.05:
+                        return t
+            return None
+
+        t1 = wait_for("a spike report from burst", spike_after_t0, timeout=15, interval=0.05)
+        print("\n  spike report at plimsolld %.0f ms after the allocation started" % ((t1 - t0) * 1000))
+        self.assertLess(t1 - t0, 5.0, "slower than one regular report interval")
+        self.assertEqual(self.lab.heartbeat("burst")["oom_kill"], 0)
 
 
 if __name__ == "__main__":
