@@ -1,5 +1,8 @@
 #include "server/config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -115,7 +118,71 @@ absl::Status ValidateListen(absl::string_view field, const std::string& v, bool 
   return absl::OkStatus();
 }
 
+// An agent TLS file: an absolute path that can be opened and read now (the PEM itself is
+// parsed and the key matched against the certificate when the listener starts).
+absl::Status CheckReadableFile(absl::string_view field, const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return FieldError(field, absl::StrCat("\"", path, "\" must be an absolute path"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  char c;
+  if (!in.is_open() || !in.get(c)) {
+    const int error = errno;
+    return FieldError(field, absl::StrCat("cannot read ", path, ": ",
+                                          in.is_open() ? "empty file" : strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+// The agent listener's transport: TLS files both or neither, and required off loopback.
+absl::Status ResolveAgentTls(const plimsoll::v1::AgentConfig& a, Options* o) {
+  const bool has_cert = a.has_agent_tls_cert_file() && !a.agent_tls_cert_file().empty();
+  const bool has_key = a.has_agent_tls_key_file() && !a.agent_tls_key_file().empty();
+  if (o->agent_listen.empty()) {
+    if (has_cert || has_key) {
+      return FieldError(has_cert ? "agent.agent_tls_cert_file" : "agent.agent_tls_key_file",
+                        "set, but agent_listen is empty (the agent channel is off)");
+    }
+    return absl::OkStatus();
+  }
+  if (!has_cert && !has_key) {
+    if (IsLoopbackListen(o->agent_listen)) return absl::OkStatus();
+    return FieldError(
+        "agent.agent_tls_cert_file",
+        absl::StrCat("required: agent_listen \"", o->agent_listen,
+                     "\" is not a loopback address, and off loopback the agent channel is only served over "
+                     "TLS (set agent.agent_tls_cert_file and agent.agent_tls_key_file, or listen on "
+                     "127.0.0.1 for QEMU user networking)"));
+  }
+  if (!has_cert) {
+    return FieldError("agent.agent_tls_cert_file", "required with agent.agent_tls_key_file (set both or neither)");
+  }
+  if (!has_key) {
+    return FieldError("agent.agent_tls_key_file", "required with agent.agent_tls_cert_file (set both or neither)");
+  }
+  if (absl::Status s = CheckReadableFile("agent.agent_tls_cert_file", a.agent_tls_cert_file()); !s.ok()) return s;
+  if (absl::Status s = CheckReadableFile("agent.agent_tls_key_file", a.agent_tls_key_file()); !s.ok()) return s;
+  o->agent_tls_cert_file = a.agent_tls_cert_file();
+  o->agent_tls_key_file = a.agent_tls_key_file();
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool IsLoopbackListen(absl::string_view listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == absl::string_view::npos) return false;
+  std::string host(listen.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
 
 absl::StatusOr<DaemonConfig> ParseConfigText(absl::string_view text, absl::string_view source) {
   DaemonConfig config;
@@ -289,6 +356,7 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
     }
   }
   o.agent_host_key_file = a.agent_host_key_file();
+  if (absl::Status s = ResolveAgentTls(a, &o); !s.ok()) return s;
   auto agent_stale = ParsePositiveDuration("agent.agent_stale_after", a.agent_stale_after(), absl::Seconds(1),
                                            absl::Hours(1));
   if (!agent_stale.ok()) return agent_stale.status();

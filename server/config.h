@@ -34,7 +34,15 @@ struct Options {
   std::string agent_listen;  // empty: no agent channel
   std::string agent_host_key_file;
   absl::Duration agent_stale_after;
+  // Both set (TLS on the agent listener) or both empty (plaintext, loopback only).
+  std::string agent_tls_cert_file;
+  std::string agent_tls_key_file;
 };
+
+// True when a "host:port" listen address is a loopback IP literal: 127.0.0.0/8, ::1 (also
+// written [::1]) or an IPv4-mapped 127.x address. Names, "localhost" included, are not: what
+// they resolve to is not known here.
+bool IsLoopbackListen(absl::string_view listen);
 
 // Parses protobuf text format. Unknown fields and syntax errors are
 // INVALID_ARGUMENT with "<source>:<line>:<col>: <message>".

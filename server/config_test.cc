@@ -1,5 +1,8 @@
 #include "server/config.h"
 
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::server {
@@ -150,6 +153,75 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
   auto again = ParseConfigText(ToText(effective), "printed");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->SerializeAsString(), effective.SerializeAsString());
+}
+
+// The agent listener's transport: plaintext only on a loopback IP literal; TLS files both or
+// neither, readable when given.
+TEST(ConfigTest, AgentListenerOffLoopbackNeedsTls) {
+  const std::string dir = ::testing::TempDir();
+  const std::string cert = dir + "/agent-cert.pem";
+  const std::string key = dir + "/agent-key.pem";
+  std::ofstream(cert) << "not parsed here\n";
+  std::ofstream(key) << "not parsed here\n";
+  const std::string tls = absl::StrCat("agent_tls_cert_file: \"", cert, "\" agent_tls_key_file: \"", key, "\"");
+  struct Row {
+    std::string agent;         // inside agent { }
+    std::string must_mention;  // empty: valid
+  };
+  const std::vector<Row> rows = {
+      // Loopback (QEMU user networking): plaintext is fine.
+      {R"(agent_listen: "127.0.0.1:9588")", ""},
+      {R"(agent_listen: "127.3.4.5:0")", ""},
+      {R"(agent_listen: "[::1]:9588")", ""},
+      {R"(agent_listen: "[::ffff:127.0.0.1]:9588")", ""},
+      {R"(agent_listen: "")", ""},  // agent channel off
+      // Anything else needs TLS, and the error names the field.
+      {R"(agent_listen: "0.0.0.0:9588")", "\"agent.agent_tls_cert_file\": required"},
+      {R"(agent_listen: "[::]:9588")", "\"agent.agent_tls_cert_file\": required"},
+      {R"(agent_listen: "192.168.122.1:9588")", "\"agent.agent_tls_cert_file\": required"},
+      {R"(agent_listen: "128.0.0.1:9588")", "\"agent.agent_tls_cert_file\": required"},
+      {R"(agent_listen: "localhost:9588")", "\"agent.agent_tls_cert_file\": required"},
+      // With TLS files: anywhere.
+      {absl::StrCat(R"(agent_listen: "192.168.122.1:9588" )", tls), ""},
+      {absl::StrCat(R"(agent_listen: "0.0.0.0:9588" )", tls), ""},
+      {absl::StrCat(R"(agent_listen: "127.0.0.1:9588" )", tls), ""},
+      // Half a pair, unreadable or relative files, files without a listener.
+      {absl::StrCat(R"(agent_listen: "192.168.122.1:9588" agent_tls_cert_file: ")", cert, "\""),
+       "\"agent.agent_tls_key_file\": required"},
+      {absl::StrCat(R"(agent_listen: "127.0.0.1:9588" agent_tls_key_file: ")", key, "\""),
+       "\"agent.agent_tls_cert_file\": required"},
+      {absl::StrCat(R"(agent_listen: "192.168.122.1:9588" agent_tls_cert_file: ")", dir,
+                    R"(/missing.pem" agent_tls_key_file: ")", key, "\""),
+       "\"agent.agent_tls_cert_file\": cannot read"},
+      {absl::StrCat(R"(agent_listen: "192.168.122.1:9588" agent_tls_cert_file: ")", cert,
+                    R"(" agent_tls_key_file: "key.pem")"),
+       "\"agent.agent_tls_key_file\""},
+      {absl::StrCat(R"(agent_listen: "" )", tls), "\"agent.agent_tls_cert_file\""},
+  };
+  for (const Row& r : rows) {
+    const std::string text = absl::StrCat("agent { ", r.agent, " }");
+    auto o = ResolveText(text);
+    if (r.must_mention.empty()) {
+      EXPECT_TRUE(o.ok()) << text << " -> " << o.status();
+      continue;
+    }
+    ASSERT_FALSE(o.ok()) << text;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(o.status().message().find(r.must_mention), std::string::npos) << text << " -> " << o.status();
+  }
+  auto with_tls = ResolveText(absl::StrCat(R"(agent { agent_listen: "192.168.122.1:9588" )", tls, " }"));
+  ASSERT_TRUE(with_tls.ok()) << with_tls.status();
+  EXPECT_EQ(with_tls->agent_tls_cert_file, cert);
+  EXPECT_EQ(with_tls->agent_tls_key_file, key);
+  auto plain = ResolveText(R"(agent { agent_listen: "127.0.0.1:9588" })");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->agent_tls_cert_file, "");
+  // The same rule through flags (what --check_config sees).
+  auto flags = ConfigFromFlags({{"agent_listen", "10.0.0.1:9588"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto resolved = Resolve(WithDefaults(*flags));
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_NE(resolved.status().message().find("agent.agent_tls_cert_file"), std::string::npos) << resolved.status();
 }
 
 }  // namespace
