@@ -272,6 +272,13 @@ absl::Status Daemon::StartAgentChannel() {
   if (!agent_service_) return absl::OkStatus();
   agent::AgentServerOptions ao;
   ao.listen = options_.agent_listen;
+  if (!options_.agent_tls_cert_file.empty()) {
+    // Checked here, not only at config time: the PEMs must parse and the key must match.
+    auto pem = agent::LoadAgentTlsFiles(options_.agent_tls_cert_file, options_.agent_tls_key_file);
+    if (!pem.ok()) return pem.status();
+    ao.tls_cert_pem = std::move(pem->cert_pem);
+    ao.tls_key_pem = std::move(pem->key_pem);
+  }
   auto server = agent::AgentServer::Start(ao, agent_service_.get());
   if (!server.ok()) {
     return absl::Status(server.status().code(), absl::StrCat("agent.agent_listen: ", server.status().message()));
@@ -298,6 +305,7 @@ absl::Status Daemon::Start() {
             << " policy=" << options_.policy << " tick=" << absl::FormatDuration(options_.tick)
             << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri
             << " agent=" << (agent_server_ ? agent_server_->address() : std::string("off"))
+            << (agent_server_ ? (agent_server_->tls() ? " agent_transport=tls" : " agent_transport=plaintext") : "")
             << " control=" << (control_.unix_socket ? "unix" : "mtls")
             << (control_.socket_group.empty() ? "" : absl::StrCat(" socket_group=", control_.socket_group))
             << " state_file=" << (control_.state_file.empty() ? std::string("memory-only") : control_.state_file);

@@ -1,12 +1,71 @@
 #include "server/agent/agent_server.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/resource_quota.h"
+#include "grpcpp/security/server_credentials.h"
+#include "openssl/err.h"
+#include "openssl/pem.h"
+#include "openssl/x509.h"
 
 namespace plimsoll::server::agent {
+namespace {
+
+absl::Status TlsFieldError(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("config field \"", field, "\": ", message));
+}
+
+// The whole file (a PEM is a few KiB; anything above 1 MiB is not one).
+absl::StatusOr<std::string> ReadPemFile(absl::string_view field, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) return TlsFieldError(field, absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return TlsFieldError(field, absl::StrCat("cannot read ", path));
+  if (text.size() > (1 << 20)) return TlsFieldError(field, absl::StrCat(path, " is too large for a PEM file"));
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<AgentTlsPem> LoadAgentTlsFiles(const std::string& cert_file, const std::string& key_file) {
+  constexpr absl::string_view kCertField = "agent.agent_tls_cert_file";
+  constexpr absl::string_view kKeyField = "agent.agent_tls_key_file";
+  AgentTlsPem pem;
+  absl::StatusOr<std::string> cert = ReadPemFile(kCertField, cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(kKeyField, key_file);
+  if (!key.ok()) return key.status();
+  pem.cert_pem = *std::move(cert);
+  pem.key_pem = *std::move(key);
+
+  BIO* cert_bio = BIO_new_mem_buf(pem.cert_pem.data(), static_cast<int>(pem.cert_pem.size()));
+  X509* leaf = PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr);
+  BIO_free(cert_bio);
+  if (leaf == nullptr) {
+    ERR_clear_error();
+    return TlsFieldError(kCertField, absl::StrCat(cert_file, " holds no PEM certificate"));
+  }
+  BIO* key_bio = BIO_new_mem_buf(pem.key_pem.data(), static_cast<int>(pem.key_pem.size()));
+  EVP_PKEY* private_key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
+  BIO_free(key_bio);
+  absl::Status result = absl::OkStatus();
+  if (private_key == nullptr) {
+    result = TlsFieldError(kKeyField, absl::StrCat(key_file, " holds no unencrypted PEM private key"));
+  } else if (X509_check_private_key(leaf, private_key) != 1) {
+    result = TlsFieldError(kKeyField, absl::StrCat(key_file, " does not match the certificate in ", cert_file));
+  }
+  ERR_clear_error();
+  EVP_PKEY_free(private_key);
+  X509_free(leaf);
+  if (!result.ok()) return result;
+  return pem;
+}
 
 void ConfigureAgentServerBuilder(grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(kAgentMaxReceiveMessageBytes);
@@ -30,10 +89,23 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
                                                                 AgentService* service) {
   std::unique_ptr<AgentServer> s(new AgentServer());
   s->service_ = service;
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("agent listener: TLS needs both a certificate and a key");
+  }
+  // Identity is proven inside every report either way (docs/security.md). TLS adds
+  // confidentiality and lets guests verify the host; it is server-authenticated only, so no
+  // client certificate is requested. Without it the config only allows a loopback address.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (!options.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+    s->tls_ = true;
+  } else {
+    credentials = grpc::InsecureServerCredentials();
+  }
   grpc::ServerBuilder builder;
-  // No TLS: the identity proof is inside every report (docs/security.md); the listener is on
-  // loopback or a host-only bridge.
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.RegisterService(service);
   ConfigureAgentServerBuilder(&builder);
   s->server_ = builder.BuildAndStart();

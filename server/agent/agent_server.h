@@ -38,12 +38,27 @@ struct AgentServerOptions {
   // port 0 for any free port (tests).
   std::string listen = "127.0.0.1:9588";
   absl::Duration sweep_every = absl::Seconds(1);
+  // TLS (both set): the server's certificate chain and private key, PEM text. The listener then
+  // speaks TLS only and asks for no client certificate (guests prove who they are with their
+  // token, inside every report). Both empty: plaintext, which the config allows on loopback
+  // only (server/config.cc). One without the other is INVALID_ARGUMENT at Start.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
 };
+
+// The PEM text of the agent listener's certificate and key, read from the files named by
+// agent.agent_tls_cert_file / agent.agent_tls_key_file, after checking that the certificate
+// parses, the key parses (unencrypted) and matches it. Errors name the config field and file.
+struct AgentTlsPem {
+  std::string cert_pem;
+  std::string key_pem;
+};
+absl::StatusOr<AgentTlsPem> LoadAgentTlsFiles(const std::string& cert_file, const std::string& key_file);
 
 class AgentServer {
  public:
   // Builds and starts the server. `service` must outlive the AgentServer. UNAVAILABLE when the
-  // address cannot be bound.
+  // address cannot be bound; INVALID_ARGUMENT for half a TLS pair.
   static absl::StatusOr<std::unique_ptr<AgentServer>> Start(const AgentServerOptions& options,
                                                             AgentService* service);
   ~AgentServer();
@@ -53,6 +68,7 @@ class AgentServer {
   // "host:port" with the port actually bound.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  bool tls() const { return tls_; }
 
   // Stops accepting, gives open streams `grace` to end, then cancels them, and waits. After
   // it returns no service method runs. Idempotent; the destructor calls it.
@@ -66,6 +82,7 @@ class AgentServer {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;
+  bool tls_ = false;
   std::thread sweeper_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
