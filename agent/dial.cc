@@ -20,6 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/create_channel_posix.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
@@ -43,12 +45,46 @@ grpc::ChannelArguments AgentChannelArguments() {
   return args;
 }
 
-absl::Status WaitReady(grpc::Channel* channel, absl::Duration timeout, absl::string_view what) {
+// Why a channel in TRANSIENT_FAILURE failed. grpc::Channel does not expose the last connection
+// error, but a fail-fast call on such a channel fails at once with it ("failed to connect to all
+// addresses; last error: ... Ssl handshake failed ... CERTIFICATE_VERIFY_FAILED"). The call
+// never leaves the process: nothing is connected. Empty when no reason came back.
+std::string LastConnectError(grpc::Channel* channel) {
+  grpc::GenericStub stub(channel->shared_from_this());
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_wait_for_ready(false);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&context, "/plimsoll.v1.AgentChannel/ConnectProbe", request, &cq);
+  call->StartCall();
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  return status.error_message();
+}
+
+absl::Status WaitReady(grpc::Channel* channel, absl::Duration timeout, absl::string_view what, bool tls) {
   const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
   grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-      return absl::UnavailableError(absl::StrCat("cannot connect to ", what));
+      const std::string reason = state == GRPC_CHANNEL_TRANSIENT_FAILURE ? LastConnectError(channel) : "";
+      // A TLS listener closes a plaintext connection without a word; say what that may mean.
+      const bool maybe_tls = !tls && absl::StrContains(reason, "Socket closed");
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", what, tls ? " (TLS)" : " (plaintext)",
+                                                 reason.empty() ? "" : ": ", reason,
+                                                 maybe_tls ? " (if plimsolld's agent listener uses TLS, the "
+                                                             "agent needs --tls_ca_file)"
+                                                           : ""));
     }
     if (!channel->WaitForStateChange(state, deadline)) {
       return absl::DeadlineExceededError(
@@ -111,10 +147,13 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ServerAddress& address,
-                                                    absl::Duration connect_timeout) {
+                                                    absl::Duration connect_timeout, const AgentTls& tls) {
   std::shared_ptr<grpc::Channel> channel;
   std::string what;
   if (address.kind == ServerAddress::Kind::kVsock) {
+    if (tls.enabled()) {
+      return absl::InvalidArgumentError("TLS is for TCP server addresses; vsock is host-local and stays plaintext");
+    }
     what = absl::StrCat("vsock:", address.vsock_cid, ":", address.vsock_port);
     absl::StatusOr<int> fd = ConnectVsock(address.vsock_cid, address.vsock_port, connect_timeout);
     if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat(what, ": ", fd.status().message()));
@@ -122,10 +161,19 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ServerAddress& address
     channel = grpc::CreateCustomInsecureChannelFromFd(what, *fd, AgentChannelArguments());
   } else {
     what = address.tcp_target;
-    channel = grpc::CreateCustomChannel(address.tcp_target, grpc::InsecureChannelCredentials(),
-                                        AgentChannelArguments());
+    grpc::ChannelArguments args = AgentChannelArguments();
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (tls.enabled()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = tls.ca_pem;  // only this CA, never the system's roots
+      credentials = grpc::SslCredentials(ssl);
+      if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+    } else {
+      credentials = grpc::InsecureChannelCredentials();
+    }
+    channel = grpc::CreateCustomChannel(address.tcp_target, credentials, args);
   }
-  if (absl::Status s = WaitReady(channel.get(), connect_timeout, what); !s.ok()) return s;
+  if (absl::Status s = WaitReady(channel.get(), connect_timeout, what, tls.enabled()); !s.ok()) return s;
   return channel;
 }
 

@@ -26,15 +26,30 @@ struct ServerAddress {
   uint32_t vsock_port = 0;
 };
 
+// Transport security for a TCP server address. Empty ca_pem: plaintext (the daemon allows that
+// on a loopback listener only, which is where QEMU user networking delivers guest connections).
+// Set: TLS, the daemon's certificate verified against ca_pem and against the host name of the
+// --server address, or server_name when set (e.g. dialling 10.0.2.2 while the certificate
+// names the host). Server-authenticated only: the agent presents no certificate, its token
+// proves who it is. vsock is always plaintext (host-local; see docs/security.md).
+struct AgentTls {
+  std::string ca_pem;       // PEM of the CA(s) that signed the daemon's certificate
+  std::string server_name;  // overrides the name checked against the certificate
+  bool enabled() const { return !ca_pem.empty(); }
+};
+
 // Parses a --server value. INVALID_ARGUMENT names what is wrong.
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
 
 // A fresh channel for one connection attempt, connected (READY) or failed within
 // `connect_timeout`. Each attempt gets its own subchannel pool, so the caller's backoff, not
 // gRPC's shared reconnect state, decides when the next attempt happens. UNAVAILABLE with the
-// reason on failure; DEADLINE_EXCEEDED when the attempt did not finish in time.
+// reason on failure (for TLS, gRPC's handshake error when it gives one, e.g. a certificate
+// that does not verify); DEADLINE_EXCEEDED when the attempt did not finish in time.
+// INVALID_ARGUMENT when `tls` is enabled for a vsock address.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ServerAddress& address,
-                                                    absl::Duration connect_timeout);
+                                                    absl::Duration connect_timeout,
+                                                    const AgentTls& tls = {});
 
 }  // namespace plimsoll::agent
 

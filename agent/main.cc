@@ -30,6 +30,13 @@
 ABSL_FLAG(std::string, server, "10.0.2.2:9588",
           "plimsolld's agent listener: host:port (TCP; 10.0.2.2 is the host under QEMU user "
           "networking) or vsock:CID:PORT (CID 2 is the host)");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM file of the CA that signed plimsolld's agent-listener certificate; when set the agent "
+          "speaks TLS and refuses a daemon whose certificate does not verify against it (TCP only; "
+          "vsock stays plaintext). Unset: plaintext, which plimsolld only offers on loopback");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "with --tls_ca_file: the name checked against the daemon's certificate instead of the host "
+          "in --server (e.g. --server=10.0.2.2:9588 while the certificate names the host)");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(5), "time between regular reports");
 ABSL_FLAG(std::string, proc_root, "", "directory holding proc/ (\"\" is the real /proc)");
 ABSL_FLAG(std::string, uuid_file, "/sys/class/dmi/id/product_uuid",
@@ -99,6 +106,28 @@ int Main() {
     return 2;
   }
   options.server = *server;
+  const std::string tls_ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  options.tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (!options.tls.server_name.empty() && tls_ca_file.empty()) {
+    PLOG_ERROR << "--tls_server_name needs --tls_ca_file";
+    return 2;
+  }
+  if (!tls_ca_file.empty()) {
+    if (server->kind != ServerAddress::Kind::kTcp) {
+      PLOG_ERROR << "--tls_ca_file applies to a TCP --server; vsock is host-local and stays plaintext";
+      return 2;
+    }
+    absl::StatusOr<std::string> ca = ReadSmallFile(tls_ca_file, 1 << 20);
+    if (!ca.ok()) {
+      PLOG_ERROR << "--tls_ca_file: " << ca.status();
+      return 1;
+    }
+    if (!absl::StrContains(*ca, "-----BEGIN CERTIFICATE-----")) {
+      PLOG_ERROR << "--tls_ca_file: " << tls_ca_file << " holds no PEM certificate";
+      return 1;
+    }
+    options.tls.ca_pem = *std::move(ca);
+  }
   options.interval = absl::GetFlag(FLAGS_interval);
   if (options.interval < absl::Milliseconds(100)) {
     PLOG_ERROR << "--interval must be at least 100ms";
@@ -162,7 +191,10 @@ int Main() {
     r->Stop();
   });
   signals.detach();
-  PLOG_INFO << "plimsoll-agent starting: server=" << options.server_text << " uuid=" << options.guest_uuid
+  PLOG_INFO << "plimsoll-agent starting: server=" << options.server_text
+            << " transport=" << (options.tls.enabled() ? "tls" : "plaintext")
+            << (options.tls.server_name.empty() ? "" : absl::StrCat(" tls_server_name=", options.tls.server_name))
+            << " uuid=" << options.guest_uuid
             << " boot_id=" << options.boot_id << " interval=" << absl::FormatDuration(options.interval)
             << " proc_root=" << (proc_root.empty() ? "/" : proc_root);
   r->Run();

@@ -57,6 +57,9 @@ absl::StatusOr<std::unique_ptr<Reporter>> Reporter::Create(ReporterOptions optio
   if (options.initial_backoff <= absl::ZeroDuration() || options.max_backoff < options.initial_backoff) {
     return absl::InvalidArgumentError("reporter: need 0 < initial_backoff <= max_backoff");
   }
+  if (options.tls.enabled() && options.server.kind != ServerAddress::Kind::kTcp) {
+    return absl::InvalidArgumentError("reporter: TLS applies to a TCP server address only (vsock is host-local)");
+  }
   if (options.ack_timeout == absl::ZeroDuration()) options.ack_timeout = 3 * options.interval + absl::Seconds(10);
   const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) return absl::ErrnoToStatus(errno, "reporter: eventfd");
@@ -179,7 +182,7 @@ void Reporter::HandleAck(const v1::AgentReportAck& ack, bool* accepted) {
 }
 
 absl::Status Reporter::RunOneStream(bool* accepted) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(options_.server, options_.connect_timeout);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(options_.server, options_.connect_timeout, options_.tls);
   if (!channel.ok()) return channel.status();
   std::unique_ptr<v1::AgentChannel::Stub> stub = v1::AgentChannel::NewStub(*channel);
   grpc::ClientContext context;
@@ -233,7 +236,8 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
           stats_.connected = true;
         }
         LogOnChange(kTopicConnection, "connected",
-                    absl::StrCat("connected to plimsolld at ", options_.server_text, " uuid=", options_.guest_uuid,
+                    absl::StrCat("connected to plimsolld at ", options_.server_text,
+                                 options_.tls.enabled() ? " (tls)" : " (plaintext)", " uuid=", options_.guest_uuid,
                                  " interval=", absl::FormatDuration(options_.interval)));
       }
       HandleAck(ack, accepted);

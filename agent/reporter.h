@@ -43,6 +43,7 @@ namespace plimsoll::agent {
 
 struct ReporterOptions {
   ServerAddress server;
+  AgentTls tls;             // empty ca_pem: plaintext (TCP on loopback, or vsock)
   std::string server_text;  // the --server value, for logs
   std::string guest_uuid;   // canonical form
   std::string token;        // raw kTokenBytes bytes
