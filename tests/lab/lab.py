@@ -958,8 +958,10 @@ class Lab:
 
     # ---- guests --------------------------------------------------------------------
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
-                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None):
-        """The libvirt XML add_guest() would create (exposed for tests and debugging)."""
+                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True):
+        """The libvirt XML add_guest() would create (exposed for tests and debugging).
+
+        balloon=False gives the guest no balloon device (`<memballoon model='none'/>`)."""
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
             raise LabError("bad guest name %r" % name)
         if workload not in WORKLOADS:
@@ -1029,10 +1031,7 @@ class Lab:
       <source path='{console}' append='off'/>
       <target port='0'/>
     </serial>
-    <memballoon model='virtio' autodeflate='{ad}' freePageReporting='on'>
-      <stats period='1'/>
-    </memballoon>
-  </devices>
+{memballoon}  </devices>
   <qemu:commandline>
     <qemu:env name='{marker}' value='{state}'/>
   </qemu:commandline>
@@ -1041,21 +1040,27 @@ class Lab:
            vmlinux=esc(a.vmlinux), initrd=esc(a.initramfs), cmdline=esc(cmdline),
            cpu="\n  <cpu mode='host-passthrough'/>" if kvm else "",
            qemu=esc(os.path.realpath(_which("qemu-system-x86_64"))), data=esc(a.data_img),
-           console=esc(self.console_path(name)), ad="on" if autodeflate else "off",
+           console=esc(self.console_path(name)),
            marker=ENV_MARKER, state=esc(self.state_dir), cache_mode=cache_mode,
+           memballoon=(("    <memballoon model='virtio' autodeflate='%s' freePageReporting='on'>\n"
+                        "      <stats period='1'/>\n    </memballoon>\n")
+                       % ("on" if autodeflate else "off") if balloon
+                       else "    <memballoon model='none'/>\n"),
            aio=" io='native'" if cache_mode == "none" else "")
 
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
-                  autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None):
+                  autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True):
         """Creates and starts a transient guest; returns at once (see wait_ready).
 
-        guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot."""
+        guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot.
+        balloon=False: no balloon device at all; such a guest never reports balloon stats, so
+        wait for its heartbeat (wait_ready() waits for stats and would time out)."""
         if self.libvirtd_pid() is None:
             self.start()
         if self.artefacts is None:
             self.artefacts = prepare(self.cache_dir, self.stream_mib, self.hot_mib)
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
-                              anon_mib, anon_after, guest_uuid)
+                              anon_mib, anon_after, guest_uuid, balloon=balloon)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
         with contextlib.suppress(FileNotFoundError):
@@ -1063,7 +1068,7 @@ class Lab:
         t0 = time.monotonic()
         self.virsh("create", xml_path)
         self._guests[name] = {"workload": workload, "memory_mib": int(memory_mib),
-                              "autodeflate": bool(autodeflate), "run": run,
+                              "autodeflate": bool(autodeflate), "balloon": bool(balloon), "run": run,
                               "created_wall": time.time(), "created_mono": t0}
         self._save_meta()
         log("guest %s created (%s, %d MiB) in %.2fs" % (name, workload, memory_mib,
