@@ -89,6 +89,8 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   Compare(restart, "agent.agent_listen", a.agent_listen, b.agent_listen, str);
   Compare(restart, "agent.agent_host_key_file", a.agent_host_key_file, b.agent_host_key_file, str);
   Compare(restart, "agent.agent_stale_after", a.agent_stale_after, b.agent_stale_after, dur);
+  Compare(restart, "agent.agent_tls_cert_file", a.agent_tls_cert_file, b.agent_tls_cert_file, str);
+  Compare(restart, "agent.agent_tls_key_file", a.agent_tls_key_file, b.agent_tls_key_file, str);
   Compare(restart, "control.socket_group", ac.socket_group, bc.socket_group, str);
   Compare(restart, "control.tls.cert_file", ac.cert_file, bc.cert_file, str);
   Compare(restart, "control.tls.key_file", ac.key_file, bc.key_file, str);

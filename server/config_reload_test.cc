@@ -66,6 +66,12 @@ TEST(ConfigReloadTest, DiffSortsEveryChangeIntoLiveOrRestart) {
        {"libvirt_uri", "metrics_listen", "host.proc_root", "agent.agent_listen", "agent.agent_host_key_file",
         "agent.agent_stale_after", "control.state_file"},
        false, false, false, false},
+      {"agent TLS files",
+       // Readability is all Resolve checks; the PEMs are parsed when the listener starts.
+       R"(agent { agent_tls_cert_file: "/proc/version" agent_tls_key_file: "/proc/version" })",
+       {},
+       {"agent.agent_tls_cert_file", "agent.agent_tls_key_file"},
+       false, false, false, false},
       {"grpc listen to TCP with TLS",
        R"(grpc_listen: "127.0.0.1:7000"
           control { tls { cert_file: "/c" key_file: "/k" client_ca_file: "/ca" } tls_reload_interval: "30s" })",

@@ -51,6 +51,17 @@ void SetSignal(plimsoll::v1::MemorySignal* s, int64_t bytes, double age) {
   s->set_age_seconds(age);
 }
 
+// Makes the next Collect switch stats on again at once (new period, new connection).
+void ResetStatsEnabled(TrackedGuest* g) {
+  g->stats_enabled = false;
+  g->enable_stats_retry_at = absl::InfinitePast();
+  g->enable_stats_backoff = absl::ZeroDuration();
+}
+
+// Retry window for switching balloon stats on after a failure: 10 s doubling to 10 min.
+constexpr absl::Duration kEnableStatsRetryMin = absl::Seconds(10);
+constexpr absl::Duration kEnableStatsRetryMax = absl::Minutes(10);
+
 }  // namespace
 
 int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap) {
@@ -95,7 +106,7 @@ void ControlLoop::ApplyReconfig() {
   const LoopOptions& n = r->options;
   if (n.stats_period_seconds != options_.stats_period_seconds) {
     // Collect switches the new period on in every guest this tick.
-    for (const auto& [uuid, g] : tracker_.guests()) tracker_.Find(uuid)->stats_enabled = false;
+    for (const auto& [uuid, g] : tracker_.guests()) ResetStatsEnabled(tracker_.Find(uuid));
   }
   options_.tick = n.tick;
   options_.stats_period_seconds = n.stats_period_seconds;
@@ -269,7 +280,7 @@ bool ControlLoop::EnsureConnected(absl::Time now) {
   reconnect_backoff_ = options_.reconnect_min;
   was_connected_ = true;
   // Re-enable stats everywhere: a restarted libvirtd or QEMU may have lost the period.
-  for (const auto& [uuid, g] : tracker_.guests()) tracker_.Find(uuid)->stats_enabled = false;
+  for (const auto& [uuid, g] : tracker_.guests()) ResetStatsEnabled(tracker_.Find(uuid));
   return true;
 }
 
@@ -304,13 +315,21 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   uuids.reserve(tracker_.guests().size());
   for (const auto& [uuid, g] : tracker_.guests()) {
     uuids.push_back(uuid);
-    if (!g.stats_enabled) {
+    if (!g.stats_enabled && now >= g.enable_stats_retry_at) {
+      TrackedGuest* t = tracker_.Find(uuid);
       absl::Status s = deps_.hypervisor->EnableStats(uuid, options_.stats_period_seconds);
       if (s.ok()) {
-        tracker_.Find(uuid)->stats_enabled = true;
+        t->stats_enabled = true;
+        t->enable_stats_backoff = absl::ZeroDuration();
+        t->enable_stats_retry_at = absl::InfinitePast();
       } else {
         CountError("enable_stats");
-        PLOG_WARNING << "enabling balloon stats failed guest=" << g.info.name << ": " << s.message();
+        t->enable_stats_backoff = t->enable_stats_backoff == absl::ZeroDuration()
+                                      ? kEnableStatsRetryMin
+                                      : std::min(2 * t->enable_stats_backoff, kEnableStatsRetryMax);
+        t->enable_stats_retry_at = now + t->enable_stats_backoff;
+        PLOG_WARNING << "enabling balloon stats failed guest=" << g.info.name << " retry_in="
+                     << absl::FormatDuration(t->enable_stats_backoff) << ": " << s.message();
       }
     }
   }

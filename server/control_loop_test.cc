@@ -570,6 +570,34 @@ TEST_F(ControlLoopTest, PublishesGuestChangesAndDecisionsToWatchers) {
   EXPECT_EQ(loop_->Published()->host().watch_subscribers(), 1);
 }
 
+TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) {
+  // A guest without a balloon device: libvirt refuses the stats period every time.
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  hv_.FailNext(FakeHypervisor::Method::kEnableStats,
+               absl::InternalError("No memory balloon device configured"), 1000);
+  loop_->Tick();
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 1);
+  for (int i = 0; i < 9; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    loop_->Tick();
+  }
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 1) << "retried before 10 s";
+  clock_.Advance(absl::Seconds(1));
+  loop_->Tick();
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 2);  // at 10 s
+  for (int i = 0; i < 19; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    loop_->Tick();
+  }
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 2) << "backoff doubles to 20 s";
+  clock_.Advance(absl::Seconds(1));
+  loop_->Tick();
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 3);
+  EXPECT_NE(metrics_.Render().find("plimsoll_libvirt_errors_total{operation=\"enable_stats\"} 3"),
+            std::string::npos);
+}
+
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
   EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, std::nullopt), 12 * kMiB);
   EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 8 * kMiB), 8 * kMiB);

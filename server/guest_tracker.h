@@ -41,6 +41,10 @@ struct TrackedGuest {
   std::optional<int64_t> last_update_value;
   std::optional<absl::Time> last_update_changed_at;
   bool stats_enabled = false;
+  // Switching stats on failed (e.g. the guest has no balloon device): retried with a
+  // doubling backoff, not every tick, so such a guest does not flood errors and logs.
+  absl::Time enable_stats_retry_at = absl::InfinitePast();
+  absl::Duration enable_stats_backoff = absl::ZeroDuration();
   plimsoll::v1::ManagementState management = plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED;
   std::string detail;
   plimsoll::v1::Decision last_decision;
