@@ -9,9 +9,8 @@ Runs with Debian's python3-grpcio and python3-protobuf (/usr/bin/python3):
       --plimsolld=bazel-bin/server/plimsolld --proto_root=proto
 
 Under Bazel (tests/python_client:control_client_test) the paths come from the
-runfiles. Tests of calls that change things skip themselves, saying so, if the
-daemon answers UNIMPLEMENTED (a plimsolld built without its control core);
-today's plimsolld runs them all.
+runfiles. Tests of calls that change things fail if the daemon answers
+UNIMPLEMENTED: plimsolld has its control core wired.
 """
 import argparse
 import os
@@ -149,13 +148,14 @@ class ControlClientTest(unittest.TestCase):
         return cm.exception.details()
 
     def mutate_or_skip(self, method, request):
-        """Calls a mutating RPC; skips the test while the daemon has no control core."""
+        """Calls a mutating RPC. plimsolld has its control core wired, so UNIMPLEMENTED is a
+        failure (it used to be a skip, before the core was wired, and would now hide a
+        regression)."""
         try:
             return self.call(method, request)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                self.skipTest("plimsolld answers UNIMPLEMENTED for %s (control core not wired yet): %s"
-                              % (method, e.details()))
+                self.fail("plimsolld answers UNIMPLEMENTED for %s: %s" % (method, e.details()))
             raise
 
     def guest_name(self):
@@ -249,7 +249,7 @@ class ControlClientTest(unittest.TestCase):
             self.assertTrue(details.startswith(field + ": ") or details.startswith(field + "["),
                             "%s: %s" % (method, details))
 
-    # -- changes (skip while the daemon answers UNIMPLEMENTED) --
+    # -- changes --
 
     def test_set_get_list_and_clear_a_guest_policy(self):
         name = self.guest_name()
