@@ -1,9 +1,9 @@
 #include "server/control_service.h"
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/control_validation.h"
+#include "server/guest_lookup.h"
 #include "server/view_events.h"
 #include "server/watch_hub.h"
 
@@ -59,13 +59,10 @@ grpc::Status ControlService::GetGuest(grpc::ServerContext* context, const plimso
   if (request->guest().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "guest: give a domain name or UUID");
   }
-  const std::string wanted_uuid = absl::AsciiStrToLower(request->guest());
   auto view = view_();
-  for (const auto& g : view->guests()) {
-    if (g.name() == request->guest() || g.uuid() == wanted_uuid) {
-      *response = g;
-      return grpc::Status::OK;
-    }
+  if (const plimsoll::v1::Guest* g = FindGuest(*view, request->guest())) {
+    *response = *g;
+    return grpc::Status::OK;
   }
   return grpc::Status(grpc::StatusCode::NOT_FOUND,
                       absl::StrCat("no running guest named or with UUID \"", request->guest(), "\""));

@@ -71,15 +71,6 @@ void FakeControlCore::Record(const std::string& call, const Caller& caller) {
   last_caller_ = caller;
 }
 
-const plimsoll::v1::Guest* FakeControlCore::FindGuest(const plimsoll::v1::ListGuestsResponse& view,
-                                                      const std::string& name_or_uuid) const {
-  const std::string lower = absl::AsciiStrToLower(name_or_uuid);
-  for (const auto& g : view.guests()) {
-    if (g.name() == name_or_uuid || g.uuid() == lower) return &g;
-  }
-  return nullptr;
-}
-
 absl::StatusOr<plimsoll::v1::SetGuestPolicyResponse> FakeControlCore::SetGuestPolicy(
     const plimsoll::v1::SetGuestPolicyRequest& request, const Caller& caller) {
   Record("SetGuestPolicy", caller);
@@ -102,14 +93,9 @@ absl::StatusOr<plimsoll::v1::ClearGuestPolicyResponse> FakeControlCore::ClearGue
     const plimsoll::v1::ClearGuestPolicyRequest& request, const Caller& caller) {
   Record("ClearGuestPolicy", caller);
   auto view = View();
-  GuestKey key;
-  if (const plimsoll::v1::Guest* g = FindGuest(*view, request.guest())) {
-    key = {g->uuid(), g->name()};
-  } else if (auto stored = store_->Find(request.guest())) {
-    key = {stored->guest_uuid(), stored->guest_name()};
-  } else {
-    return NotFound(request.guest());
-  }
+  const std::optional<GuestKey> found = FindOverrideKey(*view, *store_, request.guest());
+  if (!found.has_value()) return NotFound(request.guest());
+  const GuestKey& key = *found;
   auto cleared = store_->Clear(key, {request.fields().begin(), request.fields().end()}, caller.identity);
   if (!cleared.ok()) return cleared.status();
   plimsoll::v1::ClearGuestPolicyResponse r;

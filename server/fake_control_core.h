@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "server/control_core.h"
+#include "server/guest_lookup.h"
 #include "server/overrides.h"
 #include "server/watch_hub.h"
 
@@ -53,9 +54,6 @@ class FakeControlCore : public ControlCore {
 
  private:
   void Record(const std::string& call, const Caller& caller);
-  // The guest of the view named `name_or_uuid`, or null.
-  const plimsoll::v1::Guest* FindGuest(const plimsoll::v1::ListGuestsResponse& view,
-                                       const std::string& name_or_uuid) const;
 
   Clock* clock_;
   std::unique_ptr<OverrideStore> store_;

@@ -2,27 +2,18 @@
 
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "policy/policy.h"
 #include "server/control_validation.h"
+#include "server/guest_lookup.h"
 
 namespace plimsoll::server {
 namespace {
 
 absl::Status NotFound(const std::string& guest) {
   return absl::NotFoundError(absl::StrCat("no guest named or with UUID \"", guest, "\""));
-}
-
-// The guest of `view` named `name_or_uuid` (UUIDs in any case), or null.
-const plimsoll::v1::Guest* FindGuest(const plimsoll::v1::ListGuestsResponse& view, const std::string& name_or_uuid) {
-  const std::string lower = absl::AsciiStrToLower(name_or_uuid);
-  for (const auto& g : view.guests()) {
-    if (g.name() == name_or_uuid || g.uuid() == lower) return &g;
-  }
-  return nullptr;
 }
 
 void PublishOverride(WatchHub* hub, const GuestKey& key, const plimsoll::v1::GuestOverride* now_in_force) {
@@ -64,14 +55,9 @@ absl::StatusOr<plimsoll::v1::SetGuestPolicyResponse> LoopControlCore::SetGuestPo
 absl::StatusOr<plimsoll::v1::ClearGuestPolicyResponse> LoopControlCore::ClearGuestPolicy(
     const plimsoll::v1::ClearGuestPolicyRequest& request, const Caller& caller) {
   auto view = loop_->Published();
-  GuestKey key;
-  if (const plimsoll::v1::Guest* g = FindGuest(*view, request.guest())) {
-    key = {g->uuid(), g->name()};
-  } else if (auto stored = store_->Find(request.guest())) {
-    key = {stored->guest_uuid(), stored->guest_name()};
-  } else {
-    return NotFound(request.guest());
-  }
+  const std::optional<GuestKey> found = FindOverrideKey(*view, *store_, request.guest());
+  if (!found.has_value()) return NotFound(request.guest());
+  const GuestKey& key = *found;
   auto cleared = store_->Clear(key, {request.fields().begin(), request.fields().end()}, caller.identity);
   if (!cleared.ok()) return cleared.status();
   plimsoll::v1::ClearGuestPolicyResponse r;
