@@ -408,13 +408,22 @@ class FaultsE2E(unittest.TestCase):
 
         def settled():
             g = self.guests()
-            for n in ("ovr", "stream", "oom"):
+            for n in managed:
                 if not g[n]["stats"].get("stats_fresh"):
                     return False
                 if abs(int(g[n]["actual_bytes"]) - int(g[n]["target_bytes"])) > max(16 * MIB, 0.08 * int(g[n]["target_bytes"])):
                     return False
             return g
-        d.ctl("clear", "ovr")  # test 5's override: back to the default floor
+        # Start from full guests, so the cut below does not depend on how far the policy has
+        # probed them down during the earlier tests (a slow run had probed them to 420 MiB above
+        # their floors, too little for a cut that takes several bounded steps).
+        managed = ("ovr", "stream", "oom")
+        for n in managed:
+            d.ctl("set", n, "--pin=1024M", "--note=faults-e2e refill")
+        for n in managed:
+            self.lab.wait_actual(n, 1024, tolerance=0.04, timeout=30)
+        for n in managed:
+            d.ctl("clear", n)  # back to the policy and the default floor (drops test 5's min too)
         guests = wait_for("guests settled", settled, timeout=30, interval=0.5)
         oom_before = {n: self.lab.heartbeat(n)["oom_kill"] for n in guests}
         self.assertEqual(set(oom_before.values()), {0}, oom_before)
@@ -422,7 +431,7 @@ class FaultsE2E(unittest.TestCase):
         # What the policy may take without hurting anyone: down to its own floor per guest (hard
         # demand plus headroom, in the decision's reason), which is above Guest.min_bytes.
         spare = 0
-        for n in ("ovr", "stream", "oom"):
+        for n in managed:
             m = re.search(r" floor=([\d.]+)MiB", guests[n]["last_decision"]["reason"])
             self.assertTrue(m, guests[n]["last_decision"])
             spare += max(0, int(guests[n]["actual_bytes"]) / MIB - float(m.group(1)))
