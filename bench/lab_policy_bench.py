@@ -83,6 +83,10 @@ def run_policy(policy, args, budget_mib):
         wl = {n: lab.workload_lines(n) for n in GUESTS}
         alive = set(lab.domains())
         log = daemon.read_log()
+        if args.keep_logs:
+            os.makedirs(args.keep_logs, exist_ok=True)
+            with open(os.path.join(args.keep_logs, "plimsolld-%s.log" % policy), "w") as f:
+                f.write(log)
     finally:
         if daemon:
             daemon.stop()
@@ -161,6 +165,7 @@ def main():
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each policy's plimsolld log here")
     args = ap.parse_args()
     reason = harness.skip_reason()
     if reason:

@@ -113,7 +113,10 @@ struct Work {
   double floor = 0;
   double working_set = 0;
   double allow = 0;
-  double severity = 0;
+  double severity = 0;      // overshoot over the targets (a futile guest: over its baseline)
+  double raw_severity = 0;  // overshoot over the plain targets
+  bool futile = false;      // its pressure did not respond to its size
+  bool fast = false;        // this decision takes unused memory above the working set
   bool under_pressure = false;
   bool mild = false;
   bool in_retry = false;
@@ -292,8 +295,65 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // Pressure, against Senpai-style targets.
   const double stall = s.stall_pct.value_or(0);
   const double refault = s.refault_bytes_per_s.value_or(0);
-  w->severity = std::max(stall / p_.stall_target_pct, refault / p_.refault_target_bytes_per_second);
-  const bool refault_rising = previous_refault.has_value() && s.new_report &&
+  const double raw_severity =
+      std::max(stall / p_.stall_target_pct, refault / p_.refault_target_bytes_per_second);
+  w->severity = raw_severity;
+  // Does the pressure respond to the guest's size? Compared only on measurements taken after
+  // the balloon landed, at sizes far enough apart to matter.
+  double fz_size = GetOr(prev, "fz_size", 0);
+  double fz_sev = GetOr(prev, "fz_sev", 0);
+  bool futile = GetOr(prev, "futile", 0) != 0;
+  const bool measured_here = s.new_report && s.report_s > move_t && !reset &&
+                             std::fabs(w->actual - last_target) <= w->tolerance;
+  if (s.new_oom_kills > 0) {
+    futile = false;
+    fz_size = 0;
+  } else if (measured_here && raw_severity < 1) {
+    futile = false;  // calm by the plain targets: the episode is over
+    fz_size = 0;
+  } else if (measured_here) {
+    const double apart = p_.futile_size_step_fraction * max_bytes;
+    // Only like with like: pressure from a demand that changed in between (an allocation under
+    // way) says nothing about the size, so the comparison starts over.
+    if (std::fabs(s.hard_bytes - GetOr(prev, "fz_hard", s.hard_bytes)) > apart) {
+      fz_size = 0;
+      futile = false;
+    }
+    if (fz_size <= 0) {
+      next.values["fz_hard"] = s.hard_bytes;
+      fz_size = w->actual;
+      fz_sev = raw_severity;
+    } else if (w->actual >= fz_size + apart) {
+      // Grown since the baseline: did the memory help?
+      futile = raw_severity >= p_.futile_same_ratio * fz_sev;
+      next.values["fz_hard"] = s.hard_bytes;
+      fz_size = w->actual;
+      fz_sev = raw_severity;
+    } else if (w->actual <= fz_size - apart) {
+      // Shrunk since the baseline (an overcommit share, a probe of a futile guest): did it hurt?
+      // The baseline stays at the larger size, so a slow drift down is compared with it too.
+      futile = raw_severity <= p_.futile_rise_ratio * fz_sev;
+    } else if (!futile) {
+      fz_sev = 0.5 * (fz_sev + raw_severity);  // the same size: a steadier baseline
+    }
+  }
+  if (futile && GetOr(prev, "futile", 0) == 0) {
+    // The backoffs that led here answered pressure memory does not relieve: their cooldown
+    // has no edge to protect.
+    cool_until = now_;
+    cool_len = p_.cooldown_min_seconds;
+  }
+  if (futile && fz_sev > 0) {
+    // Measured against its own baseline: only a rise above it is pressure we can relieve.
+    w->severity = raw_severity / (p_.futile_rise_ratio * std::max(1.0, fz_sev));
+    if (w->severity >= 1) futile = false;
+  }
+  w->futile = futile;
+  w->raw_severity = raw_severity;
+  next.values["fz_size"] = fz_size;
+  next.values["fz_sev"] = fz_sev;
+  next.values["futile"] = futile ? 1 : 0;
+  const bool refault_rising = !futile && previous_refault.has_value() && s.new_report &&
                               refault > 2 * *previous_refault &&
                               refault >= 0.25 * p_.refault_target_bytes_per_second;
   w->under_pressure = w->severity >= 1 || s.new_oom_kills > 0;
@@ -307,7 +367,9 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     const double overshoot = std::max(0.0, w->severity - 1);
     const double fraction = std::clamp(p_.backoff_min_fraction + p_.backoff_gain * overshoot * overshoot,
                                        p_.backoff_min_fraction, p_.backoff_max_fraction);
-    double grow = std::max(base * fraction, refault * p_.refault_window_seconds);
+    // A futile guest's refaults are not what more memory would hold (they did not fall when it
+    // had more), so only the overshoot over its baseline counts.
+    double grow = std::max(base * fraction, futile ? 0.0 : refault * p_.refault_window_seconds);
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
     cool_until = now_ + cool_len;
@@ -315,20 +377,43 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
              now_ >= cool_until && !w->in_retry &&
-             std::fabs(w->actual - last_target) <= w->tolerance && s.report_s > probe_t &&
-             now_ - probe_t >= p_.probe_interval_seconds - 1e-6) {
+             std::fabs(w->actual - last_target) <= w->tolerance && s.report_s > probe_t) {
     // Probe down: the previous step landed, was measured, and the guest stayed calm. Smaller
     // steps the closer it is to its targets, and inside what looks like its working set.
+    const double from = std::min(allow, w->actual);
     const double fraction = s.source == SignalSource::kAgent ? p_.probe_fraction
                                                              : p_.fallback_probe_fraction;
     double step = fraction * w->actual * std::max(0.25, 1 - w->severity);
-    if (std::min(allow, w->actual) - step < w->working_set) step *= 0.5;
+    if (from - step < w->working_set) step *= 0.5;
     step = std::min(step, p_.probe_max_bytes);
-    const double probed = std::max(w->floor, std::min(allow, w->actual) - step);
-    if (probed < allow) {
+    bool due = now_ - probe_t >= p_.probe_interval_seconds - 1e-6;
+    // What the agent shows unused above the working set goes faster, and without waiting for
+    // the probe interval: one measured step per report.
+    const double unused_above = from - std::max(w->working_set, w->floor);
+    // A futile guest's overshoot says nothing about its cache, only whether it rose over its
+    // baseline, so calm is quiet enough for it.
+    const double quiet = w->futile ? 1.0 : p_.fast_take_quiet;
+    // Not while its demand grows or soon after it was given memory: memory just granted looks
+    // unused until the allocation that asked for it catches up.
+    const bool settled_demand = now_ - GetOr(prev, "grow_t", -1e18) >= p_.cooldown_min_seconds &&
+                                s.hard_bytes <= GetOr(prev, "hard", s.hard_bytes) + p_.min_change_bytes;
+    // Nor for a balloon that has not been following (stuck, churning): it is retried gently.
+    if (s.source == SignalSource::kAgent && w->severity < quiet && settled_demand &&
+        w->state == kOk && unused_above > step) {
+      const double reclaim_step =
+          std::max(p_.reclaim_step_min_bytes, p_.reclaim_step_fraction * w->actual);
+      const double fast_step = std::min(p_.fast_take_fraction * unused_above, reclaim_step);
+      if (fast_step > step) {
+        step = fast_step;
+        due = true;
+        w->fast = true;
+      }
+    }
+    const double probed = std::max(w->floor, from - step);
+    if (due && probed < allow) {
       allow = probed;
       probe_t = now_;
-      w->action = "probe";
+      w->action = w->fast ? "take_unused" : "probe";
     }
   } else if (w->under_pressure || w->mild) {
     w->action = "hold_pressure";
@@ -355,6 +440,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   w->donor = w->shrinkable && !w->under_pressure && !w->mild;
 
   next.values["allow"] = allow;
+  next.values["hard"] = s.hard_bytes;
   next.values["cool_until"] = cool_until;
   next.values["cool_len"] = cool_len;
   next.values["calm_t"] = calm_t;
@@ -569,6 +655,7 @@ GuestDecision Decider::Finish(Work* w) const {
     d.target_bytes = guest.target_bytes;
   }
   if (d.target_bytes != guest.target_bytes) w->next.values["move_t"] = now_;
+  if (d.target_bytes > guest.target_bytes) w->next.values["grow_t"] = now_;
   d.state = StateName(w->state);
   const GuestSignals& s = w->signals;
   d.reason = absl::StrCat(
@@ -577,6 +664,8 @@ GuestDecision Decider::Finish(Work* w) const {
       " floor=", FormatMib(w->floor), " ws=", FormatMib(w->working_set),
       " allow=", FormatMib(w->allow), " stall_pct=", OptPct(s.stall_pct),
       " refault=", OptRate(s.refault_bytes_per_s), " severity=", FormatFixed(w->severity, 2),
+      w->futile ? absl::StrCat(" futile=1 raw_severity=", FormatFixed(w->raw_severity, 2))
+                : std::string(),
       " level=", w->under_pressure ? "pressured" : w->mild ? "rising" : "calm",
       " new_report=", s.new_report ? 1 : 0, " action=", w->action);
   if (w->granted > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(w->granted));

@@ -48,6 +48,9 @@
 //   retry_at    no inflation before this time (stuck, churning, self-deflated)
 //   retry_len   the next retry delay (doubles per event, reset when the balloon follows again)
 //   state       0 ok, 1 stuck, 2 churning, 3 self_deflated
+//   fz_size fz_sev  the pressure baseline: the size a pressured guest was measured at, and its
+//               overshoot there (absent while the guest is calm)
+//   futile      1 when the guest's pressure did not respond to its size (see the params)
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
 //   p_tgt p_act p_dir p_t p_start infl defl      balloon_progress.h ProgressMemory
 // and under the key "@host" (not a uuid): reclaim (0/1, the hysteresis mode) and psi_latch (0/1).
@@ -71,6 +74,21 @@ struct PagecacheParams {
   double probe_fraction = 0.02;           // of actual per probe, agent guests
   double fallback_probe_fraction = 0.01;  // libvirt-only guests: no PSI, slower
   double probe_max_bytes = 256.0 * (1 << 20);
+  // Memory the agent shows unused (above hard demand, headroom and Active(file)) is taken
+  // faster: this fraction of it per measured step, at most the reclaim step, while the guest is
+  // quiet (overshoot under fast_take_quiet). Free pages and inactive cache that nobody refaults
+  // cost nothing to give; the small probes are for the uncertain part, the working set.
+  double fast_take_fraction = 0.5;
+  double fast_take_quiet = 0.5;
+  // Pressure that memory does not relieve is not demand (a reader looping over a file larger
+  // than the guest stalls and refaults at any size). A guest under pressure is compared at two
+  // sizes at least futile_size_step of max apart, each measured after its balloon landed:
+  // after growing, pressure still >= futile_same_ratio of what it was; after shrinking, no more
+  // than futile_rise_ratio of it: the pressure is futile. A futile guest is under pressure only
+  // above futile_rise_ratio times that baseline (and then not futile any more).
+  double futile_size_step_fraction = 0.05;
+  double futile_same_ratio = 0.75;
+  double futile_rise_ratio = 1.5;
   // The pressure a guest may show: below both targets it is calm and may be probed; at or
   // above either it is under pressure and gets memory back (Senpai's single target).
   double stall_target_pct = 0.5;

@@ -103,16 +103,133 @@ TEST(PagecachePolicyTest, NoBudgetHoldsEveryGuest) {
   EXPECT_THAT(d.summary, HasSubstr("hold guest_budget_bytes=0"));
 }
 
-TEST(PagecachePolicyTest, FirstSightAdoptsThenProbesDownSlowly) {
+TEST(PagecachePolicyTest, FirstSightAdoptsThenTakesUnusedMemoryFast) {
   Harness h({AgentGuest("a")});
   EXPECT_EQ(h.Tick().guests[0].target_bytes, 4096 * kMib);  // adopt, measure
   const Decisions& d = h.Tick();
-  // 2% of 4096 MiB.
-  EXPECT_NEAR(h.TargetMib(0), 4096 - 81.92, 0.01);
+  // Working set = 600 anon + 100 unreclaimable + 204.8 headroom + 300 active = 1204.8 MiB; half
+  // of the 2891.2 MiB above it, at most the reclaim step (25% of 4096).
+  EXPECT_NEAR(h.TargetMib(0), 4096 - 1024, 0.01);
   EXPECT_EQ(d.guests[0].state, "ok");
   EXPECT_THAT(d.guests[0].reason, HasSubstr("src=agent"));
-  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=probe"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
   EXPECT_THAT(d.summary, HasSubstr("mode=relaxed"));
+  h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), 3072 - 768, 0.01);  // 25% of 3072 binds again
+  h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), 2304 - (2304 - 1204.8) / 2, 0.01);
+}
+
+TEST(PagecachePolicyTest, ProbesSlowlyInsideTheWorkingSet) {
+  GuestView g = AgentGuest("a");
+  g.active_file_bytes = 3200 * kMib;  // all of its cache is in use
+  g.inactive_file_bytes = 0;
+  Harness h({g});
+  h.Tick();
+  const Decisions& d = h.Tick();
+  // 2% of 4096, halved: the step ends inside the working set (4104.8 MiB).
+  EXPECT_NEAR(h.TargetMib(0), 4096 - 40.96, 0.01);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=probe"));
+}
+
+TEST(PagecachePolicyTest, NoFastTakeWhileDemandGrows) {
+  Harness h({AgentGuest("a")});
+  h.Tick();
+  h.Tick();
+  ASSERT_NEAR(h.TargetMib(0), 3072, 0.1);
+  // An allocation under way: what looks unused now is what it is about to fill. Only the
+  // ordinary 2% probe while anon rises.
+  for (int i = 0; i < 3; ++i) {
+    h.guests()[0].anon_bytes = *h.guests()[0].anon_bytes + 100 * kMib;
+    h.guests()[0].inactive_file_bytes = *h.guests()[0].inactive_file_bytes - 100 * kMib;
+    const double before = h.TargetMib(0);
+    EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=probe")) << i;
+    EXPECT_GT(h.TargetMib(0), before - 0.021 * before) << i;
+  }
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=take_unused"));
+}
+
+// A guest that reads a file larger than itself in a loop: 40% stalled and 100 MiB/s of
+// refaults at any size. The test moves its PSI total by hand, 5 s per tick.
+class FutileHarness {
+ public:
+  explicit FutileHarness(int64_t budget_mib) : h_({Looper()}, budget_mib) {}
+  static GuestView Looper() {
+    GuestView g = AgentGuest("loop");
+    g.anon_bytes = 200 * kMib;
+    g.active_file_bytes = 100 * kMib;
+    g.inactive_file_bytes = 3500 * kMib;
+    g.refaults_per_second = 100 * 256;
+    return g;
+  }
+  const Decisions& Tick(double stall_pct, double refault_mib_s = 100) {
+    GuestView& g = h_.guests()[0];
+    psi_us_ += stall_pct / 100 * 5e6;
+    g.psi_some_total_us = static_cast<uint64_t>(psi_us_);
+    g.refaults_per_second = refault_mib_s * 256;
+    return h_.Tick();
+  }
+  Harness& h() { return h_; }
+
+ private:
+  Harness h_;
+  double psi_us_ = 0;
+};
+
+TEST(PagecachePolicyTest, PressureThatSizeDoesNotChangeIsNotDemand) {
+  // Budget 3072: the overcommit takes 1024 MiB from it, pressured or not (step: 25%).
+  FutileHarness f(3072);
+  EXPECT_THAT(f.Tick(40).guests[0].reason, HasSubstr("level=pressured"));  // at 4096
+  EXPECT_NEAR(f.h().TargetMib(0), 3072, 0.5);
+  // Measured 1 GiB smaller with the same pressure: memory does not relieve it. Calm against
+  // its own baseline, it is probed like any calm guest (the cooldowns of the backoffs that
+  // answered that pressure are void); its unused memory goes fast.
+  const Decisions& d = f.Tick(41);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("futile=1"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=calm"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
+  EXPECT_LT(f.h().TargetMib(0), 3072 - 256);
+  for (int i = 0; i < 10; ++i) f.Tick(40);
+  // Down to near its working set: 200 anon + 100 unreclaimable + 204.8 headroom + 100 active.
+  EXPECT_LT(f.h().TargetMib(0), 700);
+}
+
+TEST(PagecachePolicyTest, AFutileGuestWhosePressureRisesGetsMemoryBack) {
+  FutileHarness f(3072);
+  f.Tick(40);
+  ASSERT_THAT(f.Tick(40).guests[0].reason, HasSubstr("futile=1"));
+  for (int i = 0; i < 3; ++i) f.Tick(40);
+  const double before = f.h().TargetMib(0);
+  ASSERT_LT(before, 2048);
+  // 1.5x its baseline (severity 100 from 100 MiB/s of refaults) is the line: 180 MiB/s is
+  // pressure memory may relieve.
+  const Decisions& d = f.Tick(70, 180);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
+  EXPECT_THAT(d.guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(f.h().TargetMib(0), before + 256);
+}
+
+TEST(PagecachePolicyTest, PressureIsNotFutileWhenMemoryHelpsOrDemandMoved) {
+  // Pressured at 3072 by the overcommit, then stalled twice as much at the smaller size: the
+  // memory mattered, the guest stays pressured and is not probed.
+  FutileHarness f(3072);
+  for (int i = 0; i < 3; ++i) f.Tick(40);
+  const Decisions& d = f.Tick(80, 200);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
+  EXPECT_THAT(d.guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+  // The same pressure at a smaller size, but its anon grew by 1 GiB in between: not comparable.
+  FutileHarness g(3072);
+  for (int i = 0; i < 3; ++i) g.Tick(40);
+  g.h().guests()[0].anon_bytes = 1200 * kMib;
+  g.h().guests()[0].inactive_file_bytes = 2500 * kMib;
+  EXPECT_THAT(g.Tick(40).guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+  // Without any smaller measurement (no overcommit), a guest pressured at its max is held.
+  FutileHarness at_max(16384);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_THAT(at_max.Tick(40).guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+  }
+  EXPECT_EQ(at_max.h().TargetMib(0), 4096);
 }
 
 TEST(PagecachePolicyTest, ProbesOnlyAfterTheStepLandedAndWasMeasured) {

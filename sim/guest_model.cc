@@ -165,8 +165,19 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
     }
   }
   if (phase.stream_rate > 0) {
+    const double bytes = phase.stream_rate * dt;
+    if (phase.loop > 0 && streamed_ >= phase.loop) {
+      // Another pass over a file read before: all hits when the whole file is cached, else
+      // (LRU against a loop larger than the cache) every page was evicted before its turn.
+      if (cold_ >= phase.loop) return;
+      refault_pages_ += bytes / kPage;
+      major_faults_ += bytes / kPage;
+      last_.refault_bytes += bytes;
+      *stall += bytes / spec_.disk_rate;
+    }
+    streamed_ += bytes;
     // Streamed pages take free memory; past that they replace older cold pages.
-    cold_ += std::min(phase.stream_rate * dt, std::max(0.0, Free() - MinFree()));
+    cold_ += std::min(bytes, std::max(0.0, Free() - MinFree()));
   }
 }
 

@@ -10,7 +10,8 @@
 // - the page cache has a hot part (a set of size `hot` re-read at hot_rate, uniformly: the hit
 //   ratio is resident/hot) and a cold part (streamed pages read once, and hot pages that left the
 //   hot set). Misses load pages back, evicting cold pages first; misses of pages that were loaded
-//   before are refaults, and each refaulted byte costs 1/disk_rate seconds of stall.
+//   before are refaults, and each refaulted byte costs 1/disk_rate seconds of stall. A streamed
+//   file read in a loop (`loop`) refaults on every pass unless the whole file is cached.
 // - the balloon moves towards its target at `speed`; inflating takes free memory, then cold,
 //   then hot cache, never anon (with nothing left to take it stops short of the target). Bad
 //   balloons: stuck, trickle (4 KiB every 3 s) and churn (the shrinker hands back 97% of what
@@ -106,6 +107,7 @@ class GuestModel {
   double anon_ = 0;
   double hot_ = 0;
   double cold_ = 0;
+  double streamed_ = 0;     // bytes streamed so far (a looping reader's passes)
   double hot_loaded_ = 0;  // distinct hot bytes ever read (the rest are first reads, not refaults)
   double thrash_seconds_ = 0;
   double restart_at_ = -1;

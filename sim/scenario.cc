@@ -270,7 +270,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     return absl::OkStatus();
   }
   if (keyword == "phase") {
-    if (absl::Status st = p.OnlyKeys({"guest", "at", "anon", "hot", "hot_rate", "stream_rate"});
+    if (absl::Status st = p.OnlyKeys({"guest", "at", "anon", "hot", "hot_rate", "stream_rate", "loop"});
         !st.ok()) {
       return st;
     }
@@ -290,6 +290,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetBytes("hot", &ph.hot); !st.ok()) return st;
     if (st = p.GetRate("hot_rate", &ph.hot_rate); !st.ok()) return st;
     if (st = p.GetRate("stream_rate", &ph.stream_rate); !st.ok()) return st;
+    if (st = p.GetBytes("loop", &ph.loop); !st.ok()) return st;
     if (!g.phases.empty() && ph.at <= g.phases.back().at) {
       return absl::InvalidArgumentError("phases of a guest must be in time order");
     }

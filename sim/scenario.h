@@ -8,7 +8,7 @@
 //   host total=16GiB reserve=1GiB budget=6GiB
 //   host_event at=10m other=3GiB
 //   guest name=stream max=4GiB min=512MiB agent=true autodeflate=false speed=512MiB/s
-//   phase guest=stream at=0s anon=600MiB hot=0 hot_rate=0 stream_rate=40MiB/s
+//   phase guest=stream at=0s anon=600MiB hot=0 hot_rate=0 stream_rate=40MiB/s loop=0
 //   expect pagecache oom_kills == 0
 //   expect pagecache reclaimed_gib_s > 1.5 * mom
 //
@@ -36,6 +36,10 @@ struct Phase {
   double hot = 0;          // size of the file data it re-reads (bytes)
   double hot_rate = 0;     // bytes/s read from the hot set, uniformly
   double stream_rate = 0;  // bytes/s of file data read once (fills the cache with cold pages)
+  // With loop > 0 the streamed data is a file of this size read over and over: once it has been
+  // read in full, a pass hits the cache only if the whole file is cached; otherwise (LRU over a
+  // loop larger than the cache) every read is a refault, whatever the guest's size.
+  double loop = 0;
 };
 
 // How a guest's balloon or stats misbehave, from `behaviour_at` on.
