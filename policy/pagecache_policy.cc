@@ -305,12 +305,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   bool futile = GetOr(prev, "futile", 0) != 0;
   const bool measured_here = s.new_report && s.report_s > move_t && !reset &&
                              std::fabs(w->actual - last_target) <= w->tolerance;
-  if (s.new_oom_kills > 0) {
+  if (s.new_oom_kills > 0 || (measured_here && raw_severity < 1)) {
+    // An OOM kill is demand whatever the baseline says; calm by the plain targets ends the
+    // episode.
     futile = false;
     fz_size = 0;
-  } else if (measured_here && raw_severity < 1) {
-    futile = false;  // calm by the plain targets: the episode is over
-    fz_size = 0;
+    next.values.erase("fz_grown_t");
+    next.values.erase("fz_grown_sev");
   } else if (measured_here) {
     const double apart = p_.futile_size_step_fraction * max_bytes;
     // Only like with like: pressure from a demand that changed in between (an allocation under
@@ -324,11 +325,25 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       fz_size = w->actual;
       fz_sev = raw_severity;
     } else if (w->actual >= fz_size + apart) {
-      // Grown since the baseline: did the memory help?
-      futile = raw_severity >= p_.futile_same_ratio * fz_sev;
-      next.values["fz_hard"] = s.hard_bytes;
-      fz_size = w->actual;
-      fz_sev = raw_severity;
+      // Grown since the baseline: did the memory help? That shows only slowly (a hot set
+      // refills as it is read: the simulator's host_pressure had a recovering guest judged
+      // futile at the first report and probed again at once, in a loop), so the verdict waits
+      // futile_settle_seconds at the larger size and wants the pressure neither below the
+      // baseline's nor falling.
+      const double grown_t = GetOr(prev, "fz_grown_t", now_);
+      const double grown_sev = GetOr(prev, "fz_grown_sev", raw_severity);
+      if (now_ - grown_t >= p_.futile_settle_seconds) {
+        futile = raw_severity >= p_.futile_same_ratio * fz_sev &&
+                 raw_severity >= p_.futile_same_ratio * grown_sev;
+        next.values["fz_hard"] = s.hard_bytes;
+        fz_size = w->actual;
+        fz_sev = raw_severity;
+        next.values.erase("fz_grown_t");
+        next.values.erase("fz_grown_sev");
+      } else {
+        next.values["fz_grown_t"] = grown_t;
+        next.values["fz_grown_sev"] = grown_sev;
+      }
     } else if (w->actual <= fz_size - apart) {
       // Shrunk since the baseline (an overcommit share, a probe of a futile guest): did it hurt?
       // The baseline stays at the larger size, so a slow drift down is compared with it too.

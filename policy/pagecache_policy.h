@@ -8,10 +8,12 @@
 // - allowance: the size the guest is known to be calm at, found by feedback, as Senpai does for
 //   cgroups. While a new report shows stall and refaults under their targets and no refault rise,
 //   the allowance is probed down by probe_fraction of the guest's size per probe_interval, but
-//   only once the previous step has landed and been measured. When stall or refaults reach a
+//   only once the previous step has landed and been measured; memory the agent shows unused
+//   above the working set goes faster (fast_take_fraction of it per step). When stall or refaults reach a
 //   target, it is raised at once (multiplicatively, quadratic in the overshoot, at least the
 //   refaults of refault_window) and probing pauses for a cooldown that doubles each time (slow
-//   to take, fast to give).
+//   to take, fast to give). Pressure measured the same at two sizes is futile (memory does not
+//   relieve it): the guest is then measured against that baseline, not the plain targets.
 // - a guest whose stats went stale or implausible is never shrunk, and after blind_grace_seconds
 //   is given memory back step by step: what we took was based on numbers that no longer hold.
 // - stuck, churning and self-deflated balloons (balloon_progress.h) get their target reset to
@@ -48,8 +50,10 @@
 //   retry_at    no inflation before this time (stuck, churning, self-deflated)
 //   retry_len   the next retry delay (doubles per event, reset when the balloon follows again)
 //   state       0 ok, 1 stuck, 2 churning, 3 self_deflated
-//   fz_size fz_sev  the pressure baseline: the size a pressured guest was measured at, and its
-//               overshoot there (absent while the guest is calm)
+//   fz_size fz_sev fz_hard  the pressure baseline: the size a pressured guest was measured at,
+//               its overshoot and hard demand there (fz_size 0 while the guest is calm)
+//   fz_grown_t fz_grown_sev  when it was first measured grown past the baseline, and how much
+//               pressure it showed then
 //   futile      1 when the guest's pressure did not respond to its size (see the params)
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
 //   p_tgt p_act p_dir p_t p_start infl defl      balloon_progress.h ProgressMemory
@@ -81,14 +85,17 @@ struct PagecacheParams {
   double fast_take_fraction = 0.5;
   double fast_take_quiet = 0.5;
   // Pressure that memory does not relieve is not demand (a reader looping over a file larger
-  // than the guest stalls and refaults at any size). A guest under pressure is compared at two
-  // sizes at least futile_size_step of max apart, each measured after its balloon landed:
-  // after growing, pressure still >= futile_same_ratio of what it was; after shrinking, no more
-  // than futile_rise_ratio of it: the pressure is futile. A futile guest is under pressure only
-  // above futile_rise_ratio times that baseline (and then not futile any more).
+  // than the guest stalls and refaults at any size). A guest under pressure is measured at a
+  // baseline size and again at least futile_size_step of max away, each after its balloon
+  // landed and with the same hard demand: smaller (an overcommit share) with pressure no more
+  // than futile_rise_ratio of the baseline's, or larger (backoffs) and, futile_settle_seconds
+  // later, pressure still at least futile_same_ratio of the baseline's and of its own first
+  // reading there, means futile. A futile guest is under pressure only above
+  // futile_rise_ratio times that baseline (and then not futile any more).
   double futile_size_step_fraction = 0.05;
-  double futile_same_ratio = 0.75;
   double futile_rise_ratio = 1.5;
+  double futile_same_ratio = 0.9;
+  double futile_settle_seconds = 10;
   // The pressure a guest may show: below both targets it is calm and may be probed; at or
   // above either it is under pressure and gets memory back (Senpai's single target).
   double stall_target_pct = 0.5;

@@ -361,6 +361,7 @@ void ControlLoop::AddAgentSignals(policy::GuestView& v) const {
   v.inactive_file_bytes = a->inactive_file_bytes;
   v.refaults_per_second = a->file_refaults_per_second ? a->file_refaults_per_second : a->refaults_per_second;
   v.psi_some_avg10 = a->psi_some_avg10;
+  v.psi_some_total_us = a->psi_some_total_us;
   v.balloon_inflate_pages = a->balloon_inflate;
   v.balloon_deflate_pages = a->balloon_deflate;
   v.oom_kill = a->oom_kill;

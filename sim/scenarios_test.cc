@@ -31,8 +31,8 @@ std::vector<std::string> ScenarioFiles() {
 class ScenariosTest : public ::testing::TestWithParam<std::string> {};
 
 // Plays the scenario and checks it. With avg10_only, pagecache sees PSI's avg10 but not its
-// cumulative total (what a daemon that does not forward the total hands it); the baselines
-// never read PSI.
+// cumulative total (an agent whose kernel prints no total, or a daemon that does not forward
+// it); the baselines never read PSI.
 void PlayAndCheck(const std::string& file, bool avg10_only) {
   absl::StatusOr<Scenario> scenario = LoadScenarioFile(file);
   ASSERT_TRUE(scenario.ok()) << scenario.status();
@@ -52,9 +52,14 @@ void PlayAndCheck(const std::string& file, bool avg10_only) {
   }
   for (const std::string& p : policies) rows.push_back(&runs[p]);
   std::cout << FormatRunsTable(rows) << FormatGuestsTable(runs["pagecache"]);
+  // A scenario tagged psi_total writes down outcomes that need the exact stall of PSI's total
+  // (plimsolld forwards it from the agent); with avg10 only, the checks below still apply.
+  const bool check_file = !(avg10_only && scenario->HasTag("psi_total"));
   for (const ExpectationOutcome& o : CheckExpectations(*scenario, runs)) {
-    EXPECT_TRUE(o.ok) << scenario->name << " " << o.message;
-    std::cout << o.message << "\n";
+    if (check_file) {
+      EXPECT_TRUE(o.ok) << scenario->name << " " << o.message;
+    }
+    std::cout << o.message << (check_file ? "" : " (not asserted: avg10 only)") << "\n";
   }
   if (scenario->HasTag("cache_heavy")) {
     EXPECT_GT(runs["pagecache"].reclaimed_byte_s, runs["mom"].reclaimed_byte_s) << scenario->name;

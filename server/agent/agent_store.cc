@@ -202,6 +202,7 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
     if (p.has_some()) {
       s.psi_some_avg10 = p.some().avg10();
       s.psi_some_avg60 = p.some().avg60();
+      s.psi_some_total_us = p.some().total_us();
     }
     if (p.has_full()) {
       s.psi_full_avg10 = p.full().avg10();

@@ -85,6 +85,9 @@ struct AgentSignals {
 
   std::optional<double> psi_some_avg10;
   std::optional<double> psi_some_avg60;
+  // PSI "some" total (µs stalled since the guest booted): the policy measures the stall over
+  // each report interval exactly from it, where avg10 lags by ~10 s.
+  std::optional<uint64_t> psi_some_total_us;
   std::optional<double> psi_full_avg10;
   std::optional<double> psi_full_avg60;
 

@@ -42,6 +42,7 @@ TEST_F(AgentStoreTest, LatestReportAndRefaultRate) {
   EXPECT_EQ(s->active_file_bytes, 200 * kMiB);
   EXPECT_EQ(s->inactive_file_bytes, 300 * kMiB);
   EXPECT_THAT(s->psi_some_avg10, Optional(2.5));
+  EXPECT_THAT(s->psi_some_total_us, Optional(uint64_t{1'000'000}));  // 1% of 100 s
   EXPECT_FALSE(s->refaults_per_second.has_value());  // one sample: no rate yet
 
   ASSERT_TRUE(Send(kVictim, kBootA, 105).ok());
