@@ -303,6 +303,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   double fz_size = GetOr(prev, "fz_size", 0);
   double fz_sev = GetOr(prev, "fz_sev", 0);
   bool futile = GetOr(prev, "futile", 0) != 0;
+  // Reports in a row over the futile line: real guests' PSI jumps 2x between two reports (a
+  // TCG guest under a loaded host read 25%, 89%, 46%, 94%), so one reading over it is not yet
+  // a rise.
+  double fz_over = GetOr(prev, "fz_over", 0);
+  if (s.new_report && fz_size > 0) {
+    fz_over = raw_severity > p_.futile_rise_ratio * fz_sev ? fz_over + 1 : 0;
+  }
   const bool measured_here = s.new_report && s.report_s > move_t && !reset &&
                              std::fabs(w->actual - last_target) <= w->tolerance;
   if (s.new_oom_kills > 0 || (measured_here && raw_severity < 1)) {
@@ -347,9 +354,12 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     } else if (w->actual <= fz_size - apart) {
       // Shrunk since the baseline (an overcommit share, a probe of a futile guest): did it hurt?
       // The baseline stays at the larger size, so a slow drift down is compared with it too.
-      futile = raw_severity <= p_.futile_rise_ratio * fz_sev;
+      if (fz_over == 0) futile = true;
+      if (fz_over >= 2) futile = false;
     } else if (!futile) {
-      fz_sev = 0.5 * (fz_sev + raw_severity);  // the same size: a steadier baseline
+      // The same size: the baseline follows the upper envelope of the readings, so noise
+      // under it does not lower the line.
+      fz_sev = std::max(raw_severity, 0.8 * fz_sev + 0.2 * raw_severity);
     }
   }
   if (futile && GetOr(prev, "futile", 0) == 0) {
@@ -358,11 +368,19 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     cool_until = now_;
     cool_len = p_.cooldown_min_seconds;
   }
+  bool futile_rising = false;
   if (futile && fz_sev > 0) {
-    // Measured against its own baseline: only a rise above it is pressure we can relieve.
+    // Measured against its own baseline: only a rise above it is pressure we can relieve, and
+    // only on a second reading in a row; the first one holds the guest where it is.
     w->severity = raw_severity / (p_.futile_rise_ratio * std::max(1.0, fz_sev));
-    if (w->severity >= 1) futile = false;
+    if (w->severity >= 1 && fz_over >= 2) {
+      futile = false;
+    } else if (w->severity >= 1) {
+      futile_rising = true;
+      w->severity = 0.99;
+    }
   }
+  next.values["fz_over"] = fz_over;
   w->futile = futile;
   w->raw_severity = raw_severity;
   next.values["fz_size"] = fz_size;
@@ -372,7 +390,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
                               refault > 2 * *previous_refault &&
                               refault >= 0.25 * p_.refault_target_bytes_per_second;
   w->under_pressure = w->severity >= 1 || s.new_oom_kills > 0;
-  w->mild = !w->under_pressure && refault_rising;
+  w->mild = !w->under_pressure && (refault_rising || futile_rising);
   if (w->under_pressure) calm_t = now_;
   if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
 

@@ -54,6 +54,7 @@
 //               its overshoot and hard demand there (fz_size 0 while the guest is calm)
 //   fz_grown_t fz_grown_sev  when it was first measured grown past the baseline, and how much
 //               pressure it showed then
+//   fz_over     new reports in a row over futile_rise_ratio times the baseline
 //   futile      1 when the guest's pressure did not respond to its size (see the params)
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
 //   p_tgt p_act p_dir p_t p_start infl defl      balloon_progress.h ProgressMemory
@@ -91,7 +92,8 @@ struct PagecacheParams {
   // than futile_rise_ratio of the baseline's, or larger (backoffs) and, futile_settle_seconds
   // later, pressure still at least futile_same_ratio of the baseline's and of its own first
   // reading there, means futile. A futile guest is under pressure only above
-  // futile_rise_ratio times that baseline (and then not futile any more).
+  // futile_rise_ratio times that baseline on two reports in a row (and then not futile any
+  // more); the baseline follows the upper envelope of the readings at its size.
   double futile_size_step_fraction = 0.05;
   double futile_rise_ratio = 1.5;
   double futile_same_ratio = 0.9;
