@@ -117,6 +117,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     so.stale_after = options.agent_stale_after;
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
     d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
+    // Stream counts are read at scrape time: a listener under attack shows in /metrics even
+    // while the loop is slow. Shutdown() detaches this before the service goes away.
+    d->metrics_->SetAgentStreamSource([service = d->agent_service_.get()] {
+      const agent::AgentServiceCounters c = service->counters();
+      Metrics::AgentStreamCounts out;
+      out.active = c.active_streams;
+      out.opened = c.streams_opened;
+      out.refused = c.streams_refused;
+      out.timed_out = c.streams_timed_out;
+      out.superseded = c.streams_superseded;
+      out.denied = c.streams_denied;
+      out.flooded = c.streams_flooded;
+      return out;
+    });
   }
   const LoopOptions lo = LoopOptionsFrom(options);
   LoopDeps deps;
@@ -320,6 +334,7 @@ void Daemon::Shutdown() {
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   if (agent_server_) agent_server_->Shutdown();
+  if (metrics_) metrics_->SetAgentStreamSource(nullptr);
   // Ends every Watch stream (UNAVAILABLE) so the gRPC shutdown does not wait for them.
   if (hub_) hub_->Close();
   if (grpc_server_) {

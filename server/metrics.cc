@@ -1,16 +1,20 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <exception>
 #include <map>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 
@@ -29,7 +33,22 @@ struct GuestGauge {
 }  // namespace
 
 struct Metrics::Impl {
+  // What the exposer and Render collect: refreshes the series read at scrape time, then
+  // collects the registry.
+  class ScrapeCollectable final : public prometheus::Collectable {
+   public:
+    explicit ScrapeCollectable(Impl* impl) : impl_(impl) {}
+    std::vector<prometheus::MetricFamily> Collect() const override {
+      impl_->RefreshAgentStreams();
+      return impl_->registry->Collect();
+    }
+
+   private:
+    Impl* const impl_;
+  };
+
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<ScrapeCollectable> scrape = std::make_shared<ScrapeCollectable>(this);
   std::unique_ptr<prometheus::Exposer> exposer;
 
   absl::Mutex mu;  // guards the guest series maps (families are themselves thread-safe)
@@ -58,6 +77,37 @@ struct Metrics::Impl {
   Family<prometheus::Counter>* agent_rejected;
   uint64_t agent_accepted_seen ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_map<std::string, uint64_t> agent_rejected_seen ABSL_GUARDED_BY(mu);
+
+  // The agent listener's stream counts, read at scrape time. The source runs under
+  // stream_mu, so detaching it waits for a scrape in progress.
+  absl::Mutex stream_mu;
+  std::function<AgentStreamCounts()> stream_source ABSL_GUARDED_BY(stream_mu);
+  AgentStreamCounts streams_seen ABSL_GUARDED_BY(stream_mu);
+  Gauge* streams_active;
+  prometheus::Counter* streams_opened;
+  prometheus::Counter* streams_refused;
+  prometheus::Counter* streams_timed_out;
+  prometheus::Counter* streams_superseded;
+  prometheus::Counter* streams_denied;
+  prometheus::Counter* streams_flooded;
+
+  void RefreshAgentStreams() ABSL_LOCKS_EXCLUDED(stream_mu) {
+    absl::MutexLock l(&stream_mu);
+    if (!stream_source) return;
+    const AgentStreamCounts now = stream_source();
+    streams_active->Set(static_cast<double>(now.active));
+    // prometheus-cpp counters only increment: add what is new since the last scrape.
+    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
+      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
+      seen = std::max(seen, now_value);
+    };
+    add(streams_opened, now.opened, streams_seen.opened);
+    add(streams_refused, now.refused, streams_seen.refused);
+    add(streams_timed_out, now.timed_out, streams_seen.timed_out);
+    add(streams_superseded, now.superseded, streams_seen.superseded);
+    add(streams_denied, now.denied, streams_seen.denied);
+    add(streams_flooded, now.flooded, streams_seen.flooded);
+  }
 
   Family<Gauge>* G(const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
@@ -107,6 +157,16 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});
   m.agent_rejected = &prometheus::BuildCounter().Name("plimsoll_agent_reports_rejected_total").Help("Agent reports rejected, by reason.").Register(*m.registry);
+  m.streams_active = &m.G("plimsoll_agent_streams_active", "Agent streams open now, proven or not (the listener refuses more than its limit).")->Add({});
+  m.streams_opened = &prometheus::BuildCounter().Name("plimsoll_agent_streams_opened_total").Help("Agent streams accepted by the stream limit.").Register(*m.registry).Add({});
+  m.streams_refused = &prometheus::BuildCounter().Name("plimsoll_agent_streams_refused_total").Help("Agent streams refused because the listener was at its stream limit.").Register(*m.registry).Add({});
+  {
+    auto& ended = prometheus::BuildCounter().Name("plimsoll_agent_streams_ended_total").Help("Agent streams ended by plimsolld, by reason: timeout, superseded, denied, flood.").Register(*m.registry);
+    m.streams_timed_out = &ended.Add({{"reason", "timeout"}});
+    m.streams_superseded = &ended.Add({{"reason", "superseded"}});
+    m.streams_denied = &ended.Add({{"reason", "denied"}});
+    m.streams_flooded = &ended.Add({{"reason", "flood"}});
+  }
   m.host_budget = m.G("plimsoll_host_guest_budget_bytes", "Memory all guests may use together: min(MemTotal - reserve, configured budget).");
   m.host_available = m.G("plimsoll_host_mem_available_bytes", "Host MemAvailable (bytes).");
   m.host_total = m.G("plimsoll_host_mem_total_bytes", "Host MemTotal (bytes).");
@@ -128,7 +188,10 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
 
-Metrics::~Metrics() = default;
+Metrics::~Metrics() {
+  // Stop serving before anything a scrape reads goes away.
+  impl_->exposer.reset();
+}
 
 absl::Status Metrics::Serve(const std::string& listen) {
   try {
@@ -136,7 +199,7 @@ absl::Status Metrics::Serve(const std::string& listen) {
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
-  impl_->exposer->RegisterCollectable(impl_->registry);
+  impl_->exposer->RegisterCollectable(impl_->scrape);
   return absl::OkStatus();
 }
 
@@ -251,6 +314,11 @@ void Metrics::PublishAgentCounters(uint64_t accepted,
   }
 }
 
+void Metrics::SetAgentStreamSource(std::function<AgentStreamCounts()> source) {
+  absl::MutexLock l(&impl_->stream_mu);
+  impl_->stream_source = std::move(source);
+}
+
 void Metrics::CountDecision(plimsoll::v1::Direction direction) {
   const char* d = direction == plimsoll::v1::DIRECTION_INFLATE   ? "inflate"
                   : direction == plimsoll::v1::DIRECTION_DEFLATE ? "deflate"
@@ -266,7 +334,7 @@ void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(second
 
 std::string Metrics::Render() const {
   prometheus::TextSerializer serializer;
-  return serializer.Serialize(impl_->registry->Collect());
+  return serializer.Serialize(impl_->scrape->Collect());
 }
 
 }  // namespace plimsoll::server

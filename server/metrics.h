@@ -4,6 +4,8 @@
 #ifndef PLIMSOLL_SERVER_METRICS_H_
 #define PLIMSOLL_SERVER_METRICS_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +40,26 @@ class Metrics {
   // plimsoll_agent_reports_total and plimsoll_agent_reports_rejected_total{reason}.
   void PublishAgentCounters(uint64_t accepted,
                             const std::vector<std::pair<std::string, uint64_t>>& rejected_by_reason);
+
+  // The agent listener's stream counts (AgentService::counters()), as plain numbers so this
+  // file needs nothing from server/agent.
+  struct AgentStreamCounts {
+    int64_t active = 0;
+    uint64_t opened = 0;      // accepted by the stream limit
+    uint64_t refused = 0;     // over the stream limit
+    uint64_t timed_out = 0;   // no proven report within auth_timeout, or silent for idle_timeout
+    uint64_t superseded = 0;  // replaced by a newer stream of the same guest
+    uint64_t denied = 0;      // bad proof, another stream's nonce, or a uuid switch
+    uint64_t flooded = 0;     // over the per-stream frame budget
+  };
+  // Reads the stream counts from `source` at every scrape (and Render), not once per tick:
+  // a listener under attack is seen even while the control loop is slow. Exported as
+  // plimsoll_agent_streams_active, plimsoll_agent_streams_opened_total,
+  // plimsoll_agent_streams_refused_total and plimsoll_agent_streams_ended_total{reason}.
+  // `source` must be thread-safe. Passing nullptr detaches it (the series keep their last
+  // values); once that call returns, `source` is not running and will not be called again, so
+  // the owner of what it reads may go away.
+  void SetAgentStreamSource(std::function<AgentStreamCounts()> source);
 
   void CountDecision(plimsoll::v1::Direction direction);
   void CountLibvirtError(const std::string& operation);
