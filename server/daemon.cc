@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -37,6 +38,26 @@ bool SocketInUse(const std::string& path) {
   const bool in_use = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return in_use;
+}
+
+// Raises the soft file descriptor limit to the hard one. Every agent connection costs a
+// descriptor before it can prove anything, and systemd starts services with a soft limit of
+// 1024: at that limit one guest holding ~1000 connections starved the control loop
+// (/proc/meminfo could not be opened) and the control API and /metrics (accept failed), seen by
+// tests/e2e/test_hostile_agent_e2e.py. The hard limit (524288 under systemd) is above what
+// a guest can hold open through QEMU user networking (one source address, ~28k ports).
+void RaiseFdLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    PLOG_WARNING << "cannot raise the file descriptor limit from " << before << " to " << limit.rlim_max << ": "
+                 << strerror(errno);
+    return;
+  }
+  PLOG_INFO << "file descriptor limit raised from " << before << " to " << limit.rlim_max;
 }
 
 LoopOptions LoopOptionsFrom(const Options& options) {
@@ -304,6 +325,7 @@ absl::Status Daemon::StartAgentChannel() {
 std::string Daemon::agent_address() const { return agent_server_ ? agent_server_->address() : ""; }
 
 absl::Status Daemon::Start() {
+  RaiseFdLimit();
   if (!options_.metrics_listen.empty()) {
     if (absl::Status s = metrics_->Serve(options_.metrics_listen); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("metrics_listen: ", s.message()));
