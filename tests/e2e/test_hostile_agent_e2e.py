@@ -128,6 +128,10 @@ class HostileAgentE2E(unittest.TestCase):
         cls.stranger_token = cls.keys.token(cls.stranger_uuid)
         with soft_fd_limit(SYSTEMD_SOFT_NOFILE):
             cls.daemon = harness.Daemon(cls.workdir, cls.lab.uri, agent_keys=cls.keys, **FLAGS)
+        # Every case compares against the victim's agent record: wait for it here, so a single
+        # case can run alone (run_e2e.py -k).
+        wait_for("victim agent fresh", lambda: cls.daemon.guests()[0]["victim"].get("agent", {}).get("fresh"),
+                 timeout=60)
 
     @classmethod
     def tearDownClass(cls):
