@@ -289,9 +289,10 @@ class HostileAgentE2E(unittest.TestCase):
             self.assertIn("down", self.lab.virsh("domif-getlink", "hostile", mac))
             wait_for("hostile back on libvirt stats", lambda: self.fell_back("hostile"), timeout=30, interval=0.2)
             t_fell = time.monotonic() - t_cut
-            # Keep it cut until the agent itself gives the stream up (no ack for 3 intervals + 10 s),
-            # so what follows is a real reconnection, not a TCP retransmission catching up.
-            # Meanwhile the stale data must never be used again.
+            # Keep it cut until the agent itself gives the stream up (seen so far: the guest's
+            # kernel reports "No route to host" 10-12 s into the cut; otherwise its ack timeout,
+            # 3 intervals + 10 s, ends it), so what follows is a real reconnection, not a TCP
+            # retransmission catching up. Meanwhile the stale data must never be used again.
             violations = []
 
             def agent_gave_up():
