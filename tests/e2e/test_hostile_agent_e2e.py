@@ -210,20 +210,26 @@ class HostileAgentE2E(unittest.TestCase):
         t0 = time.monotonic()
         client = subprocess.Popen([SYSTEM_PYTHON, CLIENT, case] + args, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
-        samples, stale = 0, []
-        while client.poll() is None and time.monotonic() - t0 < timeout:
-            if during:
-                during()
-            g = self.guest("victim")
-            samples += 1
-            if not (g.get("agent", {}).get("fresh") and g["agent"].get("connected")):
-                stale.append(round(time.monotonic() - t0, 1))
-            time.sleep(0.5)
-        out, err = client.communicate(timeout=max(1, timeout - (time.monotonic() - t0)))
-        attack_s = time.monotonic() - t0
-        cpu = cpu_seconds(self.daemon.proc.pid) - cpu0
-        open(until, "w").close()
-        pout, perr = probe.communicate(timeout=60)
+        try:
+            samples, stale = 0, []
+            while client.poll() is None and time.monotonic() - t0 < timeout:
+                if during:
+                    during()
+                g = self.guest("victim")
+                samples += 1
+                if not (g.get("agent", {}).get("fresh") and g["agent"].get("connected")):
+                    stale.append(round(time.monotonic() - t0, 1))
+                time.sleep(0.5)
+            out, err = client.communicate(timeout=max(1, timeout - (time.monotonic() - t0)))
+            attack_s = time.monotonic() - t0
+            cpu = cpu_seconds(self.daemon.proc.pid) - cpu0
+            open(until, "w").close()
+            pout, perr = probe.communicate(timeout=60)
+        finally:
+            for p in (client, probe):  # only on a failure above: both have exited otherwise
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         self.assertEqual(client.returncode, 0, "client %s failed:\n%s" % (case, err[-3000:]))
         self.assertEqual(probe.returncode, 0, "latency probe failed:\n%s" % perr[-3000:])
         result = json.loads(out)
