@@ -405,8 +405,16 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     double grow = std::max(base * fraction, futile ? 0.0 : refault * p_.refault_window_seconds);
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
-    cool_until = now_ + cool_len;
-    cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
+    // One episode of pressure is one backoff for the cooldown, however many reports it lasts:
+    // the cooldown runs from its last pressured report with the length of its first. Doubling
+    // per report had a hot guest refilling its cache (pressured for ~30 s) cool down for the
+    // 10-minute maximum after a single overshoot.
+    const bool continuing = GetOr(prev, "pz", 0) != 0;
+    if (!continuing) {
+      next.values["ep_len"] = cool_len;
+      cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
+    }
+    cool_until = now_ + GetOr(next, "ep_len", cool_len);
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
              now_ >= cool_until && !w->in_retry &&
@@ -422,14 +430,20 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     bool due = now_ - probe_t >= p_.probe_interval_seconds - 1e-6;
     // What the agent shows unused above the working set goes faster, and without waiting for
     // the probe interval: one measured step per report.
-    const double unused_above = from - std::max(w->working_set, w->floor);
+    // The working set is an estimate (Active(file) lags, the kernel's own memory is only in
+    // the headroom): above it plus one more headroom is surely unused. A lab guest re-reading a
+    // 128 MiB file, taken fast down to its estimate (294 MiB), stalled 50% at once. A futile
+    // guest's cache is of no use to it, so it goes down to the estimate.
+    const double margin = w->futile ? 0.0 : headroom;
+    const double unused_above = from - std::max(w->working_set, w->floor) - margin;
     // A futile guest's overshoot says nothing about its cache, only whether it rose over its
     // baseline, so calm is quiet enough for it.
     const double quiet = w->futile ? 1.0 : p_.fast_take_quiet;
     // Not while its demand grows or soon after it was given memory: memory just granted looks
     // unused until the allocation that asked for it catches up.
     const bool settled_demand = now_ - GetOr(prev, "grow_t", -1e18) >= p_.cooldown_min_seconds &&
-                                s.hard_bytes <= GetOr(prev, "hard", s.hard_bytes) + p_.min_change_bytes;
+                                s.hard_bytes <= GetOr(prev, "hard", s.hard_bytes) +
+                                                    p_.fast_take_demand_slack_bytes;
     // Nor for a balloon that has not been following (stuck, churning): it is retried gently.
     if (s.source == SignalSource::kAgent && w->severity < quiet && settled_demand &&
         w->state == kOk && unused_above > step) {
@@ -474,6 +488,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
 
   next.values["allow"] = allow;
   next.values["hard"] = s.hard_bytes;
+  if (s.new_report) next.values["pz"] = w->under_pressure ? 1 : 0;
   next.values["cool_until"] = cool_until;
   next.values["cool_len"] = cool_len;
   next.values["calm_t"] = calm_t;

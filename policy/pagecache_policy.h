@@ -44,7 +44,10 @@
 //   probe_t     when the allowance was last probed down
 //   move_t      when this policy last changed the guest's target
 //   cool_until  no probing before this time (set by a backoff)
-//   cool_len    the next cooldown's length (doubles per backoff, reset after calm_reset_seconds)
+//   cool_len    the next cooldown's length (doubles per pressure episode, reset after
+//               calm_reset_seconds)
+//   ep_len      the current episode's cooldown length; pz: 1 while its reports show pressure
+//   hard grow_t hard demand at the last decision; when the target last grew
 //   calm_t      when the guest was last under pressure
 //   blind_t     since when its stats have been stale or implausible (absent while they are good)
 //   retry_at    no inflation before this time (stuck, churning, self-deflated)
@@ -79,12 +82,15 @@ struct PagecacheParams {
   double probe_fraction = 0.02;           // of actual per probe, agent guests
   double fallback_probe_fraction = 0.01;  // libvirt-only guests: no PSI, slower
   double probe_max_bytes = 256.0 * (1 << 20);
-  // Memory the agent shows unused (above hard demand, headroom and Active(file)) is taken
-  // faster: this fraction of it per measured step, at most the reclaim step, while the guest is
+  // Memory the agent shows unused (above hard demand, headroom and Active(file), plus one more
+  // headroom) is taken faster: this fraction of it per measured step, at most the reclaim step, while the guest is
   // quiet (overshoot under fast_take_quiet). Free pages and inactive cache that nobody refaults
   // cost nothing to give; the small probes are for the uncertain part, the working set.
   double fast_take_fraction = 0.5;
   double fast_take_quiet = 0.5;
+  // Hard demand rising by more than this since the last report stops fast takes (an
+  // allocation under way); real guests' slab and agent memory move by a few MiB on their own.
+  double fast_take_demand_slack_bytes = 16.0 * (1 << 20);
   // Pressure that memory does not relieve is not demand (a reader looping over a file larger
   // than the guest stalls and refaults at any size). A guest under pressure is measured at a
   // baseline size and again at least futile_size_step of max away, each after its balloon

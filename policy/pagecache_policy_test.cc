@@ -108,7 +108,7 @@ TEST(PagecachePolicyTest, FirstSightAdoptsThenTakesUnusedMemoryFast) {
   EXPECT_EQ(h.Tick().guests[0].target_bytes, 4096 * kMib);  // adopt, measure
   const Decisions& d = h.Tick();
   // Working set = 600 anon + 100 unreclaimable + 204.8 headroom + 300 active = 1204.8 MiB; half
-  // of the 2891.2 MiB above it, at most the reclaim step (25% of 4096).
+  // of what is above it and one more headroom, at most the reclaim step (25% of 4096).
   EXPECT_NEAR(h.TargetMib(0), 4096 - 1024, 0.01);
   EXPECT_EQ(d.guests[0].state, "ok");
   EXPECT_THAT(d.guests[0].reason, HasSubstr("src=agent"));
@@ -117,7 +117,41 @@ TEST(PagecachePolicyTest, FirstSightAdoptsThenTakesUnusedMemoryFast) {
   h.Tick();
   EXPECT_NEAR(h.TargetMib(0), 3072 - 768, 0.01);  // 25% of 3072 binds again
   h.Tick();
-  EXPECT_NEAR(h.TargetMib(0), 2304 - (2304 - 1204.8) / 2, 0.01);
+  EXPECT_NEAR(h.TargetMib(0), 2304 - (2304 - 1204.8 - 204.8) / 2, 0.01);
+}
+
+TEST(PagecachePolicyTest, OneCooldownPerPressureEpisode) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  // Four pressured reports in a row, the stall falling as the memory given back is refilled
+  // (10%, 8%, 6%, 4% of 5 s), then calm.
+  uint64_t psi = 0;
+  for (int i = 0; i < 4; ++i) {
+    psi += 500'000 - 100'000 * i;
+    h.guests()[0].psi_some_total_us = psi;
+    EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff")) << i;
+  }
+  const double after = h.TargetMib(0);
+  // The cooldown (30 s) runs from the last pressured report, once: not 30 s doubled per report.
+  for (int i = 0; i < 5; ++i) {
+    h.Tick();
+    EXPECT_EQ(h.TargetMib(0), after) << i;
+  }
+  h.Tick();
+  h.Tick();
+  EXPECT_LT(h.TargetMib(0), after);
+  // The next episode doubles it: 60 s.
+  psi += 500'000;
+  h.guests()[0].psi_some_total_us = psi;
+  h.Tick();
+  const double second = h.TargetMib(0);
+  for (int i = 0; i < 11; ++i) {
+    h.Tick();
+    EXPECT_EQ(h.TargetMib(0), second) << i;
+  }
+  h.Tick();
+  h.Tick();
+  EXPECT_LT(h.TargetMib(0), second);
 }
 
 TEST(PagecachePolicyTest, ProbesSlowlyInsideTheWorkingSet) {
