@@ -364,9 +364,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   }
   if (futile && GetOr(prev, "futile", 0) == 0) {
     // The backoffs that led here answered pressure memory does not relieve: their cooldown
-    // has no edge to protect.
+    // has no edge to protect, and what they gave is not an allocation about to be filled.
     cool_until = now_;
     cool_len = p_.cooldown_min_seconds;
+    next.values.erase("grow_t");
   }
   bool futile_rising = false;
   if (futile && fz_sev > 0) {
@@ -441,7 +442,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     const double quiet = w->futile ? 1.0 : p_.fast_take_quiet;
     // Not while its demand grows or soon after it was given memory: memory just granted looks
     // unused until the allocation that asked for it catches up.
-    const bool settled_demand = now_ - GetOr(prev, "grow_t", -1e18) >= p_.cooldown_min_seconds &&
+    const bool settled_demand = now_ - GetOr(next, "grow_t", -1e18) >= p_.cooldown_min_seconds &&
                                 s.hard_bytes <= GetOr(prev, "hard", s.hard_bytes) +
                                                     p_.fast_take_demand_slack_bytes;
     // Nor for a balloon that has not been following (stuck, churning): it is retried gently.

@@ -228,6 +228,24 @@ TEST(PagecachePolicyTest, PressureThatSizeDoesNotChangeIsNotDemand) {
   EXPECT_LT(f.h().TargetMib(0), 700);
 }
 
+TEST(PagecachePolicyTest, PressureThatMoreMemoryDidNotRelieveIsFutile) {
+  FutileHarness f(16384);
+  GuestView& g = f.h().guests()[0];
+  g.actual_bytes = 3000 * kMib;
+  g.target_bytes = g.actual_bytes;
+  g.inactive_file_bytes = 2400 * kMib;
+  EXPECT_THAT(f.Tick(40).guests[0].reason, HasSubstr("level=pressured"));  // baseline at 3000
+  EXPECT_EQ(f.h().TargetMib(0), 4096);  // backoff, granted: the host has room
+  // At 4096 for the settle time (10 s) with the same pressure: the memory did not help. The
+  // growth it got answered futile pressure, so unused memory is taken at once.
+  f.Tick(40);
+  f.Tick(40);
+  const Decisions& d = f.Tick(40);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("futile=1"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
+  EXPECT_LT(f.h().TargetMib(0), 4096 - 256);
+}
+
 TEST(PagecachePolicyTest, AFutileGuestWhosePressureRisesGetsMemoryBack) {
   FutileHarness f(3072);
   f.Tick(40);
