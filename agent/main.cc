@@ -52,6 +52,9 @@ ABSL_FLAG(absl::Duration, psi_threshold, absl::Milliseconds(150), "PSI trigger s
 ABSL_FLAG(absl::Duration, psi_window, absl::Seconds(1),
           "PSI trigger window (500ms..10s; without CAP_SYS_RESOURCE rounded up to a 2s multiple)");
 ABSL_FLAG(absl::Duration, max_backoff, absl::Seconds(30), "longest wait between reconnection attempts");
+ABSL_FLAG(bool, log_spikes, false,
+          "log one line per spike report sent, with the time since the trigger fired (for "
+          "latency measurements; chatty under steady pressure)");
 ABSL_FLAG(bool, dump, false, "print one sample in protobuf text format and exit (no connection)");
 
 namespace plimsoll::agent {
@@ -134,6 +137,7 @@ int Main() {
     return 2;
   }
   options.max_backoff = std::max(absl::GetFlag(FLAGS_max_backoff), options.initial_backoff);
+  options.log_spikes = absl::GetFlag(FLAGS_log_spikes);
 
   absl::StatusOr<std::string> uuid_text = ReadSmallFile(absl::GetFlag(FLAGS_uuid_file), 4096);
   absl::StatusOr<std::string> uuid = uuid_text.ok() ? NormalizeUuid(*uuid_text) : uuid_text.status();

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/report_proof.h"
 #include "common/log.h"
 #include "grpcpp/client_context.h"
@@ -259,6 +260,7 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
   uint64_t sent = 0;
   absl::Time next_report = absl::Now();  // the first report goes out at once
   absl::Time last_spike = absl::InfinitePast();
+  absl::Time triggered_at = absl::InfinitePast();
   bool spike_pending = false;
   while (true) {
     if (stopping()) {
@@ -297,6 +299,10 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
         absl::MutexLock l(&mu_);
         ++stats_.reports_sent;
         if (spike_due) ++stats_.spikes_sent;
+        if (spike_due && options_.log_spikes) {
+          PLOG_INFO << "spike sent seq=" << next_sequence_ - 1 << " trigger_to_send_ms="
+                    << absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(absl::Now() - triggered_at));
+        }
       }
       if (spike_due) {
         spike_pending = false;
@@ -308,7 +314,10 @@ absl::Status Reporter::RunOneStream(bool* accepted) {
     absl::Time wake_at = next_report;
     if (spike_pending) wake_at = std::min(wake_at, last_spike + options_.min_spike_gap);
     if (outstanding) wake_at = std::min(wake_at, last_ack + options_.ack_timeout);
-    if (WaitEvents(wake_at - absl::Now(), /*watch_trigger=*/true)) spike_pending = true;
+    if (WaitEvents(wake_at - absl::Now(), /*watch_trigger=*/true)) {
+      if (!spike_pending) triggered_at = absl::Now();
+      spike_pending = true;
+    }
   }
 
   if (ended.ok()) {

@@ -56,6 +56,9 @@ struct ReporterOptions {
   // Spike reports closer together than this are merged (the kernel fires at most once per
   // window anyway; this guards against a trigger that keeps firing).
   absl::Duration min_spike_gap = absl::Milliseconds(250);
+  // One log line per spike report sent, with the time since the trigger fired: for measuring
+  // spike latency (bench/spike_latency.py), too chatty for a guest under steady pressure.
+  bool log_spikes = false;
   // A stream with reports outstanding and no ack for this long is abandoned. Zero: 3 intervals
   // plus 10 s.
   absl::Duration ack_timeout = absl::ZeroDuration();

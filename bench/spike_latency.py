@@ -61,7 +61,7 @@ def main():
         uuids = {}
         for i, n in enumerate(names):
             kw = keys.guest_kwargs(interval=args.interval,
-                                   extra_args=tuple(a for a in args.agent_args.split(",") if a))
+                                   extra_args=("--log_spikes",) + tuple(a for a in args.agent_args.split(",") if a))
             uuids[n] = kw["guest_uuid"]
             # Staggered so that one guest's stall does not overlap the next one's.
             lab.add_guest(n, workload="anon", memory_mib=1024, anon_mib=args.anon_mib,
@@ -85,24 +85,44 @@ def main():
             if t0 is None:
                 print("%s: allocation never started" % n)
                 continue
-            t1 = None
+            # The agent's "spike sent" console line (--log_spikes) as it appears on the host,
+            # with the guest's own trigger-to-send time, splits the figure in two: the guest
+            # (allocation start -> stall -> trigger -> send) and the channel (send -> plimsolld).
+            sent_before = lab.console(n).count("spike sent seq=")
+            t1 = t_sent = None
+            trigger_to_send = None
             deadline = time.time() + 20
-            while time.time() < deadline and t1 is None:
-                later = [t for t, u in spike_times(daemon.read_log()) if u == uuids[n] and t >= t0 - 0.05]
-                t1 = min(later) if later else None
-                time.sleep(0.05)
+            while time.time() < deadline and (t1 is None or t_sent is None):
+                if t_sent is None:
+                    lines = [l for l in lab.console(n).splitlines() if "spike sent seq=" in l]
+                    if len(lines) > sent_before:
+                        t_sent = time.time()
+                        m = re.search(r"trigger_to_send_ms=([\d.]+)", lines[sent_before])
+                        trigger_to_send = float(m.group(1)) if m else None
+                if t1 is None:
+                    later = [t for t, u in spike_times(daemon.read_log()) if u == uuids[n] and t >= t0 - 0.05]
+                    t1 = min(later) if later else None
+                time.sleep(0.01)
             hb = lab.heartbeat(n)
-            results.append((n, t0, t1, hb))
-            print("%s: allocation seen %.3f, spike report at plimsolld %s -> latency %s; guest psi_some_avg10=%s oom_kill=%s"
+            results.append((n, t0, t1, t_sent, trigger_to_send, hb))
+            print("%s: allocation seen %.3f, spike report at plimsolld %s -> latency %s; agent's spike line on the "
+                  "console %s (trigger to send %s ms in the guest); guest psi_some_avg10=%s oom_kill=%s"
                   % (n, t0, "%.3f" % t1 if t1 else "never", "%.0f ms" % ((t1 - t0) * 1000) if t1 else "-",
-                     hb.get("psi_some_avg10"), hb.get("oom_kill")))
+                     "%+.0f ms after the allocation" % ((t_sent - t0) * 1000) if t_sent else "not seen",
+                     trigger_to_send, hb.get("psi_some_avg10"), hb.get("oom_kill")))
     finally:
         if daemon:
             daemon.stop()
         lab.stop()
-    lat = sorted((t1 - t0) * 1000 for _, t0, t1, _ in results if t1)
+    lat = sorted((t1 - t0) * 1000 for _, t0, t1, _, _, _ in results if t1)
     print("spike latency: %d of %d allocations produced a spike report; ms: %s" % (
         len(lat), len(results), ", ".join("%.0f" % x for x in lat)))
+    for n, t0, t1, t_sent, tts, _ in results:
+        if t1 and t_sent and tts is not None:
+            trigger = t_sent - tts / 1000
+            print("%s: allocation start -> trigger %.0f ms, trigger -> sent %.1f ms (guest clock), "
+                  "console line -> plimsolld %+.0f ms, trigger -> plimsolld %.0f ms" % (
+                      n, (trigger - t0) * 1000, tts, (t1 - t_sent) * 1000, (t1 - trigger) * 1000))
 
 
 if __name__ == "__main__":
