@@ -310,7 +310,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (s.new_report && fz_size > 0) {
     fz_over = raw_severity > p_.futile_rise_ratio * fz_sev ? fz_over + 1 : 0;
   }
-  const bool measured_here = s.new_report && s.report_s > move_t && !reset &&
+  // Small moves do not void a measurement: under an overcommit a pressured guest is granted
+  // its growth a few MiB per tick, and waiting for a report newer than every move meant a lab
+  // guest was never measured at all.
+  const bool measured_here = s.new_report && s.report_s > GetOr(prev, "smove_t", 0) && !reset &&
                              std::fabs(w->actual - last_target) <= w->tolerance;
   if (s.new_oom_kills > 0 || (measured_here && raw_severity < 1)) {
     // An OOM kill is demand whatever the baseline says; calm by the plain targets ends the
@@ -705,6 +708,10 @@ GuestDecision Decider::Finish(Work* w) const {
   }
   if (d.target_bytes != guest.target_bytes) w->next.values["move_t"] = now_;
   if (d.target_bytes > guest.target_bytes) w->next.values["grow_t"] = now_;
+  if (std::fabs(static_cast<double>(d.target_bytes - guest.target_bytes)) >=
+      0.5 * p_.futile_size_step_fraction * static_cast<double>(guest.max_bytes)) {
+    w->next.values["smove_t"] = now_;
+  }
   d.state = StateName(w->state);
   const GuestSignals& s = w->signals;
   d.reason = absl::StrCat(
