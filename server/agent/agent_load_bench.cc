@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +36,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "agent/report_proof.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_service.h"
@@ -46,6 +49,7 @@ ABSL_FLAG(int, streams, 64, "concurrent simulated agents");
 ABSL_FLAG(int, seconds, 10, "duration of the gRPC phase");
 ABSL_FLAG(absl::Duration, interval, absl::ZeroDuration(), "per-agent report interval; 0 = closed loop");
 ABSL_FLAG(int, ingest_iterations, 200000, "reports for the in-process phase");
+ABSL_FLAG(int, generator_threads, 1, "threads driving the simulated agents (completion queues)");
 ABSL_FLAG(int, processes, 2, "2: the daemon side in a child process of its own; 1: both in one process");
 
 namespace plimsoll::server::agent {
@@ -150,76 +154,253 @@ struct LoadResult {
   CpuTime cpu;  // this process over the measured window
 };
 
-// The simulated agents. `go` is called when every stream has connected and measuring starts,
-// `stop` when it ends (both on this thread).
-LoadResult Generate(const std::string& address, int streams, int seconds, absl::Duration interval,
-                    const std::function<void()>& go_hook, const std::function<void()>& stop_hook) {
-  std::atomic<bool> go{false}, stop{false};
-  absl::Mutex mu;
-  LoadResult out;
-  std::vector<std::thread> threads;
-  for (int s = 0; s < streams; ++s) {
-    threads.emplace_back([&, s] {
-      grpc::ChannelArguments args;
-      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per agent
-      auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-      auto stub = v1::AgentChannel::NewStub(channel);
-      grpc::ClientContext context;
-      auto stream = stub->Report(&context);
-      const std::string uuid = GuestUuid(s);
-      v1::AgentReply reply;
-      bool ok = stream->Read(&reply) && reply.has_hello();
-      const std::string nonce = reply.hello().nonce();
-      std::vector<double> mine;
-      uint64_t mine_rejected = 0;
-      while (!go.load()) std::this_thread::yield();
-      double t = 10;
-      uint64_t seq = 0;
-      absl::Time next = absl::Now() + absl::Milliseconds(s % 1000);  // spread open-loop agents
-      while (!stop.load() && ok) {
-        if (interval > absl::ZeroDuration()) {
-          const absl::Time now = absl::Now();
-          if (now < next) {
-            absl::SleepFor(std::min(next - now, absl::Milliseconds(50)));
-            continue;
-          }
-          next += interval;
+// One simulated agent: its own connection and stream, its own token (prepared once, as the real
+// agent holds its token), and a report rebuilt, re-serialized and re-proved for every send, so
+// every report is distinct (sequence, boottime, counters) and fully checked by the daemon. All
+// of its events run on the one completion-queue thread it belongs to, so it needs no lock.
+class SimAgent {
+ public:
+  enum class Op { kStart, kRead, kWrite, kAlarm, kWritesDone, kFinish };
+  struct Tag {
+    SimAgent* agent;
+    Op op;
+  };
+
+  SimAgent(int index, const std::string& address, grpc::CompletionQueue* cq, absl::Duration interval,
+           const std::atomic<bool>* stop)
+      : index_(index),
+        uuid_(GuestUuid(index)),
+        prover_(TokenFor(uuid_)),
+        cq_(cq),
+        interval_(interval),
+        stop_(stop) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per agent
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::AgentChannel::NewStub(channel_);
+    stream_ = stub_->PrepareAsyncReport(&context_, cq_);
+    stream_->StartCall(&tags_[static_cast<int>(Op::kStart)]);
+  }
+
+  // From the main thread once every agent has its hello: the first report goes out now (closed
+  // loop) or at a spread offset within the first interval (open loop).
+  void Go() {
+    const absl::Duration offset =
+        interval_ > absl::ZeroDuration() ? absl::Milliseconds(index_ % 1000) * (interval_ / absl::Seconds(1)) : absl::ZeroDuration();
+    next_due_ = absl::Now() + offset;
+    alarm_.Set(cq_, absl::ToChronoTime(next_due_), &tags_[static_cast<int>(Op::kAlarm)]);
+  }
+
+  // Ends the stream if it is still open (main thread; thread-safe in gRPC).
+  void Cancel() { context_.TryCancel(); }
+
+  void Handle(Op op, bool ok) {
+    switch (op) {
+      case Op::kStart:
+        if (!ok) return Broken();
+        StartRead();
+        return;
+      case Op::kRead:
+        reading_ = false;
+        if (!ok) {  // the daemon ended the stream (after our WritesDone, or it broke)
+          if (!closing_) Broken();
+          finish_wanted_ = true;
+          return MaybeFinish();
         }
-        t += 0.001;
-        v1::AgentReport report = MakeReport(uuid, kBootA, t, ++seq);
-        report.set_stream_nonce(nonce);
-        const v1::SignedAgentReport frame = SignAsSelf(report);
-        const absl::Time sent = absl::Now();
-        ok = stream->Write(frame) && stream->Read(&reply) && reply.has_ack();
-        if (!ok) break;
-        mine.push_back(absl::ToDoubleMicroseconds(absl::Now() - sent));
-        if (!reply.ack().accepted()) ++mine_rejected;
+        OnReply();
+        if (!finish_wanted_) StartRead();
+        return;
+      case Op::kWrite:
+        writing_ = false;
+        if (!ok) {
+          Broken();
+          finish_wanted_ = true;
+          return MaybeFinish();
+        }
+        if (stop_->load(std::memory_order_relaxed)) return Close();
+        if (send_after_write_) {
+          send_after_write_ = false;
+          Send();
+        }
+        return MaybeFinish();
+      case Op::kAlarm:
+        if (finish_wanted_ || closing_) return;
+        if (stop_->load(std::memory_order_relaxed)) return Close();
+        if (interval_ > absl::ZeroDuration()) {
+          next_due_ += interval_;
+          alarm_.Set(cq_, absl::ToChronoTime(next_due_), &tags_[static_cast<int>(Op::kAlarm)]);
+        }
+        Send();
+        return;
+      case Op::kWritesDone:
+        writing_ = false;
+        return MaybeFinish();
+      case Op::kFinish:
+        finished_ = true;
+        if (broken_ && status_.error_code() != grpc::StatusCode::OK) {
+          broken_detail_ = absl::StrCat(static_cast<int>(status_.error_code()), " ", status_.error_message());
+        }
+        return;
+    }
+  }
+
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+  bool finished() const { return finished_; }
+  bool broken() const { return broken_; }
+  const std::string& broken_detail() const { return broken_detail_; }
+  std::vector<double>& latencies_us() { return latencies_us_; }
+  uint64_t rejected() const { return rejected_; }
+
+ private:
+  void StartRead() {
+    reading_ = true;
+    stream_->Read(&reply_, &tags_[static_cast<int>(Op::kRead)]);
+  }
+
+  void OnReply() {
+    if (reply_.has_hello()) {
+      nonce_ = reply_.hello().nonce();
+      ready_.store(true, std::memory_order_release);
+      return;
+    }
+    if (!reply_.has_ack()) return;
+    const absl::Time now = absl::Now();
+    // Acks come in order; match by sequence all the same, so an open-loop agent may have more
+    // than one report in flight (the real agent does not wait for acks either).
+    while (!in_flight_.empty() && in_flight_.front().first < reply_.ack().sequence()) in_flight_.pop_front();
+    if (!in_flight_.empty() && in_flight_.front().first == reply_.ack().sequence()) {
+      latencies_us_.push_back(absl::ToDoubleMicroseconds(now - in_flight_.front().second));
+      in_flight_.pop_front();
+    }
+    if (!reply_.ack().accepted()) ++rejected_;
+    if (stop_->load(std::memory_order_relaxed)) return Close();
+    if (interval_ == absl::ZeroDuration()) Send();  // closed loop: the next report at once
+  }
+
+  void Send() {
+    if (closing_ || finish_wanted_) return;
+    if (writing_) {  // the previous write's completion has not come back yet
+      send_after_write_ = true;
+      return;
+    }
+    t_ += 0.001;
+    v1::AgentReport report = MakeReport(uuid_, kBootA, t_, ++sequence_);
+    report.set_stream_nonce(nonce_);
+    report.SerializeToString(frame_.mutable_report());
+    frame_.set_proof(prover_.Prove(frame_.report()));
+    in_flight_.emplace_back(sequence_, absl::Now());
+    writing_ = true;
+    stream_->Write(frame_, &tags_[static_cast<int>(Op::kWrite)]);
+  }
+
+  void Close() {
+    if (closing_ || finish_wanted_) return MaybeFinish();
+    if (writing_) return;  // kWrite comes back here
+    closing_ = true;
+    writing_ = true;
+    stream_->WritesDone(&tags_[static_cast<int>(Op::kWritesDone)]);
+  }
+
+  void Broken() {
+    if (!stop_->load(std::memory_order_relaxed)) broken_ = true;
+  }
+
+  void MaybeFinish() {
+    if (!finish_wanted_ || finish_called_ || writing_ || reading_) return;
+    finish_called_ = true;
+    stream_->Finish(&status_, &tags_[static_cast<int>(Op::kFinish)]);
+  }
+
+  const int index_;
+  const std::string uuid_;
+  plimsoll::agent::ReportProver prover_;
+  grpc::CompletionQueue* const cq_;
+  const absl::Duration interval_;
+  const std::atomic<bool>* const stop_;
+  Tag tags_[6] = {{this, Op::kStart},      {this, Op::kRead},       {this, Op::kWrite},
+                  {this, Op::kAlarm},      {this, Op::kWritesDone}, {this, Op::kFinish}};
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::AgentChannel::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::SignedAgentReport, v1::AgentReply>> stream_;
+  grpc::Alarm alarm_;
+  v1::SignedAgentReport frame_;
+  v1::AgentReply reply_;
+  grpc::Status status_;
+  std::string nonce_;
+  std::atomic<bool> ready_{false};
+  bool reading_ = false, writing_ = false, send_after_write_ = false, closing_ = false;
+  bool finish_wanted_ = false, finish_called_ = false, finished_ = false, broken_ = false;
+  std::string broken_detail_;
+  double t_ = 10;
+  uint64_t sequence_ = 0;
+  absl::Time next_due_;
+  std::deque<std::pair<uint64_t, absl::Time>> in_flight_;  // (sequence, sent)
+  std::vector<double> latencies_us_;
+  uint64_t rejected_ = 0;
+};
+
+// The simulated agents, on `threads` completion-queue threads (a real host's agents are separate
+// processes in separate guests; here they share as little CPU as possible with the daemon). `go`
+// is called when every stream has its hello and measuring starts, `stop` when it ends (both on
+// this thread).
+LoadResult Generate(const std::string& address, int streams, int seconds, absl::Duration interval, int threads,
+                    const std::function<void()>& go_hook, const std::function<void()>& stop_hook) {
+  std::atomic<bool> stop{false};
+  threads = std::max(1, std::min(threads, streams));
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> cqs;
+  for (int i = 0; i < threads; ++i) cqs.push_back(std::make_unique<grpc::CompletionQueue>());
+  std::vector<std::unique_ptr<SimAgent>> agents;
+  for (int s = 0; s < streams; ++s) {
+    agents.push_back(std::make_unique<SimAgent>(s, address, cqs[s % threads].get(), interval, &stop));
+  }
+  std::vector<std::thread> pollers;
+  for (int i = 0; i < threads; ++i) {
+    pollers.emplace_back([cq = cqs[i].get()] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) {
+        auto* t = static_cast<SimAgent::Tag*>(tag);
+        t->agent->Handle(t->op, ok);
       }
-      stream->WritesDone();
-      context.TryCancel();
-      const grpc::Status finish = stream->Finish();
-      absl::MutexLock l(&mu);
-      if (!ok && out.broken == 0) {
-        std::fprintf(stderr, "stream %d broke after %zu reports: %d %s\n", s, mine.size(),
-                     static_cast<int>(finish.error_code()), finish.error_message().c_str());
-      }
-      out.latencies_us.insert(out.latencies_us.end(), mine.begin(), mine.end());
-      out.total += mine.size();
-      out.rejected += mine_rejected;
-      if (!ok) ++out.broken;
     });
   }
-  absl::SleepFor(absl::Milliseconds(500) + absl::Milliseconds(streams));  // let every stream connect
+  // Every stream connected and greeted before measuring starts.
+  const absl::Time connect_deadline = absl::Now() + absl::Seconds(10) + absl::Milliseconds(10 * streams);
+  while (absl::Now() < connect_deadline &&
+         !std::all_of(agents.begin(), agents.end(), [](const auto& a) { return a->ready(); })) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  LoadResult out;
   const absl::Time start = absl::Now();
   const CpuTime cpu_start = CpuTime::Now();
   go_hook();
-  go = true;
+  for (auto& a : agents) {
+    if (a->ready()) a->Go();
+  }
   absl::SleepFor(absl::Seconds(seconds));
   stop = true;
   out.cpu = CpuTime::Now() - cpu_start;
   out.took = absl::Now() - start;
   stop_hook();
-  for (auto& t : threads) t.join();
+  // Agents close their streams on their next event; an open-loop agent's next event may be up
+  // to one interval away, and a stream that never got its hello never has one: cancel those.
+  absl::SleepFor(std::min(interval, absl::Seconds(2)) + absl::Milliseconds(200));
+  for (auto& a : agents) a->Cancel();
+  for (auto& cq : cqs) cq->Shutdown();
+  for (auto& t : pollers) t.join();
+  for (auto& a : agents) {
+    if (a->broken()) {
+      if (out.broken == 0) {
+        std::fprintf(stderr, "a stream broke after %zu reports: %s\n", a->latencies_us().size(),
+                     a->broken_detail().c_str());
+      }
+      ++out.broken;
+    }
+    out.total += a->latencies_us().size();
+    out.rejected += a->rejected();
+    out.latencies_us.insert(out.latencies_us.end(), a->latencies_us().begin(), a->latencies_us().end());
+  }
   return out;
 }
 
@@ -239,13 +420,13 @@ void PrintResult(int streams, absl::Duration interval, LoadResult& r, uint64_t a
               r.cpu.sys, r.cpu.total() * 1e6 / n);
 }
 
-void OneProcess(int streams, int seconds, absl::Duration interval) {
+void OneProcess(int streams, int seconds, absl::Duration interval, int threads) {
   Daemon daemon(streams);
   if (absl::Status s = daemon.Start(); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return;
   }
-  LoadResult r = Generate(daemon.server->address(), streams, seconds, interval, [] {}, [] {});
+  LoadResult r = Generate(daemon.server->address(), streams, seconds, interval, threads, [] {}, [] {});
   daemon.server->Shutdown();
   PrintResult(streams, interval, r, daemon.store.counters().accepted,
               "one process (daemon and generator together; the generator figure below is both)");
@@ -280,7 +461,7 @@ std::string ReadLine(int fd) {
   _exit(0);
 }
 
-void TwoProcesses(int streams, int seconds, absl::Duration interval) {
+void TwoProcesses(int streams, int seconds, absl::Duration interval, int threads) {
   int control[2], report[2];
   if (pipe(control) != 0 || pipe(report) != 0) {
     std::perror("pipe");
@@ -309,7 +490,8 @@ void TwoProcesses(int streams, int seconds, absl::Duration interval) {
   std::printf("daemon child pid=%d address=%s\n", static_cast<int>(child), address.c_str());
   std::fflush(stdout);
   LoadResult r = Generate(
-      address, streams, seconds, interval, [&] { WriteAll(control[1], "g"); }, [&] { WriteAll(control[1], "s"); });
+      address, streams, seconds, interval, threads, [&] { WriteAll(control[1], "g"); },
+      [&] { WriteAll(control[1], "s"); });
   const std::string line = ReadLine(report[0]);
   close(control[1]);
   waitpid(child, nullptr, 0);
@@ -330,10 +512,12 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int streams = absl::GetFlag(FLAGS_streams);
   plimsoll::server::agent::InProcess(streams, absl::GetFlag(FLAGS_ingest_iterations));
+  const int threads = absl::GetFlag(FLAGS_generator_threads);
   if (absl::GetFlag(FLAGS_processes) == 1) {
-    plimsoll::server::agent::OneProcess(streams, absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_interval));
+    plimsoll::server::agent::OneProcess(streams, absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_interval), threads);
   } else {
-    plimsoll::server::agent::TwoProcesses(streams, absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_interval));
+    plimsoll::server::agent::TwoProcesses(streams, absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_interval),
+                                          threads);
   }
   return 0;
 }
