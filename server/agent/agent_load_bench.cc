@@ -59,6 +59,35 @@ using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
 
 std::string GuestUuid(int i) { return absl::StrFormat("%08x-0000-4000-8000-%012x", i, i); }
 
+// MakeReport with every field a real agent fills (all meminfo and vmstat fields, avg300, the
+// agent's own info), so the bytes parsed and proved are as many as a real report's.
+v1::AgentReport BenchReport(const std::string& uuid, double seconds, uint64_t sequence) {
+  v1::AgentReport r = MakeReport(uuid, kBootA, seconds, sequence);
+  v1::GuestMeminfo* m = r.mutable_meminfo();
+  m->set_buffers_bytes(20 * kMiB);
+  m->set_shmem_bytes(3 * kMiB);
+  m->set_sreclaimable_bytes(40 * kMiB);
+  m->set_sunreclaim_bytes(25 * kMiB);
+  v1::GuestVmstat* v = r.mutable_vmstat();
+  const uint64_t t = static_cast<uint64_t>(seconds);
+  v->set_pgscan_kswapd(1500 + 250 * t);
+  v->set_pgscan_direct(500 + 50 * t);
+  v->set_pgsteal_kswapd(1200 + 180 * t);
+  v->set_pgsteal_direct(300 + 20 * t);
+  v->set_allocstall(3 + t / 10);
+  v->set_pswpin(0);
+  v->set_pswpout(0);
+  r.mutable_memory_pressure()->mutable_some()->set_avg300(0.8);
+  r.mutable_memory_pressure()->mutable_full()->set_avg60(0.2);
+  r.mutable_memory_pressure()->mutable_full()->set_avg300(0.1);
+  v1::AgentInfo* a = r.mutable_agent();
+  a->set_version("0.1.0-bench");
+  a->set_interval_ms(5000);
+  a->set_psi_trigger("some 150000 1000000");
+  a->set_connections(1);
+  return r;
+}
+
 ValidatorOptions Unlimited() {
   ValidatorOptions o;
   o.reports_per_second = 1e9;  // measure the machinery, not the rate limiter
@@ -105,7 +134,7 @@ void InProcess(int guests, int iterations) {
   frames.reserve(iterations);
   for (int i = 0; i < iterations; ++i) {
     const int g = i % guests;
-    frames.push_back(SignAsSelf(MakeReport(GuestUuid(g), kBootA, 10 + 0.001 * (i / guests + 1), i + 1)));
+    frames.push_back(SignAsSelf(BenchReport(GuestUuid(g), 10 + 0.001 * (i / guests + 1), i + 1)));
   }
   std::vector<ProofCache> caches(guests);
   std::vector<StreamBinding> bindings(guests);
@@ -117,9 +146,9 @@ void InProcess(int guests, int iterations) {
   const double cpu = ThreadCpuSeconds() - cpu_start;
   const absl::Duration took = absl::Now() - start;
   std::printf(
-      "in-process Ingest: %d reports (%d guests) in %s: %.2f us/report wall, %.2f us/report cpu, %.0f reports/s, "
-      "accepted=%d\n",
-      iterations, guests, absl::FormatDuration(took).c_str(), absl::ToDoubleMicroseconds(took) / iterations,
+      "in-process Ingest: %d reports of %zu bytes (%d guests) in %s: %.2f us/report wall, %.2f us/report cpu, "
+      "%.0f reports/s, accepted=%d\n",
+      iterations, frames.empty() ? size_t{0} : frames.back().report().size(), guests, absl::FormatDuration(took).c_str(), absl::ToDoubleMicroseconds(took) / iterations,
       cpu * 1e6 / iterations, iterations / absl::ToDoubleSeconds(took), accepted);
 }
 
@@ -284,7 +313,7 @@ class SimAgent {
       return;
     }
     t_ += 0.001;
-    v1::AgentReport report = MakeReport(uuid_, kBootA, t_, ++sequence_);
+    v1::AgentReport report = BenchReport(uuid_, t_, ++sequence_);
     report.set_stream_nonce(nonce_);
     report.SerializeToString(frame_.mutable_report());
     frame_.set_proof(prover_.Prove(frame_.report()));
