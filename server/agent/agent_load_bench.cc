@@ -220,13 +220,21 @@ class SimAgent {
     alarm_.Set(cq_, absl::ToChronoTime(next_due_), &tags_[static_cast<int>(Op::kAlarm)]);
   }
 
-  // Ends the stream if it is still open (main thread; thread-safe in gRPC).
-  void Cancel() { context_.TryCancel(); }
+  // Ends the stream if it is still open and drops a pending alarm (main thread; both are
+  // thread-safe in gRPC). The agent then finishes on its own events.
+  void Cancel() {
+    context_.TryCancel();
+    alarm_.Cancel();
+  }
 
   void Handle(Op op, bool ok) {
     switch (op) {
       case Op::kStart:
-        if (!ok) return Broken();
+        if (!ok) {
+          Broken();
+          finish_wanted_ = true;
+          return MaybeFinish();
+        }
         StartRead();
         return;
       case Op::kRead:
@@ -265,16 +273,17 @@ class SimAgent {
         writing_ = false;
         return MaybeFinish();
       case Op::kFinish:
-        finished_ = true;
         if (broken_ && status_.error_code() != grpc::StatusCode::OK) {
           broken_detail_ = absl::StrCat(static_cast<int>(status_.error_code()), " ", status_.error_message());
         }
+        finished_.store(true, std::memory_order_release);
         return;
     }
   }
 
   bool ready() const { return ready_.load(std::memory_order_acquire); }
-  bool finished() const { return finished_; }
+  // Finish has completed: the agent starts no more operations.
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
   bool broken() const { return broken_; }
   const std::string& broken_detail() const { return broken_detail_; }
   std::vector<double>& latencies_us() { return latencies_us_; }
@@ -359,7 +368,8 @@ class SimAgent {
   std::string nonce_;
   std::atomic<bool> ready_{false};
   bool reading_ = false, writing_ = false, send_after_write_ = false, closing_ = false;
-  bool finish_wanted_ = false, finish_called_ = false, finished_ = false, broken_ = false;
+  bool finish_wanted_ = false, finish_called_ = false, broken_ = false;
+  std::atomic<bool> finished_{false};
   std::string broken_detail_;
   double t_ = 10;
   uint64_t sequence_ = 0;
@@ -414,8 +424,20 @@ LoadResult Generate(const std::string& address, int streams, int seconds, absl::
   stop_hook();
   // Agents close their streams on their next event; an open-loop agent's next event may be up
   // to one interval away, and a stream that never got its hello never has one: cancel those.
-  absl::SleepFor(std::min(interval, absl::Seconds(2)) + absl::Milliseconds(200));
+  // A completion queue may only shut down once no agent will start another operation on it.
+  auto all_finished = [&] { return std::all_of(agents.begin(), agents.end(), [](const auto& a) { return a->finished(); }); };
+  const auto wait_for_all = [&](absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (!all_finished() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  };
+  wait_for_all(std::min(interval, absl::Seconds(2)) + absl::Milliseconds(500));
   for (auto& a : agents) a->Cancel();
+  wait_for_all(absl::Seconds(30));
+  if (!all_finished()) {
+    std::fprintf(stderr, "simulated agents did not finish; exiting without cleanup\n");
+    std::fflush(stdout);
+    _exit(2);
+  }
   for (auto& cq : cqs) cq->Shutdown();
   for (auto& t : pollers) t.join();
   for (auto& a : agents) {
