@@ -1,8 +1,9 @@
 #include "agent/report_proof.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <string>
 
@@ -18,21 +19,52 @@ namespace {
 constexpr absl::string_view kTokenLabel("plimsoll-agent-token-v1\0", 24);
 constexpr absl::string_view kProofLabel("plimsoll-agent-report-v1\0", 25);
 
-std::string HmacSha256(absl::string_view key, absl::string_view label, absl::string_view data) {
-  std::string message;
-  message.reserve(label.size() + data.size());
-  message.append(label.data(), label.size());
-  message.append(data.data(), data.size());
+// OpenSSL 3's HMAC implementation, looked up once for the process (a lookup takes locks and
+// costs as much as hashing a report). Null only when the library cannot provide HMAC at all.
+EVP_MAC* HmacAlgorithm() {
+  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  return mac;
+}
+
+// A context keyed with `key` for HMAC-SHA256, or null on failure (allocation, no provider).
+EVP_MAC_CTX* NewKeyedContext(absl::string_view key) {
+  if (HmacAlgorithm() == nullptr) return nullptr;
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(HmacAlgorithm());
+  if (ctx == nullptr) return nullptr;
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
+  if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) != 1) {
+    EVP_MAC_CTX_free(ctx);
+    return nullptr;
+  }
+  return ctx;
+}
+
+// Feeds `label` then `data` to a keyed context (one pass, no concatenated copy) and returns the
+// MAC. Failures (short of allocation failure they cannot happen for SHA-256 in memory) yield an
+// empty string, which never matches a 32-byte proof.
+std::string Finish(EVP_MAC_CTX* ctx, absl::string_view label, absl::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int out_len = 0;
-  // One-shot HMAC cannot fail for SHA-256 with in-memory inputs short of allocation failure;
-  // a null return then yields an empty string, which never matches a 32-byte proof.
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(message.data()), message.size(), out,
-           &out_len) == nullptr) {
+  size_t out_len = 0;
+  if (ctx == nullptr || EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(label.data()), label.size()) != 1 ||
+      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1 ||
+      EVP_MAC_final(ctx, out, &out_len, sizeof(out)) != 1) {
     return std::string();
   }
   return std::string(reinterpret_cast<const char*>(out), out_len);
+}
+
+std::string HmacSha256(absl::string_view key, absl::string_view label, absl::string_view data) {
+  EVP_MAC_CTX* ctx = NewKeyedContext(key);
+  std::string mac = Finish(ctx, label, data);
+  EVP_MAC_CTX_free(ctx);
+  return mac;
+}
+
+bool SameProof(const std::string& expected, absl::string_view proof) {
+  if (proof.size() != kProofBytes || expected.size() != kProofBytes) return false;
+  return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
 }
 
 int HexValue(char c) {
@@ -77,9 +109,30 @@ std::string ComputeProof(absl::string_view token, absl::string_view report_bytes
 
 bool ProofMatches(absl::string_view token, absl::string_view report_bytes, absl::string_view proof) {
   if (proof.size() != kProofBytes) return false;
-  const std::string expected = ComputeProof(token, report_bytes);
-  if (expected.size() != kProofBytes) return false;
-  return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
+  return SameProof(ComputeProof(token, report_bytes), proof);
+}
+
+struct ReportProver::State {
+  // Keyed once with the token; re-initialised (which restores the keyed state) per report.
+  EVP_MAC_CTX* ctx = nullptr;
+  ~State() { EVP_MAC_CTX_free(ctx); }
+};
+
+ReportProver::ReportProver(absl::string_view token) : state_(std::make_unique<State>()) {
+  state_->ctx = NewKeyedContext(token);
+}
+
+ReportProver::~ReportProver() = default;
+
+std::string ReportProver::Prove(absl::string_view report_bytes) {
+  // Re-initialising with no key keeps the key schedule computed at construction.
+  if (state_->ctx == nullptr || EVP_MAC_init(state_->ctx, nullptr, 0, nullptr) != 1) return std::string();
+  return Finish(state_->ctx, kProofLabel, report_bytes);
+}
+
+bool ReportProver::Matches(absl::string_view report_bytes, absl::string_view proof) {
+  if (proof.size() != kProofBytes) return false;
+  return SameProof(Prove(report_bytes), proof);
 }
 
 std::string ToHex(absl::string_view bytes) {

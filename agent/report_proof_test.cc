@@ -67,6 +67,39 @@ TEST(ProofTest, MatchesOnlyTheExactBytesAndToken) {
   EXPECT_FALSE(ProofMatches(DeriveGuestToken(Key(), "0f8fad5b-d9cb-469f-a165-70867728950f"), report, proof));
 }
 
+// The prepared token must give ComputeProof's answer for every report in a row: a context that
+// kept state from the previous report (or lost its key) would fail the second or third one.
+TEST(ReportProverTest, SameAnswersAsTheOneShotFunctions) {
+  const std::string token = DeriveGuestToken(Key(), kUuid);
+  ReportProver prover(token);
+  EXPECT_EQ(ToHex(prover.Prove("hello")), "8bfc9ee6388f4df9078f2ff95e68fe52f46b2806ac7444e9bb88227095e8f61e");
+  const std::string reports[] = {"", "a", std::string(1000, 'x'), "hello", "serialized report bytes"};
+  for (const std::string& report : reports) {
+    EXPECT_EQ(prover.Prove(report), ComputeProof(token, report)) << report.size();
+    EXPECT_TRUE(prover.Matches(report, ComputeProof(token, report))) << report.size();
+  }
+  EXPECT_EQ(ToHex(prover.Prove("hello")), "8bfc9ee6388f4df9078f2ff95e68fe52f46b2806ac7444e9bb88227095e8f61e");
+}
+
+TEST(ReportProverTest, MatchesOnlyTheExactBytesAndToken) {
+  const std::string token = DeriveGuestToken(Key(), kUuid);
+  ReportProver prover(token);
+  const std::string report = "serialized report bytes";
+  const std::string proof = ComputeProof(token, report);
+  std::string tampered = report;
+  tampered[3] ^= 1;
+  EXPECT_FALSE(prover.Matches(tampered, proof));
+  std::string bad_proof = proof;
+  bad_proof[0] ^= 1;
+  EXPECT_FALSE(prover.Matches(report, bad_proof));
+  EXPECT_FALSE(prover.Matches(report, proof.substr(0, 31)));
+  EXPECT_FALSE(prover.Matches(report, proof + "x"));
+  EXPECT_FALSE(prover.Matches(report, ""));
+  ReportProver other(DeriveGuestToken(Key(), "0f8fad5b-d9cb-469f-a165-70867728950f"));
+  EXPECT_FALSE(other.Matches(report, proof));
+  EXPECT_TRUE(prover.Matches(report, proof));  // still keyed after the failures
+}
+
 TEST(HexTest, RoundTripAndErrors) {
   EXPECT_EQ(*ParseHexSecret(ToHex(Key()) + "\n", 32), Key());
   EXPECT_EQ(*ParseHexSecret("  ABff00  ", 3), std::string("\xab\xff\x00", 3));

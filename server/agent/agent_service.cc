@@ -1,6 +1,8 @@
 #include "server/agent/agent_service.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -26,7 +28,10 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
         peer_(context->peer()),
         nonce_(NewNonce()),
         bucket_tokens_(service->options_.frame_burst),
-        bucket_time_(now) {}
+        bucket_time_(now) {
+    binding_.nonce = nonce_;
+    binding_.proof_cache = &proof_cache_;
+  }
 
   // Sends the hello; its OnWriteDone starts the first read.
   void Start() {
@@ -101,12 +106,17 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
   }
 
   const std::string& peer() const { return peer_; }
-  const std::string& nonce() const { return nonce_; }
 
-  // Guarded by the service's mu_ (read by Sweep, written by HandleFrame).
+  // What the stream's frames are checked against (the proven uuid once there is one, the nonce,
+  // the prepared token). Only the read reaction in flight touches it, so no lock.
+  StreamBinding& binding() { return binding_; }
+
+  // Guarded by the service's mu_ (read by Sweep, written once by HandleFrame).
   std::string uuid;
   absl::Time opened;
-  absl::Time last_report;
+  // Arrival of the last proven report, Unix ns: written by the read reaction on every report
+  // without taking the service's lock, read by Sweep.
+  std::atomic<int64_t> last_report_ns{0};
 
  private:
   void FinishOnce(grpc::Status status) {
@@ -130,6 +140,8 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
   const std::string nonce_;
   v1::SignedAgentReport frame_;
   v1::AgentReply reply_;
+  StreamBinding binding_;
+  ProofCache proof_cache_;
   double bucket_tokens_;
   absl::Time bucket_time_;
 
@@ -174,7 +186,7 @@ grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* AgentService::Re
     }
     stream = new Stream(this, context, now);
     stream->opened = now;
-    stream->last_report = now;
+    stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
     streams_.insert(stream);
     ++counters_.streams_opened;
   }
@@ -196,12 +208,7 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
     out.status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(RejectReasonName(RejectReason::kFlood)));
     return out;
   }
-  StreamBinding binding;
-  binding.nonce = stream->nonce();
-  {
-    absl::MutexLock l(&mu_);
-    binding.uuid = stream->uuid;
-  }
+  StreamBinding& binding = stream->binding();
   IngestResult result = store_->Ingest(frame, binding);
   out.ack.set_sequence(result.sequence);
   out.ack.set_accepted(result.ok());
@@ -223,21 +230,22 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
     return out;
   }
 
+  stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
+  if (!binding.uuid.empty()) return out;  // every report after the first: no lock taken
+  // The stream's first proven report: bind it to its guest.
+  binding.uuid = result.uuid;
   absl::MutexLock l(&mu_);
-  stream->last_report = now;
-  if (stream->uuid.empty()) {
-    stream->uuid = result.uuid;
-    auto [it, inserted] = by_uuid_.try_emplace(result.uuid, stream);
-    if (!inserted) {
-      // One stream per guest: the newer one wins, the old one is most likely half-open.
-      if (it->second->Terminate(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a newer stream"))) {
-        ++counters_.streams_superseded;
-      }
-      it->second = stream;
+  stream->uuid = result.uuid;
+  auto [it, inserted] = by_uuid_.try_emplace(result.uuid, stream);
+  if (!inserted) {
+    // One stream per guest: the newer one wins, the old one is most likely half-open.
+    if (it->second->Terminate(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a newer stream"))) {
+      ++counters_.streams_superseded;
     }
-    store_->StreamOpened(result.uuid);
-    if (MayLog()) PLOG_INFO << "agent connected uuid=" << result.uuid << " peer=" << stream->peer();
+    it->second = stream;
   }
+  store_->StreamOpened(result.uuid);
+  if (MayLog()) PLOG_INFO << "agent connected uuid=" << result.uuid << " peer=" << stream->peer();
   return out;
 }
 
@@ -258,7 +266,8 @@ void AgentService::Sweep() {
   for (Stream* stream : streams_) {
     const bool unproven = stream->uuid.empty();
     const absl::Duration limit = unproven ? options_.auth_timeout : options_.idle_timeout;
-    const absl::Time since = unproven ? stream->opened : stream->last_report;
+    const absl::Time since =
+        unproven ? stream->opened : absl::FromUnixNanos(stream->last_report_ns.load(std::memory_order_relaxed));
     if (now - since <= limit) continue;
     const std::string why = unproven ? absl::StrCat("no proven report within ", absl::FormatDuration(limit))
                                      : absl::StrCat("no report for ", absl::FormatDuration(now - since));

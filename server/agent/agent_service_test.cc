@@ -155,6 +155,22 @@ TEST_F(AgentServiceTest, SpoofedReportEndsTheStreamAndIsCounted) {
   EXPECT_FALSE(store_.IsConnected(kVictim));
 }
 
+TEST_F(AgentServiceTest, BadProofAfterProvenReportsStillEndsTheStream) {
+  StartServer();
+  Call c = OpenWithHello();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
+  ASSERT_TRUE(ack.accepted());
+  v1::SignedAgentReport forged = Next(kVictim, c);
+  forged.mutable_proof()->at(31) ^= 1;
+  EXPECT_FALSE(Exchange(c, forged, &ack));
+  grpc::Status status = End(c);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(status.error_message(), "bad_proof");
+  EXPECT_EQ(store_.counters().accepted, 1u);
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kBadProof), 1u);
+}
+
 TEST_F(AgentServiceTest, ReportRecordedOnAnotherStreamIsDenied) {
   StartServer();
   Call first = OpenWithHello();

@@ -56,7 +56,7 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const Stream
   IngestResult result;
   v1::AgentReport report;
   // The costly part (parse, two HMACs) runs without the lock.
-  Verdict verdict = validator_->Authenticate(frame, &report);
+  Verdict verdict = validator_->Authenticate(frame, &report, stream.proof_cache);
   result.sequence = report.sequence();
   if (!verdict.ok()) {
     Count(*verdict.reject);
@@ -84,8 +84,9 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const Stream
   }
 
   const absl::Time now = clock_->Now();
+  const bool spike = report.spike();
   result = IngestAuthenticated(report, now, std::move(result));
-  if (result.ok() && report.spike()) {
+  if (result.ok() && spike) {
     std::function<void(const std::string&)> listener;
     {
       absl::MutexLock l(&listener_mu_);
@@ -96,8 +97,7 @@ IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const Stream
   return result;
 }
 
-IngestResult AgentStore::IngestAuthenticated(const v1::AgentReport& report, absl::Time now,
-                                             IngestResult result) {
+IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time now, IngestResult result) {
   absl::MutexLock l(&mu_);
   if (now - last_expire_ >= kExpireEvery) ExpireLocked(now);
   auto known = known_.find(report.guest_uuid());
@@ -109,9 +109,7 @@ IngestResult AgentStore::IngestAuthenticated(const v1::AgentReport& report, absl
   }
   Entry& entry = entries_[report.guest_uuid()];
   const bool reboot = ReportValidator::IsReboot(report, entry.history);
-  GuestHistory next;
-  Verdict verdict = validator_->Check(report, &known->second, entry.history, now, &next);
-  entry.history = std::move(next);
+  Verdict verdict = validator_->CheckInPlace(report, &known->second, &entry.history, now);
   if (!verdict.ok()) {
     Count(*verdict.reject);
     entry.last_reject_reason = std::string(RejectReasonName(*verdict.reject));
@@ -144,6 +142,12 @@ IngestResult AgentStore::IngestAuthenticated(const v1::AgentReport& report, absl
     entry.samples.pop_front();
   }
   while (entry.samples.size() > std::max<size_t>(options_.max_rate_samples, 2)) entry.samples.pop_front();
+  // A move, not a copy: the previous latest comes back in `report` and dies outside the lock.
+  if (entry.history.last.has_value()) {
+    entry.history.last->Swap(&report);
+  } else {
+    entry.history.last = std::move(report);
+  }
   return result;
 }
 

@@ -123,6 +123,8 @@ struct AgentCounters {
 struct StreamBinding {
   std::string uuid;   // proven by an earlier frame; empty until then
   std::string nonce;  // from the stream's hello; empty: not checked
+  // The stream's own ProofCache (null: none), so its reports skip the token derivation.
+  ProofCache* proof_cache = nullptr;
 };
 
 // The outcome of Ingest, for the service's ack.
@@ -197,7 +199,9 @@ class AgentStore {
   };
 
   // Ingest after the proof and the stream checks: known guest, history checks, storing.
-  IngestResult IngestAuthenticated(const v1::AgentReport& report, absl::Time now, IngestResult result)
+  // Takes `report` over as the guest's latest when accepted (what it leaves in `report` is to be
+  // discarded: the previous latest, freed outside the lock).
+  IngestResult IngestAuthenticated(v1::AgentReport& report, absl::Time now, IngestResult result)
       ABSL_LOCKS_EXCLUDED(mu_);
   AgentSignals SignalsLocked(const std::string& uuid, const Entry& e, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

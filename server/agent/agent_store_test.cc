@@ -185,6 +185,27 @@ TEST_F(AgentStoreTest, BadProofEndsTheStream) {
   EXPECT_TRUE(store_.Ingest(Sign(MakeReport(kVictim, kBootA, 10), TokenFor(kAttacker))).end_stream);
 }
 
+// A stream that proved itself keeps its guest's token prepared; every later frame is still
+// proved over its own bytes.
+TEST_F(AgentStoreTest, AProvenStreamsFramesAreStillEachProved) {
+  ProofCache cache;
+  StreamBinding stream{"", "", &cache};
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(store_.Ingest(SignAsSelf(MakeReport(kVictim, kBootA, 10, 1)), stream).ok());
+  stream.uuid = kVictim;  // as AgentService binds it
+  v1::SignedAgentReport forged = SignAsSelf(MakeReport(kVictim, kBootA, 20, 2));
+  forged.mutable_proof()->at(0) ^= 1;
+  clock_.Advance(absl::Seconds(1));
+  IngestResult r = store_.Ingest(forged, stream);
+  EXPECT_EQ(r.reject, RejectReason::kBadProof);
+  EXPECT_TRUE(r.end_stream);
+  EXPECT_EQ(store_.Signals(kVictim)->sequence, 1u);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(store_.Ingest(SignAsSelf(MakeReport(kVictim, kBootA, 30, 3)), stream).ok());
+  EXPECT_EQ(store_.Signals(kVictim)->sequence, 3u);
+  EXPECT_EQ(store_.Signals(kVictim)->reports_accepted, 2u);
+}
+
 TEST_F(AgentStoreTest, ConnectedFollowsStreams) {
   EXPECT_FALSE(store_.IsConnected(kVictim));
   store_.StreamOpened(kVictim);

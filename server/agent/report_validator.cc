@@ -17,6 +17,7 @@ namespace {
 using ::plimsoll::agent::DeriveGuestToken;
 using ::plimsoll::agent::IsCanonicalUuid;
 using ::plimsoll::agent::ProofMatches;
+using ::plimsoll::agent::ReportProver;
 
 Verdict Reject(RejectReason reason, std::string detail) { return Verdict{reason, std::move(detail)}; }
 
@@ -136,7 +137,8 @@ const std::array<RejectReason, kNumRejectReasons>& AllRejectReasons() {
 ReportValidator::ReportValidator(std::string host_key, ValidatorOptions options)
     : host_key_(std::move(host_key)), options_(options) {}
 
-Verdict ReportValidator::Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report) const {
+Verdict ReportValidator::Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report,
+                                      ProofCache* cache) const {
   if (frame.report().size() > options_.max_report_bytes) {
     return Reject(RejectReason::kOversized,
                   absl::StrCat("report is ", frame.report().size(), " bytes, limit ", options_.max_report_bytes));
@@ -145,12 +147,24 @@ Verdict ReportValidator::Authenticate(const v1::SignedAgentReport& frame, v1::Ag
   if (!IsCanonicalUuid(report->guest_uuid())) {
     return Reject(RejectReason::kMalformed, "guest_uuid is not a canonical lower-case UUID");
   }
-  // Derive the token of the guest the report claims to be; only that guest (and the host) can
-  // produce a matching proof.
-  const std::string token = DeriveGuestToken(host_key_, report->guest_uuid());
-  if (!ProofMatches(token, frame.report(), frame.proof())) {
-    return Reject(RejectReason::kBadProof, absl::StrCat("proof does not match uuid ", report->guest_uuid()));
+  // The token of the guest the report claims to be; only that guest (and the host) can produce a
+  // matching proof. A stream's cache holds it already when the stream proved this uuid before.
+  const std::string& uuid = report->guest_uuid();
+  bool matches = false;
+  if (cache != nullptr && cache->validator == this && cache->prover != nullptr && cache->uuid == uuid) {
+    matches = cache->prover->Matches(frame.report(), frame.proof());
+  } else if (cache != nullptr) {
+    auto prover = std::make_unique<ReportProver>(DeriveGuestToken(host_key_, uuid));
+    matches = prover->Matches(frame.report(), frame.proof());
+    if (matches) {  // only a proven identity is remembered
+      cache->validator = this;
+      cache->uuid = uuid;
+      cache->prover = std::move(prover);
+    }
+  } else {
+    matches = ProofMatches(DeriveGuestToken(host_key_, uuid), frame.report(), frame.proof());
   }
+  if (!matches) return Reject(RejectReason::kBadProof, absl::StrCat("proof does not match uuid ", uuid));
   return Verdict{};
 }
 
@@ -161,23 +175,30 @@ bool ReportValidator::IsReboot(const v1::AgentReport& report, const GuestHistory
 Verdict ReportValidator::Check(const v1::AgentReport& report, const GuestLimits* limits,
                                const GuestHistory& previous, absl::Time now, GuestHistory* next) const {
   *next = previous;
+  Verdict v = CheckInPlace(report, limits, next, now);
+  if (v.ok()) next->last = report;
+  return v;
+}
+
+Verdict ReportValidator::CheckInPlace(const v1::AgentReport& report, const GuestLimits* limits,
+                                      GuestHistory* history, absl::Time now) const {
   if (limits == nullptr) {
     return Reject(RejectReason::kUnknownGuest, absl::StrCat("uuid ", report.guest_uuid(), " is not a managed guest"));
   }
 
   // Token bucket. A clock that went backwards refills nothing.
   double tokens = options_.burst;
-  if (previous.refilled != absl::InfinitePast()) {
-    const double elapsed = std::max(0.0, absl::ToDoubleSeconds(now - previous.refilled));
-    tokens = std::min(options_.burst, previous.tokens + elapsed * options_.reports_per_second);
+  if (history->refilled != absl::InfinitePast()) {
+    const double elapsed = std::max(0.0, absl::ToDoubleSeconds(now - history->refilled));
+    tokens = std::min(options_.burst, history->tokens + elapsed * options_.reports_per_second);
   }
-  next->refilled = std::max(now, previous.refilled);
+  history->refilled = std::max(now, history->refilled);
   if (tokens < 1.0) {
-    next->tokens = tokens;
+    history->tokens = tokens;
     return Reject(RejectReason::kRateLimited,
                   absl::StrCat("over ", options_.reports_per_second, "/s burst ", options_.burst));
   }
-  next->tokens = tokens - 1.0;
+  history->tokens = tokens - 1.0;
 
   if (!IsCanonicalUuid(report.boot_id())) return Reject(RejectReason::kMalformed, "boot_id is not a canonical UUID");
   if (report.boottime_ns() <= 0) return Reject(RejectReason::kMalformed, "boottime_ns is not positive");
@@ -189,8 +210,8 @@ Verdict ReportValidator::Check(const v1::AgentReport& report, const GuestLimits*
   }
   if (Verdict v = CheckSizes(report.meminfo(), limits->max_bytes, options_.max_swap_bytes); !v.ok()) return v;
 
-  if (previous.last.has_value() && !IsReboot(report, previous)) {
-    const v1::AgentReport& last = *previous.last;
+  if (history->last.has_value() && !IsReboot(report, *history)) {
+    const v1::AgentReport& last = *history->last;
     if (report.boottime_ns() <= last.boottime_ns()) {
       return Reject(RejectReason::kReplay,
                     absl::StrCat("boottime ", report.boottime_ns(), " <= last accepted ", last.boottime_ns()));
@@ -208,7 +229,6 @@ Verdict ReportValidator::Check(const v1::AgentReport& report, const GuestLimits*
       if (Verdict v = CheckPsiTotal("full", a.full(), b.full(), seconds); !v.ok()) return v;
     }
   }
-  next->last = report;
   return Verdict{};
 }
 

@@ -15,11 +15,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/report_proof.h"
 #include "plimsoll/v1/agent.pb.h"
 
 namespace plimsoll::server::agent {
@@ -80,15 +82,30 @@ struct Verdict {
   bool ok() const { return !reject.has_value(); }
 };
 
-// Immutable after construction; thread-safe.
+class ReportValidator;
+
+// What one stream keeps between its reports so that checking the next proof costs one HMAC pass
+// instead of two and a key schedule: the token of the guest the stream last proved, prepared.
+// Used only for a report claiming that same uuid, with the validator that filled it; any other
+// claim derives its token afresh, so the cache changes the cost of a check, never its answer.
+// Owned by one stream, used by one thread at a time (not thread-safe).
+struct ProofCache {
+  const ReportValidator* validator = nullptr;
+  std::string uuid;
+  std::unique_ptr<plimsoll::agent::ReportProver> prover;
+};
+
+// Immutable after construction; thread-safe (a ProofCache passed in belongs to the caller).
 class ReportValidator {
  public:
   // `host_key`: the raw secret from which guest tokens derive (report_proof.h).
   ReportValidator(std::string host_key, ValidatorOptions options = {});
 
   // Stage 1. On success fills `report` with the parsed AgentReport. Rejections: kOversized,
-  // kMalformed, kBadProof.
-  Verdict Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report) const;
+  // kMalformed, kBadProof. `cache` (optional, the stream's own) is used and refilled as its
+  // comment says; the proof is checked over the exact bytes of every report either way.
+  Verdict Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report,
+                       ProofCache* cache = nullptr) const;
 
   // Stage 2, for an authenticated report. `limits` null: the guest is unknown. `previous` is the
   // guest's history (default-constructed for a first report). `next` is overwritten with
@@ -97,6 +114,12 @@ class ReportValidator {
   // kRateLimited, kMalformed, kSizeOutOfRange, kReplay, kCounterBackwards, kImplausibleRate.
   Verdict Check(const v1::AgentReport& report, const GuestLimits* limits, const GuestHistory& previous,
                 absl::Time now, GuestHistory* next) const;
+
+  // Check without the copies, for AgentStore: the same checks against `history`, whose rate
+  // bucket it updates; it leaves `history->last` alone, and on acceptance the caller makes
+  // `report` the new `last` (Check's `next->last = report`).
+  Verdict CheckInPlace(const v1::AgentReport& report, const GuestLimits* limits, GuestHistory* history,
+                       absl::Time now) const;
 
   // True when `report` starts a new boot relative to `previous` (a different boot id).
   static bool IsReboot(const v1::AgentReport& report, const GuestHistory& previous);

@@ -23,9 +23,10 @@ class ValidatorTest : public ::testing::Test {
 
   // Both stages against `history`; returns the first rejection (or nullopt) and updates it.
   std::optional<RejectReason> Run(const v1::SignedAgentReport& frame, GuestHistory* history,
-                                  absl::Time now = kNow, const GuestLimits* limits = nullptr) {
+                                  absl::Time now = kNow, const GuestLimits* limits = nullptr,
+                                  ProofCache* cache = nullptr) {
     v1::AgentReport report;
-    Verdict v = validator_.Authenticate(frame, &report);
+    Verdict v = validator_.Authenticate(frame, &report, cache);
     if (!v.ok()) return v.reject;
     GuestHistory next;
     v = validator_.Check(report, limits ? limits : &limits_, *history, now, &next);
@@ -155,7 +156,57 @@ TEST_F(ValidatorTest, SingleReportTable) {
   for (const Row& row : rows) {
     GuestHistory history;
     EXPECT_EQ(Run(row.frame(), &history), row.want) << row.name;
+    // Again on a stream that already proved the victim (its token prepared in the cache): the
+    // cache may change what a check costs, never its verdict.
+    ProofCache cache;
+    v1::AgentReport parsed;
+    ASSERT_TRUE(validator_.Authenticate(SignAsSelf(MakeReport(kVictim, kBootA, 5)), &parsed, &cache).ok());
+    ASSERT_EQ(cache.uuid, kVictim);
+    GuestHistory fresh;
+    EXPECT_EQ(Run(row.frame(), &fresh, kNow, nullptr, &cache), row.want) << row.name << " (warm cache)";
   }
+}
+
+TEST_F(ValidatorTest, ProofCacheHoldsOnlyProvenIdentities) {
+  v1::AgentReport report;
+  ProofCache cache;
+  // A failed proof fills nothing.
+  EXPECT_EQ(validator_.Authenticate(Sign(MakeReport(kVictim, kBootA, 10), TokenFor(kAttacker)), &report, &cache).reject,
+            RejectReason::kBadProof);
+  EXPECT_EQ(cache.prover, nullptr);
+  ASSERT_TRUE(validator_.Authenticate(SignAsSelf(MakeReport(kVictim, kBootA, 10)), &report, &cache).ok());
+  EXPECT_EQ(cache.uuid, kVictim);
+  // The victim's prepared token proves nothing for another uuid, and a failure keeps the cache.
+  EXPECT_EQ(validator_.Authenticate(Sign(MakeReport(kAttacker, kBootA, 10), TokenFor(kVictim)), &report, &cache).reject,
+            RejectReason::kBadProof);
+  EXPECT_EQ(cache.uuid, kVictim);
+  // Another proven uuid replaces it (the store then ends such a stream: identity change).
+  ASSERT_TRUE(validator_.Authenticate(SignAsSelf(MakeReport(kAttacker, kBootA, 10)), &report, &cache).ok());
+  EXPECT_EQ(cache.uuid, kAttacker);
+
+  // A cache filled under another host key is not used by this validator.
+  const std::string other_key(32, 'k');
+  ReportValidator other(other_key);
+  ProofCache foreign;
+  const v1::SignedAgentReport theirs =
+      Sign(MakeReport(kVictim, kBootA, 10), plimsoll::agent::DeriveGuestToken(other_key, kVictim));
+  ASSERT_TRUE(other.Authenticate(theirs, &report, &foreign).ok());
+  EXPECT_EQ(validator_.Authenticate(theirs, &report, &foreign).reject, RejectReason::kBadProof);
+}
+
+TEST_F(ValidatorTest, CheckInPlaceSpendsTheBucketAndLeavesLastToTheCaller) {
+  GuestHistory history;
+  const v1::AgentReport first = MakeReport(kVictim, kBootA, 10);
+  ASSERT_TRUE(validator_.CheckInPlace(first, &limits_, &history, kNow).ok());
+  EXPECT_FALSE(history.last.has_value());
+  EXPECT_EQ(history.refilled, kNow);
+  EXPECT_DOUBLE_EQ(history.tokens, validator_.options().burst - 1);
+  history.last = first;
+  // Compared against `last`: an older boottime is a replay, and still spends a token.
+  EXPECT_EQ(validator_.CheckInPlace(MakeReport(kVictim, kBootA, 9), &limits_, &history, kNow).reject,
+            RejectReason::kReplay);
+  EXPECT_DOUBLE_EQ(history.tokens, validator_.options().burst - 2);
+  EXPECT_EQ(history.last->boottime_ns(), first.boottime_ns());
 }
 
 TEST_F(ValidatorTest, UnknownGuestIsRejectedAfterItsProof) {
