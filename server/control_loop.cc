@@ -138,8 +138,11 @@ void ControlLoop::ApplyReconfig() {
 
 void ControlLoop::ApplyHostPolicy() {
   if (deps_.overrides != nullptr) {
-    controls_.clear();  // points into the snapshot being replaced; ComputeControls refills it
-    overrides_ = deps_.overrides->snapshot();
+    std::shared_ptr<const OverrideStore::Snapshot> next = deps_.overrides->snapshot();
+    if (next != overrides_) {
+      controls_.clear();  // points into the snapshot being replaced; ComputeControls refills it
+      overrides_ = std::move(next);
+    }
   }
   const plimsoll::v1::HostPolicy& hp = overrides_->host;
   reserve_bytes_ = hp.has_host_reserve_bytes() ? hp.host_reserve_bytes() : options_.host_reserve_bytes;
@@ -214,13 +217,17 @@ void ControlLoop::UpdateReclaims(absl::Time now) {
 }
 
 void ControlLoop::ComputeControls() {
-  controls_.clear();
+  // The entries are kept from tick to tick and overwritten: rebuilding the map
+  // cost a string key per guest per tick.
+  const bool any_override = !overrides_->guests.empty();
   for (const auto& [uuid, g] : tracker_.guests()) {
-    GuestControl c;
+    GuestControl& c = controls_[uuid];
+    c = GuestControl();
     const int64_t memory = g.info.max_bytes;
     c.ceiling = memory;
     c.floor = g.min_bytes;
-    if (auto it = overrides_->guests.find(absl::AsciiStrToLower(uuid)); it != overrides_->guests.end()) {
+    if (auto it = any_override ? overrides_->guests.find(absl::AsciiStrToLower(uuid)) : overrides_->guests.end();
+        it != overrides_->guests.end()) {
       const plimsoll::v1::GuestOverride& o = it->second;
       c.override = &o;
       if (o.has_max_bytes()) c.ceiling = std::min(o.max_bytes(), memory);
@@ -241,7 +248,10 @@ void ControlLoop::ComputeControls() {
         }
       }
     }
-    controls_[uuid] = std::move(c);
+  }
+  // Every tracked guest has its entry; more entries means some guests left.
+  if (controls_.size() > tracker_.guests().size()) {
+    absl::erase_if(controls_, [this](const auto& entry) { return !tracker_.guests().contains(entry.first); });
   }
 }
 
@@ -305,7 +315,9 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     policy_state_.guests.erase(uuid);
     last_logged_.erase(uuid);
   }
-  if (deps_.agents != nullptr) {
+  if (deps_.agents != nullptr &&
+      (!changes.added.empty() || !changes.removed.empty() || changes.max_changed || !agents_told_)) {
+    agents_told_ = true;
     // The agent channel accepts reports only for guests we manage, checked against their size.
     absl::flat_hash_map<std::string, agent::GuestLimits> known;
     for (const auto& [uuid, g] : tracker_.guests()) known[uuid].max_bytes = g.info.max_bytes;
@@ -546,12 +558,7 @@ void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out
 void ControlLoop::Publish(absl::Time now) {
   auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
   int64_t actual_sum = 0;
-  std::vector<const TrackedGuest*> ordered;
-  for (const auto& [uuid, g] : tracker_.guests()) ordered.push_back(&g);
-  std::sort(ordered.begin(), ordered.end(), [](const TrackedGuest* a, const TrackedGuest* b) {
-    return a->info.name < b->info.name;
-  });
-  for (const TrackedGuest* g : ordered) {
+  for (const TrackedGuest* g : tracker_.ByName()) {
     plimsoll::v1::Guest* out = view->add_guests();
     out->set_name(g->info.name);
     out->set_uuid(g->info.uuid);
@@ -653,17 +660,28 @@ void ControlLoop::Publish(absl::Time now) {
 
 void ControlLoop::Tick() {
   const absl::Time start = deps_.clock->Now();
+  TickTimes times;
   ++tick_;
   ApplyReconfig();
   ApplyHostPolicy();
   UpdateReclaims(start);
+  absl::Time lap = deps_.clock->Now();
+  // The time since the previous lap, which becomes now.
+  auto since_lap = [&] {
+    const absl::Time now = deps_.clock->Now();
+    const absl::Duration d = now - lap;
+    lap = now;
+    return d;
+  };
   bool collected = false;
   if (EnsureConnected(start)) Collect(start, &collected);
   ComputeControls();
+  times.collect = since_lap();
   if (collected) {
     std::optional<policy::Snapshot> snap = BuildSnapshot(start);
     if (snap.has_value()) {
       policy::Decisions decisions = policy_->Decide(*snap, policy_state_);
+      times.decide = since_lap();
       if (decisions.guests.size() != snap->guests.size()) {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
@@ -675,8 +693,12 @@ void ControlLoop::Tick() {
       PLOG_WARNING << "no host memory reading yet; nothing decided this tick";
     }
   }
+  times.apply = since_lap();  // also frees the snapshot and the decisions
   Publish(start);
-  if (deps_.metrics) deps_.metrics->ObserveTick(absl::ToDoubleSeconds(deps_.clock->Now() - start));
+  times.publish = since_lap();
+  times.total = lap - start;
+  last_tick_times_ = times;
+  if (deps_.metrics) deps_.metrics->ObserveTick(absl::ToDoubleSeconds(times.total));
 }
 
 void ControlLoop::Run() {

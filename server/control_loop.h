@@ -82,6 +82,17 @@ struct LoopDeps {
   WatchHub* hub = nullptr;
 };
 
+// Where one tick's time went, by the loop's clock. The phases follow each
+// other and cover the tick but for the bookkeeping between them (reconfig, host
+// policy, reclaim holds), so their sum is at most `total`.
+struct TickTimes {
+  absl::Duration total;
+  absl::Duration collect;  // connect check, domain list, balloon stats, host /proc, controls
+  absl::Duration decide;   // the snapshot and the policy's Decide (zero when nothing was collected)
+  absl::Duration apply;    // the safety net, actuator calls, decision records and logs
+  absl::Duration publish;  // the published view, metrics, watch events
+};
+
 // What a configuration reload changes in a running loop.
 struct LoopReconfig {
   // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes
@@ -122,6 +133,10 @@ class ControlLoop {
   void Reconfigure(LoopReconfig reconfig);
 
   int64_t ticks() const { return tick_; }
+
+  // The phases of the last tick (zeros before the first). Loop thread only, like
+  // Tick(): benchmarks read it between ticks to split a tick's cost.
+  const TickTimes& last_tick_times() const { return last_tick_times_; }
 
  private:
   // What the operator's settings make of one guest this tick.
@@ -177,8 +192,10 @@ class ControlLoop {
   std::vector<ActiveReclaim> reclaims_;                      // loop thread only
   std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
   GuestTracker tracker_;
+  bool agents_told_ = false;  // the agent store has been given the tracked guests once
   policy::PolicyState policy_state_;
   std::atomic<int64_t> tick_{0};
+  TickTimes last_tick_times_;
 
   bool was_connected_ = false;
   absl::Duration reconnect_backoff_;

@@ -598,6 +598,46 @@ TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) 
             std::string::npos);
 }
 
+// Every reading moves time on by 1 ms, so each phase of a tick takes at least one.
+class SteppingClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock l(&mu_);
+    now_ += absl::Milliseconds(1);
+    return now_;
+  }
+  void SleepFor(absl::Duration d) override {
+    absl::MutexLock l(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
+};
+
+TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  SteppingClock clock;
+  HypervisorActuator actuator(&hv_);
+  LoopDeps deps{&hv_, &host_, &policy_, &actuator, &clock, &metrics_};
+  ControlLoop loop(deps, LoopOptions{});
+  EXPECT_EQ(loop.last_tick_times().total, absl::ZeroDuration()) << "no tick yet";
+  loop.Tick();
+  const TickTimes t = loop.last_tick_times();
+  EXPECT_GE(t.collect, absl::Milliseconds(1));
+  EXPECT_GE(t.decide, absl::Milliseconds(1));
+  EXPECT_GE(t.apply, absl::Milliseconds(1));
+  EXPECT_GE(t.publish, absl::Milliseconds(1));
+  EXPECT_LE(t.collect + t.decide + t.apply + t.publish, t.total);
+
+  hv_.SimulateDisconnect();
+  hv_.FailNext(FakeHypervisor::Method::kConnect, absl::UnavailableError("libvirtd is down"));
+  loop.Tick();
+  EXPECT_EQ(loop.last_tick_times().decide, absl::ZeroDuration()) << "nothing collected, nothing decided";
+  EXPECT_GE(loop.last_tick_times().publish, absl::Milliseconds(1));
+}
+
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
   EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, std::nullopt), 12 * kMiB);
   EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 8 * kMiB), 8 * kMiB);

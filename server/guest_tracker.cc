@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/container/flat_hash_set.h"
 
 namespace plimsoll::server {
 
@@ -14,9 +13,12 @@ int64_t GuestTracker::FloorFor(int64_t max_bytes) const {
 GuestTracker::ReconcileResult GuestTracker::Reconcile(
     const std::vector<hypervisor::DomainInfo>& domains, absl::Time now) {
   ReconcileResult result;
-  absl::flat_hash_set<std::string> seen;
+  // Marks each listed guest with this reconcile's number: what is left unmarked
+  // is gone, found without a set of the listed uuids (10,000 strings a tick).
+  const uint64_t pass = ++reconciles_;
+  size_t listed = 0;  // distinct tracked guests in `domains`
+  bool renamed = false;
   for (const hypervisor::DomainInfo& d : domains) {
-    seen.insert(d.uuid);
     auto it = by_uuid_.find(d.uuid);
     if (it == by_uuid_.end()) {
       TrackedGuest g;
@@ -25,20 +27,36 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
       g.actual_bytes = d.current_bytes;
       g.target_bytes = d.current_bytes;
       g.min_bytes = FloorFor(d.max_bytes);
+      g.listed_in = pass;
       by_uuid_.emplace(d.uuid, std::move(g));
       result.added.push_back(d.uuid);
+      ++listed;
     } else {
+      if (it->second.listed_in != pass) ++listed;
+      it->second.listed_in = pass;
+      renamed = renamed || it->second.info.name != d.name;
+      result.max_changed = result.max_changed || it->second.info.max_bytes != d.max_bytes;
       it->second.info = d;
       it->second.min_bytes = FloorFor(d.max_bytes);
     }
   }
-  for (auto it = by_uuid_.begin(); it != by_uuid_.end();) {
-    if (!seen.contains(it->first)) {
-      result.removed.push_back(it->first);
-      it = by_uuid_.erase(it);
-    } else {
-      ++it;
+  if (listed != by_uuid_.size()) {  // the usual tick has nobody leaving
+    for (auto it = by_uuid_.begin(); it != by_uuid_.end();) {
+      if (it->second.listed_in != pass) {
+        result.removed.push_back(it->first);
+        it = by_uuid_.erase(it);
+      } else {
+        ++it;
+      }
     }
+  }
+  if (renamed || !result.added.empty() || !result.removed.empty()) {
+    by_name_.clear();
+    by_name_.reserve(by_uuid_.size());
+    for (const auto& [uuid, g] : by_uuid_) by_name_.push_back(&g);
+    std::sort(by_name_.begin(), by_name_.end(), [](const TrackedGuest* a, const TrackedGuest* b) {
+      return a->info.name != b->info.name ? a->info.name < b->info.name : a->info.uuid < b->info.uuid;
+    });
   }
   return result;
 }
@@ -98,14 +116,9 @@ void GuestTracker::MarkAllStale(absl::Time now) {
 }
 
 std::vector<policy::GuestView> GuestTracker::Views() const {
-  std::vector<const TrackedGuest*> ordered;
-  for (const auto& [uuid, g] : by_uuid_) ordered.push_back(&g);
-  std::sort(ordered.begin(), ordered.end(), [](const TrackedGuest* a, const TrackedGuest* b) {
-    return a->info.name != b->info.name ? a->info.name < b->info.name : a->info.uuid < b->info.uuid;
-  });
   std::vector<policy::GuestView> views;
-  views.reserve(ordered.size());
-  for (const TrackedGuest* g : ordered) {
+  views.reserve(by_name_.size());
+  for (const TrackedGuest* g : by_name_) {
     policy::GuestView v;
     v.name = g->info.name;
     v.uuid = g->info.uuid;

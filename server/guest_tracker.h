@@ -49,6 +49,7 @@ struct TrackedGuest {
   std::string detail;
   plimsoll::v1::Decision last_decision;
   std::string balloon_state;  // from the policy's last decision ("" when not tracked)
+  uint64_t listed_in = 0;     // the last Reconcile that listed the guest
 };
 
 class GuestTracker {
@@ -62,6 +63,7 @@ class GuestTracker {
   struct ReconcileResult {
     std::vector<std::string> added;    // uuids seen for the first time: target adopted
     std::vector<std::string> removed;  // uuids no longer active: forgotten
+    bool max_changed = false;          // a known guest's <memory> changed
   };
 
   // Makes the tracked set equal to `domains`. A new guest adopts its current
@@ -77,8 +79,13 @@ class GuestTracker {
   // Marks every guest's stats as not fresh (e.g. the libvirt connection is lost).
   void MarkAllStale(absl::Time now);
 
-  // The policy's view of every guest, in a stable order (by name).
+  // The policy's view of every guest, in a stable order (ByName()).
   std::vector<policy::GuestView> Views() const;
+
+  // Every guest by name, then uuid. Kept from one Reconcile to the next (sorting
+  // thousands of names twice a tick was a visible share of it); valid until the
+  // next Reconcile.
+  const std::vector<const TrackedGuest*>& ByName() const { return by_name_; }
 
   TrackedGuest* Find(const std::string& uuid);
   const absl::btree_map<std::string, TrackedGuest>& guests() const { return by_uuid_; }
@@ -91,6 +98,10 @@ class GuestTracker {
 
   GuestRules rules_;
   absl::btree_map<std::string, TrackedGuest> by_uuid_;
+  // Rebuilt by Reconcile whenever a guest came, went or was renamed: a btree_map
+  // insert or erase may move its values.
+  std::vector<const TrackedGuest*> by_name_;
+  uint64_t reconciles_ = 0;
 };
 
 }  // namespace plimsoll::server

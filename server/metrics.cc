@@ -1,9 +1,10 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <exception>
-#include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -24,10 +25,37 @@ namespace {
 using prometheus::Family;
 using prometheus::Gauge;
 
-// One guest gauge family and the series it holds per guest uuid.
-struct GuestGauge {
-  Family<Gauge>* family = nullptr;
-  absl::flat_hash_map<std::string, Gauge*> by_uuid;
+// The per-guest gauges, one family each; the order of GuestSeries::gauges.
+enum GuestMetric {
+  kTarget,
+  kActual,
+  kMax,
+  kMin,
+  kUsable,
+  kDiskCaches,
+  kUnused,
+  kStatsAge,
+  kStatsFresh,
+  kManaged,
+  kPsiSome,
+  kRefaults,
+  kActiveFile,
+  kInactiveFile,
+  kAnon,
+  kAgentConnected,
+  kGuestMetrics,  // the count
+};
+
+constexpr const char* kBalloonStates[] = {"ok", "stuck", "churning", "self_deflated"};
+
+// Every series of one guest. Kept between publishes so that a tick only sets
+// values: with thousands of guests, looking each series up by name and labels
+// every tick was most of the cost of publishing.
+struct GuestSeries {
+  std::string domain;                            // the "domain" label the series carry
+  std::array<Gauge*, kGuestMetrics> gauges{};    // null: not exported (the stat is absent)
+  std::vector<Gauge*> states;                    // plimsoll_guest_state, in kBalloonStates order
+  uint64_t published = 0;                        // the last Publish() that had this guest
 };
 
 }  // namespace
@@ -51,8 +79,10 @@ struct Metrics::Impl {
   std::shared_ptr<ScrapeCollectable> scrape = std::make_shared<ScrapeCollectable>(this);
   std::unique_ptr<prometheus::Exposer> exposer;
 
-  absl::Mutex mu;  // guards the guest series maps (families are themselves thread-safe)
-  std::map<std::string, GuestGauge> guest_gauges;  // by metric name
+  absl::Mutex mu;  // guards the guest series (families are themselves thread-safe)
+  std::array<Family<Gauge>*, kGuestMetrics> guest_families{};
+  absl::flat_hash_map<std::string, GuestSeries> guest_series ABSL_GUARDED_BY(mu);  // by uuid
+  uint64_t publishes ABSL_GUARDED_BY(mu) = 0;
 
   Family<Gauge>* host_budget;
   Family<Gauge>* host_available;
@@ -64,6 +94,9 @@ struct Metrics::Impl {
   Family<Gauge>* libvirt_connected;
   Family<Gauge>* guests;
   Family<prometheus::Counter>* decisions;
+  prometheus::Counter* decisions_inflate;
+  prometheus::Counter* decisions_deflate;
+  prometheus::Counter* decisions_hold;
   Family<prometheus::Counter>* libvirt_errors;
   prometheus::Histogram* tick_duration;
   prometheus::Counter* config_reloads_success;
@@ -72,7 +105,6 @@ struct Metrics::Impl {
   Gauge* config_last_reload_timestamp;
 
   Family<Gauge>* guest_state;  // {domain, uuid, state}: 1 for the guest's balloon state
-  absl::flat_hash_map<std::string, std::vector<Gauge*>> guest_state_series ABSL_GUARDED_BY(mu);
   Family<prometheus::Counter>* agent_reports;
   Family<prometheus::Counter>* agent_rejected;
   uint64_t agent_accepted_seen ABSL_GUARDED_BY(mu) = 0;
@@ -112,47 +144,54 @@ struct Metrics::Impl {
   Family<Gauge>* G(const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
-  void GuestFamily(const std::string& name, const std::string& help) {
-    guest_gauges[name].family = G(name, help);
+  void GuestFamily(GuestMetric metric, const std::string& name, const std::string& help) {
+    guest_families[metric] = G(name, help);
   }
 
-  // Sets (or, with no value, removes) one guest's series in one family.
-  void SetGuest(const std::string& metric, const plimsoll::v1::Guest& g, bool present, double value)
+  // Removes every series of one guest.
+  void RemoveGuest(GuestSeries& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (int m = 0; m < kGuestMetrics; ++m) {
+      if (s.gauges[m] != nullptr) guest_families[m]->Remove(s.gauges[m]);
+      s.gauges[m] = nullptr;
+    }
+    for (Gauge* g : s.states) guest_state->Remove(g);
+    s.states.clear();
+  }
+
+  // Sets (or, with no value, removes) one series of one guest.
+  void SetGuest(GuestSeries& s, GuestMetric metric, const plimsoll::v1::Guest& g, bool present, double value)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    GuestGauge& gg = guest_gauges.at(metric);
-    auto it = gg.by_uuid.find(g.uuid());
+    Gauge*& gauge = s.gauges[metric];
     if (!present) {
-      if (it != gg.by_uuid.end()) {
-        gg.family->Remove(it->second);
-        gg.by_uuid.erase(it);
+      if (gauge != nullptr) {
+        guest_families[metric]->Remove(gauge);
+        gauge = nullptr;
       }
       return;
     }
-    if (it == gg.by_uuid.end()) {
-      it = gg.by_uuid.emplace(g.uuid(), &gg.family->Add({{"domain", g.name()}, {"uuid", g.uuid()}})).first;
-    }
-    it->second->Set(value);
+    if (gauge == nullptr) gauge = &guest_families[metric]->Add({{"domain", g.name()}, {"uuid", g.uuid()}});
+    gauge->Set(value);
   }
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.GuestFamily("plimsoll_guest_balloon_target_bytes", "Balloon target plimsolld last set (guest size, bytes).");
-  m.GuestFamily("plimsoll_guest_balloon_actual_bytes", "Current balloon size reported by libvirt (bytes).");
-  m.GuestFamily("plimsoll_guest_max_bytes", "Balloon ceiling: the domain's <memory> (bytes).");
-  m.GuestFamily("plimsoll_guest_min_bytes", "Floor plimsolld never balloons the guest below (bytes).");
-  m.GuestFamily("plimsoll_guest_usable_bytes", "Guest MemAvailable from virtio-balloon stats (bytes).");
-  m.GuestFamily("plimsoll_guest_disk_caches_bytes", "Guest page cache (Cached) from virtio-balloon stats (bytes).");
-  m.GuestFamily("plimsoll_guest_unused_bytes", "Guest MemFree from virtio-balloon stats (bytes).");
-  m.GuestFamily("plimsoll_guest_stats_age_seconds", "Seconds since the guest's balloon stats last advanced.");
-  m.GuestFamily("plimsoll_guest_stats_fresh", "1 when the guest's stats are fresh enough to shrink it on.");
-  m.GuestFamily("plimsoll_guest_managed", "1 when plimsolld is applying targets to the guest.");
-  m.GuestFamily("plimsoll_guest_psi_some_avg10", "Guest memory PSI 'some' avg10 (percent), from plimsoll-agent.");
-  m.GuestFamily("plimsoll_guest_refaults_per_second", "Guest workingset refaults per second, from plimsoll-agent.");
-  m.GuestFamily("plimsoll_guest_active_file_bytes", "Guest Active(file) page cache (bytes), from plimsoll-agent.");
-  m.GuestFamily("plimsoll_guest_inactive_file_bytes", "Guest Inactive(file) page cache (bytes), from plimsoll-agent.");
-  m.GuestFamily("plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
-  m.GuestFamily("plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
+  m.GuestFamily(kTarget, "plimsoll_guest_balloon_target_bytes", "Balloon target plimsolld last set (guest size, bytes).");
+  m.GuestFamily(kActual, "plimsoll_guest_balloon_actual_bytes", "Current balloon size reported by libvirt (bytes).");
+  m.GuestFamily(kMax, "plimsoll_guest_max_bytes", "Balloon ceiling: the domain's <memory> (bytes).");
+  m.GuestFamily(kMin, "plimsoll_guest_min_bytes", "Floor plimsolld never balloons the guest below (bytes).");
+  m.GuestFamily(kUsable, "plimsoll_guest_usable_bytes", "Guest MemAvailable from virtio-balloon stats (bytes).");
+  m.GuestFamily(kDiskCaches, "plimsoll_guest_disk_caches_bytes", "Guest page cache (Cached) from virtio-balloon stats (bytes).");
+  m.GuestFamily(kUnused, "plimsoll_guest_unused_bytes", "Guest MemFree from virtio-balloon stats (bytes).");
+  m.GuestFamily(kStatsAge, "plimsoll_guest_stats_age_seconds", "Seconds since the guest's balloon stats last advanced.");
+  m.GuestFamily(kStatsFresh, "plimsoll_guest_stats_fresh", "1 when the guest's stats are fresh enough to shrink it on.");
+  m.GuestFamily(kManaged, "plimsoll_guest_managed", "1 when plimsolld is applying targets to the guest.");
+  m.GuestFamily(kPsiSome, "plimsoll_guest_psi_some_avg10", "Guest memory PSI 'some' avg10 (percent), from plimsoll-agent.");
+  m.GuestFamily(kRefaults, "plimsoll_guest_refaults_per_second", "Guest workingset refaults per second, from plimsoll-agent.");
+  m.GuestFamily(kActiveFile, "plimsoll_guest_active_file_bytes", "Guest Active(file) page cache (bytes), from plimsoll-agent.");
+  m.GuestFamily(kInactiveFile, "plimsoll_guest_inactive_file_bytes", "Guest Inactive(file) page cache (bytes), from plimsoll-agent.");
+  m.GuestFamily(kAnon, "plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
+  m.GuestFamily(kAgentConnected, "plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
   m.guest_state = m.G("plimsoll_guest_state", "1 for the guest's balloon state: ok, stuck, churning or self_deflated.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});
@@ -177,7 +216,9 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.libvirt_connected = m.G("plimsoll_libvirt_connected", "1 while the libvirt connection is up.");
   m.guests = m.G("plimsoll_guests", "Guests plimsolld knows, by management state.");
   m.decisions = &prometheus::BuildCounter().Name("plimsoll_decisions_total").Help("Balloon decisions by direction (inflate = guest shrinks).").Register(*m.registry);
-  for (const char* d : {"inflate", "deflate", "hold"}) m.decisions->Add({{"direction", d}});
+  m.decisions_inflate = &m.decisions->Add({{"direction", "inflate"}});
+  m.decisions_deflate = &m.decisions->Add({{"direction", "deflate"}});
+  m.decisions_hold = &m.decisions->Add({{"direction", "hold"}});
   m.libvirt_errors = &prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
   auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
   auto& reloads = prometheus::BuildCounter().Name("plimsoll_config_reloads_total").Help("Configuration reloads (SIGHUP), by result: success or failure (the old config is kept).").Register(*m.registry);
@@ -225,56 +266,51 @@ std::shared_ptr<prometheus::Registry> Metrics::registry() const { return impl_->
 void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
   Impl& m = *impl_;
   absl::MutexLock l(&m.mu);
-  absl::flat_hash_map<std::string, bool> present;
-  std::map<std::string, int> by_state;
+  const uint64_t publish = ++m.publishes;
+  std::array<int, plimsoll::v1::ManagementState_ARRAYSIZE> by_state{};
   for (const auto& g : view.guests()) {
-    present[g.uuid()] = true;
+    GuestSeries& gs = m.guest_series[g.uuid()];
+    if (gs.domain != g.name()) {
+      // New, or renamed: the series carry the name as a label, so they are made anew.
+      m.RemoveGuest(gs);
+      gs.domain = g.name();
+    }
+    gs.published = publish;
     const auto& s = g.stats();
-    m.SetGuest("plimsoll_guest_balloon_target_bytes", g, true, g.target_bytes());
-    m.SetGuest("plimsoll_guest_balloon_actual_bytes", g, true, g.actual_bytes());
-    m.SetGuest("plimsoll_guest_max_bytes", g, true, g.max_bytes());
-    m.SetGuest("plimsoll_guest_min_bytes", g, true, g.min_bytes());
-    m.SetGuest("plimsoll_guest_usable_bytes", g, s.has_usable(), s.usable().bytes());
-    m.SetGuest("plimsoll_guest_disk_caches_bytes", g, s.has_disk_caches(), s.disk_caches().bytes());
-    m.SetGuest("plimsoll_guest_unused_bytes", g, s.has_unused(), s.unused().bytes());
-    m.SetGuest("plimsoll_guest_stats_age_seconds", g, true, s.stats_age_seconds());
-    m.SetGuest("plimsoll_guest_stats_fresh", g, true, s.stats_fresh() ? 1 : 0);
-    m.SetGuest("plimsoll_guest_managed", g,
-               true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
-    m.SetGuest("plimsoll_guest_psi_some_avg10", g, s.has_psi_some_avg10(), s.psi_some_avg10());
-    m.SetGuest("plimsoll_guest_refaults_per_second", g, s.has_refaults_per_second(), s.refaults_per_second());
-    m.SetGuest("plimsoll_guest_active_file_bytes", g, s.has_active_file(), s.active_file().bytes());
-    m.SetGuest("plimsoll_guest_inactive_file_bytes", g, s.has_inactive_file(), s.inactive_file().bytes());
-    m.SetGuest("plimsoll_guest_anon_bytes", g, s.has_anon(), s.anon().bytes());
-    m.SetGuest("plimsoll_guest_agent_connected", g, g.has_agent(), g.agent().connected() ? 1 : 0);
-    by_state[plimsoll::v1::ManagementState_Name(g.management_state())]++;
+    m.SetGuest(gs, kTarget, g, true, g.target_bytes());
+    m.SetGuest(gs, kActual, g, true, g.actual_bytes());
+    m.SetGuest(gs, kMax, g, true, g.max_bytes());
+    m.SetGuest(gs, kMin, g, true, g.min_bytes());
+    m.SetGuest(gs, kUsable, g, s.has_usable(), s.usable().bytes());
+    m.SetGuest(gs, kDiskCaches, g, s.has_disk_caches(), s.disk_caches().bytes());
+    m.SetGuest(gs, kUnused, g, s.has_unused(), s.unused().bytes());
+    m.SetGuest(gs, kStatsAge, g, true, s.stats_age_seconds());
+    m.SetGuest(gs, kStatsFresh, g, true, s.stats_fresh() ? 1 : 0);
+    m.SetGuest(gs, kManaged, g, true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
+    m.SetGuest(gs, kPsiSome, g, s.has_psi_some_avg10(), s.psi_some_avg10());
+    m.SetGuest(gs, kRefaults, g, s.has_refaults_per_second(), s.refaults_per_second());
+    m.SetGuest(gs, kActiveFile, g, s.has_active_file(), s.active_file().bytes());
+    m.SetGuest(gs, kInactiveFile, g, s.has_inactive_file(), s.inactive_file().bytes());
+    m.SetGuest(gs, kAnon, g, s.has_anon(), s.anon().bytes());
+    m.SetGuest(gs, kAgentConnected, g, g.has_agent(), g.agent().connected() ? 1 : 0);
+    if (g.management_state() >= 0 && g.management_state() < plimsoll::v1::ManagementState_ARRAYSIZE) {
+      by_state[g.management_state()]++;
+    }
     // One series per balloon state, 1 for the current one (absent until a policy tracks it).
-    auto& states = m.guest_state_series[g.uuid()];
-    if (!g.balloon_state().empty() && states.empty()) {
-      for (const char* st : {"ok", "stuck", "churning", "self_deflated"}) {
-        states.push_back(&m.guest_state->Add({{"domain", g.name()}, {"uuid", g.uuid()}, {"state", st}}));
+    if (!g.balloon_state().empty() && gs.states.empty()) {
+      for (const char* st : kBalloonStates) {
+        gs.states.push_back(&m.guest_state->Add({{"domain", g.name()}, {"uuid", g.uuid()}, {"state", st}}));
       }
     }
-    const char* kStates[] = {"ok", "stuck", "churning", "self_deflated"};
-    for (size_t i = 0; i < states.size(); ++i) states[i]->Set(g.balloon_state() == kStates[i] ? 1 : 0);
-  }
-  for (auto it = m.guest_state_series.begin(); it != m.guest_state_series.end();) {
-    if (!present.contains(it->first)) {
-      for (Gauge* gs : it->second) m.guest_state->Remove(gs);
-      m.guest_state_series.erase(it++);
-    } else {
-      ++it;
-    }
+    for (size_t i = 0; i < gs.states.size(); ++i) gs.states[i]->Set(g.balloon_state() == kBalloonStates[i] ? 1 : 0);
   }
   // Drop every series of guests that went away.
-  for (auto& [name, gg] : m.guest_gauges) {
-    for (auto it = gg.by_uuid.begin(); it != gg.by_uuid.end();) {
-      if (!present.contains(it->first)) {
-        gg.family->Remove(it->second);
-        gg.by_uuid.erase(it++);
-      } else {
-        ++it;
-      }
+  for (auto it = m.guest_series.begin(); it != m.guest_series.end();) {
+    if (it->second.published != publish) {
+      m.RemoveGuest(it->second);
+      m.guest_series.erase(it++);
+    } else {
+      ++it;
     }
   }
   const auto& h = view.host();
@@ -291,7 +327,7 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
     const std::string name = plimsoll::v1::ManagementState_Name(static_cast<plimsoll::v1::ManagementState>(s));
     std::string label = name.substr(std::string("MANAGEMENT_STATE_").size());
     for (char& c : label) c = static_cast<char>(std::tolower(c));
-    m.guests->Add({{"state", label}}).Set(by_state[name]);
+    m.guests->Add({{"state", label}}).Set(by_state[s]);
   }
 }
 
@@ -320,10 +356,10 @@ void Metrics::SetAgentStreamSource(std::function<AgentStreamCounts()> source) {
 }
 
 void Metrics::CountDecision(plimsoll::v1::Direction direction) {
-  const char* d = direction == plimsoll::v1::DIRECTION_INFLATE   ? "inflate"
-                  : direction == plimsoll::v1::DIRECTION_DEFLATE ? "deflate"
-                                                                 : "hold";
-  impl_->decisions->Add({{"direction", d}}).Increment();
+  prometheus::Counter* c = direction == plimsoll::v1::DIRECTION_INFLATE   ? impl_->decisions_inflate
+                           : direction == plimsoll::v1::DIRECTION_DEFLATE ? impl_->decisions_deflate
+                                                                          : impl_->decisions_hold;
+  c->Increment();
 }
 
 void Metrics::CountLibvirtError(const std::string& operation) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string>
 
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::server {
@@ -103,6 +104,68 @@ TEST(MetricsTest, TheHttpEndpointServesTheScrapeTimeCounts) {
   EXPECT_NE(body.find("plimsoll_agent_streams_refused_total 77\n"), std::string::npos) << body;
   EXPECT_NE(body.find("plimsoll_agent_reports_total"), std::string::npos) << body;
   m.SetAgentStreamSource(nullptr);
+}
+
+v1::ListGuestsResponse View(const std::string& text) {
+  v1::ListGuestsResponse v;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &v)) << text;
+  return v;
+}
+
+// Metrics::Publish keeps one set of series per guest between publishes: what is
+// exported must still follow the published view exactly.
+TEST(MetricsTest, GuestSeriesFollowTheViewAcrossPublishes) {
+  Metrics m;
+  m.Publish(View(R"(
+    guests { name: "web" uuid: "u1" management_state: MANAGEMENT_STATE_MANAGED target_bytes: 100
+             stats { usable { bytes: 40 } stats_fresh: true } balloon_state: "ok" }
+    guests { name: "db" uuid: "u2" management_state: MANAGEMENT_STATE_STALE_STATS target_bytes: 200 })"));
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_balloon_target_bytes{domain="web",uuid="u1"} 100)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_usable_bytes{domain="web",uuid="u1"} 40)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_managed{domain="web",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_managed{domain="db",uuid="u2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="ok",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="stuck",uuid="u1"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="stale_stats"} 1)")) << text;
+  EXPECT_EQ(text.find(R"(plimsoll_guest_usable_bytes{domain="db")"), std::string::npos) << "db reports no usable";
+
+  // web stops reporting usable and changes state; db is renamed; a guest appears.
+  m.Publish(View(R"(
+    guests { name: "web" uuid: "u1" management_state: MANAGEMENT_STATE_MANAGED target_bytes: 90
+             balloon_state: "stuck" }
+    guests { name: "db2" uuid: "u2" management_state: MANAGEMENT_STATE_MANAGED target_bytes: 200 }
+    guests { name: "new" uuid: "u3" management_state: MANAGEMENT_STATE_MANAGED })"));
+  text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_balloon_target_bytes{domain="web",uuid="u1"} 90)")) << text;
+  EXPECT_EQ(text.find("plimsoll_guest_usable_bytes{"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="stuck",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="ok",uuid="u1"} 0)")) << text;
+  EXPECT_EQ(text.find(R"(domain="db")"), std::string::npos) << "the old name's series are gone: " << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_max_bytes{domain="db2",uuid="u2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_managed{domain="new",uuid="u3"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 3)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="stale_stats"} 0)")) << text;
+
+  // Every guest gone: no guest series left at all.
+  m.Publish(View(""));
+  text = m.Render();
+  EXPECT_EQ(text.find("plimsoll_guest_balloon_target_bytes{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("plimsoll_guest_state{"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 0)")) << text;
+}
+
+TEST(MetricsTest, DecisionsAreCountedByDirection) {
+  Metrics m;
+  m.CountDecision(v1::DIRECTION_INFLATE);
+  m.CountDecision(v1::DIRECTION_HOLD);
+  m.CountDecision(v1::DIRECTION_HOLD);
+  m.CountDecision(v1::DIRECTION_UNSPECIFIED);
+  const std::string text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="inflate"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="deflate"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="hold"} 3)")) << text;
 }
 
 }  // namespace

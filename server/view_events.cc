@@ -32,8 +32,13 @@ std::string ChangeDetail(const plimsoll::v1::Guest& a, const plimsoll::v1::Guest
   if (a.state_detail() != b.state_detail()) parts.push_back(absl::StrCat("state_detail \"", b.state_detail(), "\""));
   if (a.name() != b.name()) parts.push_back(absl::StrCat("name ", a.name(), " -> ", b.name()));
   if (a.max_bytes() != b.max_bytes()) parts.push_back(absl::StrCat("max_bytes ", a.max_bytes(), " -> ", b.max_bytes()));
-  if (!google::protobuf::util::MessageDifferencer::Equals(a.override(), b.override())) parts.push_back("override");
-  if (!google::protobuf::util::MessageDifferencer::Equals(a.reclaim_hold(), b.reclaim_hold())) {
+  // Most guests have neither: skip the reflection-based comparison for them.
+  if ((a.has_override() || b.has_override()) &&
+      !google::protobuf::util::MessageDifferencer::Equals(a.override(), b.override())) {
+    parts.push_back("override");
+  }
+  if ((a.has_reclaim_hold() || b.has_reclaim_hold()) &&
+      !google::protobuf::util::MessageDifferencer::Equals(a.reclaim_hold(), b.reclaim_hold())) {
     parts.push_back("reclaim_hold");
   }
   return absl::StrJoin(parts, ", ");
@@ -52,21 +57,33 @@ WatchEvent GuestChange(GuestEvent::Change change, const plimsoll::v1::Guest& g, 
 std::vector<WatchEvent> EventsBetween(const plimsoll::v1::ListGuestsResponse* previous,
                                       const plimsoll::v1::ListGuestsResponse& next) {
   std::vector<WatchEvent> out;
+  // The usual tick lists the same guests in the same order as the one before: pair
+  // them by position, without maps of every uuid.
+  bool aligned = previous != nullptr && previous->guests_size() == next.guests_size();
+  for (int i = 0; aligned && i < next.guests_size(); ++i) {
+    aligned = previous->guests(i).uuid() == next.guests(i).uuid();
+  }
   absl::flat_hash_map<std::string, const plimsoll::v1::Guest*> before;
-  if (previous != nullptr) {
+  if (previous != nullptr && !aligned) {
     for (const auto& g : previous->guests()) before[g.uuid()] = &g;
   }
   absl::flat_hash_map<std::string, bool> seen;
-  for (const auto& g : next.guests()) {
-    seen[g.uuid()] = true;
-    auto it = before.find(g.uuid());
-    if (it == before.end()) {
+  for (int i = 0; i < next.guests_size(); ++i) {
+    const plimsoll::v1::Guest& g = next.guests(i);
+    const plimsoll::v1::Guest* was = nullptr;
+    if (aligned) {
+      was = &previous->guests(i);
+    } else {
+      seen[g.uuid()] = true;
+      if (auto it = before.find(g.uuid()); it != before.end()) was = it->second;
+    }
+    if (was == nullptr) {
       out.push_back(GuestChange(GuestEvent::CHANGE_APPEARED, g, "appeared"));
-    } else if (std::string detail = ChangeDetail(*it->second, g); !detail.empty()) {
+    } else if (std::string detail = ChangeDetail(*was, g); !detail.empty()) {
       out.push_back(GuestChange(GuestEvent::CHANGE_CHANGED, g, std::move(detail)));
     }
     const bool new_decision = g.has_last_decision() && g.last_decision().tick() > 0 &&
-                              (it == before.end() || it->second->last_decision().tick() != g.last_decision().tick());
+                              (was == nullptr || was->last_decision().tick() != g.last_decision().tick());
     if (new_decision) {
       WatchEvent e;
       e.set_unix_micros(g.last_decision().unix_micros());
@@ -76,7 +93,7 @@ std::vector<WatchEvent> EventsBetween(const plimsoll::v1::ListGuestsResponse* pr
       out.push_back(std::move(e));
     }
   }
-  if (previous != nullptr) {
+  if (previous != nullptr && !aligned) {
     for (const auto& g : previous->guests()) {
       if (!seen.contains(g.uuid())) out.push_back(GuestChange(GuestEvent::CHANGE_DISAPPEARED, g, "disappeared"));
     }

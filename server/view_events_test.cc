@@ -42,6 +42,39 @@ TEST(EventsBetweenTest, AppearedChangedDisappearedAndDecisions) {
   EXPECT_TRUE(EventsBetween(&b, b).empty());
 }
 
+// The same guests in the same order (paired by position) and in another order (paired by
+// uuid) give the same events: an override set, one cleared, a new decision.
+TEST(EventsBetweenTest, SameGuestsInAnyOrderArePairedByUuid) {
+  const auto a = View(R"(
+    guests { name: "a" uuid: "u1" override { exclude: true } last_decision { tick: 1 } }
+    guests { name: "b" uuid: "u2" last_decision { tick: 1 } }
+    guests { name: "c" uuid: "u3" last_decision { tick: 1 } })");
+  const auto b = View(R"(
+    guests { name: "a" uuid: "u1" last_decision { tick: 1 } }
+    guests { name: "b" uuid: "u2" override { pin_bytes: 1 } last_decision { tick: 1 } }
+    guests { name: "c" uuid: "u3" last_decision { tick: 2 } })");
+  auto reversed = b;
+  std::swap(*reversed.mutable_guests(0), *reversed.mutable_guests(2));
+  for (const v1::ListGuestsResponse* next : {&b, static_cast<const v1::ListGuestsResponse*>(&reversed)}) {
+    const auto events = EventsBetween(&a, *next);
+    int changed = 0, decisions = 0;
+    for (const auto& e : events) {
+      if (e.has_guest()) {
+        EXPECT_EQ(e.guest().change(), v1::GuestEvent::CHANGE_CHANGED);
+        EXPECT_EQ(e.guest().detail(), "override");
+        ++changed;
+      }
+      if (e.has_decision()) {
+        EXPECT_EQ(e.decision().guest_uuid(), "u3");
+        ++decisions;
+      }
+    }
+    EXPECT_EQ(changed, 2);
+    EXPECT_EQ(decisions, 1);
+    EXPECT_EQ(events.size(), 3u);
+  }
+}
+
 TEST(SnapshotEventsTest, OnePerGuestThenComplete) {
   const auto v = View(R"(guests { name: "a" } guests { name: "b" })");
   const auto events = SnapshotEvents(v);

@@ -327,6 +327,24 @@ TEST_F(FixtureTest, DestroyDeliversStoppedEventAndDomainDisappears) {
   EXPECT_TRUE(absl::IsNotFound(hv_.DestroyDomainForTest(kUnknown)));
 }
 
+// The calls after a list use the listed domains (no lookup per call): one that
+// stopped since fails as it would have through a lookup, and nothing else does.
+TEST_F(FixtureTest, GuestStoppedAfterTheListFailsItsOwnCallsOnly) {
+  auto list = hv_.ListActiveDomains();
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 3u);
+  ASSERT_OK(hv_.DestroyDomainForTest(kBeta));
+  auto stats = hv_.GetBalloonStats({kAlpha, kBeta, kGamma});
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_THAT(*stats, UnorderedElementsAre(Key(kAlpha), Key(kGamma)));
+  absl::Status set = hv_.SetBalloonTarget(kBeta, 512 * kMiB);
+  EXPECT_TRUE(absl::IsFailedPrecondition(set)) << set;
+  EXPECT_FALSE(hv_.EnableStats(kBeta, 2).ok());
+  ASSERT_OK(hv_.SetBalloonTarget(kGamma, 128 * kMiB));
+  EXPECT_EQ(hv_.GetBalloonStats({kGamma})->at(kGamma).actual_bytes, 128 * kMiB);
+  EXPECT_TRUE(hv_.IsConnected()) << "a stopped guest is not a lost connection";
+}
+
 // Found: the test driver emits no BALLOON_CHANGE event for setmem. Events of
 // one connection are delivered in order, so a balloon event would have come
 // before the stopped event that follows the set.
