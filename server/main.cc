@@ -1,5 +1,6 @@
 // plimsolld: page-cache-aware balloon controller for KVM hosts.
 // Usage: plimsolld [--config=FILE] [--check_config] [--<config field>=VALUE ...]
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -42,6 +43,14 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // glibc malloc, before any thread exists: at most two arenas (the default is up
+  // to 8 per core, one per thread here), and blocks of 128 KiB or more (a /metrics
+  // scrape of thousands of guest series) mapped and unmapped on free. Without this,
+  // freed scrape buffers stayed resident: 65 MiB after eight scrapes of 1,000 guests,
+  // 54 MiB with one arena and these thresholds (docs/benchmarks.md, "Control loop at scale").
+  mallopt(M_ARENA_MAX, 2);
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
   // Debian's abseil checks every mutex acquisition for lock-order cycles; that cost the agent
   // channel 2-3% of its CPU per report (agent_load_bench). The tests run with it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
