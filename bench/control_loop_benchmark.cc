@@ -213,9 +213,12 @@ void BM_Tick(benchmark::State& state, const std::string& policy, bool fresh) {
   state.counters["connect_ms"] = Ms(connect);
 }
 
-// Ticks are 10-100 ms at 10,000 guests: a fixed count per size keeps each run to seconds and
-// every repetition on the same stretch of the fleet's history.
+// Ticks are 100-300 ms of CPU at 10,000 guests: a fixed count per size keeps each run to
+// seconds and every repetition on the same stretch of the fleet's history.
+// PLIMSOLL_BENCH_TICKS=N times N ticks at every size instead (for profiling: bench/tick_profile.py).
 int Register() {
+  const char* ticks_env = getenv("PLIMSOLL_BENCH_TICKS");
+  const int ticks = ticks_env != nullptr ? atoi(ticks_env) : 0;
   for (const char* policy : {"static", "mom", "pagecache"}) {
     for (bool fresh : {false, true}) {
       for (int n : {100, 1000, 10000}) {
@@ -224,7 +227,7 @@ int Register() {
                                        BM_Tick(s, policy, fresh);
                                      })
             ->Arg(n)
-            ->Iterations(n <= 100 ? 200 : n <= 1000 ? 50 : 10)
+            ->Iterations(ticks > 0 ? ticks : n <= 100 ? 200 : n <= 1000 ? 50 : 10)
             ->Unit(benchmark::kMillisecond)
             ->MeasureProcessCPUTime()
             ->UseRealTime();

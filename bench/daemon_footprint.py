@@ -10,7 +10,7 @@ The test driver runs inside plimsolld (test:/// is an in-process driver, no libv
 domains, XML and stats calls are counted in plimsolld's RSS and CPU: with a real libvirtd
 that share is in libvirtd instead.
 
-    bazel build -c opt //server:plimsolld //bench:make_test_node
+    bazel build -c opt //server:plimsolld //bench:make_test_node //bench:test_driver_memory
     python3 bench/daemon_footprint.py --guests=1000 --tick=1s --warmup=20 --duration=120
 
 Results: docs/benchmarks.md, "Control loop at scale (libvirt test driver)".
@@ -97,6 +97,7 @@ def main():
                     help="also scrape /metrics this often, as Prometheus would (0: once, half way)")
     ap.add_argument("--plimsolld", default=os.path.join(ROOT, "bazel-bin/server/plimsolld"))
     ap.add_argument("--make_test_node", default=os.path.join(ROOT, "bazel-bin/bench/make_test_node"))
+    ap.add_argument("--test_driver_memory", default=os.path.join(ROOT, "bazel-bin/bench/test_driver_memory"))
     ap.add_argument("--extra", action="append", default=[], help="another plimsolld flag, e.g. --extra=--policy=mom")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (host XML, daemon log)")
     args = ap.parse_args()
@@ -113,6 +114,11 @@ def main():
            "--agent_host_key_file=" + os.path.join(work, "agent-host.key")] + args.extra
     print("command: " + " ".join(cmd))
     print("node: %d guests, %d bytes of XML" % (args.guests, os.path.getsize(node)))
+    # The test driver's own share, measured in a process that does nothing else.
+    driver = subprocess.run([args.test_driver_memory, node], capture_output=True, text=True, check=True).stdout
+    fields = dict(kv.split("=") for kv in driver.split())
+    driver_kib = int(fields["rss_anon_after_kib"]) - int(fields["rss_anon_before_kib"])
+    print("the test driver alone (bench/test_driver_memory): +%.1f MiB RssAnon for the host" % (driver_kib / 1024))
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     rows = []
@@ -172,7 +178,7 @@ def main():
     body, scrape_s = scraped
     text = body.decode()
     series = [l for l in text.splitlines() if l and not l.startswith("#")]
-    guest_series = [l for l in series if l.startswith("plimsoll_guest")]
+    guest_series = [l for l in series if l.startswith("plimsoll_guest_")]
     ticks = metric_value(final_text, "plimsoll_tick_duration_seconds_count")
     tick_sum = metric_value(final_text, "plimsoll_tick_duration_seconds_sum")
     print("\nguests: %d, tick: %s, warm-up: %.0f s, sampled: %.0f s (%d samples)" % (
@@ -182,6 +188,7 @@ def main():
         rows[-1]["hwm"] / 1024))
     print("at the end: RssAnon %.1f MiB, RssFile %.1f MiB (shared libraries); Pss %.1f MiB (Pss_Anon %.1f, Pss_File %.1f)" % (
         rows[-1]["anon"] / 1024, rows[-1]["file"] / 1024, pss["Pss"] / 1024, pss["Pss_Anon"] / 1024, pss["Pss_File"] / 1024))
+    print("VmRSS without the test driver's share: %.1f MiB at the end" % ((rows[-1]["rss"] - driver_kib) / 1024))
     print("CPU: %.2f s in %.0f s = %.2f%% of one core (per interval: %.2f-%.2f%%)" % (
         total_cpu, elapsed, 100 * total_cpu / elapsed, min(r["pct"] for r in rows[1:]), max(r["pct"] for r in rows[1:])))
     if ticks:

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Where a control-loop tick's CPU goes: perf samples of bench/control_loop_benchmark, by part.
+
+Records one benchmark (e.g. static/driver/10000) with call graphs, keeps the samples taken
+inside ControlLoop::Tick, and charges each to the first part of the daemon found walking
+from the sampled function up: libvirt (any frame in libvirt, libxml2 or glib: with test:///
+that is the in-process test driver), or the plimsoll function's part (hypervisor adapter,
+tracker, controls, policy Decide, apply, published view, metrics, watch events, ...).
+
+    bazel build -c opt //bench:control_loop_benchmark
+    python3 bench/tick_profile.py --benchmark=static/driver/10000 --ticks=40
+
+Needs perf (Debian's linux-perf). Results: docs/benchmarks.md, "Control loop at scale".
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# First match wins: the part of the daemon a plimsoll function belongs to.
+PARTS = [
+    ("policy::", "policy Decide"),
+    ("ControlLoop::ControlOf", "controls (overrides, floors)"),
+    ("ControlLoop::ComputeControls", "controls (overrides, floors)"),
+    ("Metrics", "metrics"),
+    ("EventsBetween", "watch events"),
+    ("WatchHub", "watch events"),
+    ("GuestTracker", "tracker"),
+    ("AgentStore", "agent store"),
+    ("LogMessage", "logging"),
+    ("ControlLoop::Apply", "apply"),
+    ("ControlLoop::Publish", "published view"),
+    ("v1::", "published view"),
+    ("hypervisor::", "hypervisor adapter (our side of libvirt calls)"),
+    ("ControlLoop::", "loop bookkeeping"),
+]
+FRAME = re.compile(r"[0-9a-f]+\s+(.*)\s+\((.*)\)$")
+
+
+def part_of(function):
+    for key, part in PARTS:
+        if key in function:
+            return part
+    return "other plimsoll code"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--benchmark", default="static/driver/10000", help="policy/stats/guests")
+    ap.add_argument("--ticks", type=int, default=40)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "bazel-bin/bench/control_loop_benchmark"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        data = os.path.join(work, "perf.data")
+        env = dict(os.environ, PLIMSOLL_BENCH_TICKS=str(args.ticks))
+        run = subprocess.run(["perf", "record", "-q", "-F", "499", "--call-graph=dwarf,16384", "-o", data, args.binary,
+                              "--benchmark_filter=BM_Tick/%s/" % args.benchmark],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        print(run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no benchmark output)")
+        script = subprocess.run(["perf", "script", "-i", data], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True).stdout
+    parts = collections.Counter()
+    total = 0
+    for sample in script.split("\n\n"):
+        frames = []
+        for line in sample.strip().split("\n")[1:]:
+            m = FRAME.match(line.strip())
+            if m:
+                frames.append((re.sub(r"\+0x[0-9a-f]+$", "", m.group(1)), m.group(2)))
+        if not any("ControlLoop::Tick" in f for f, _ in frames):
+            continue
+        total += 1
+        part = "other (no plimsoll frame)"
+        for function, dso in frames:
+            if "libvirt.so" in dso or "libxml2" in dso or "libglib" in dso:
+                part = "libvirt (the in-process test driver)"
+                break
+            if "plimsoll::" in function:
+                part = part_of(function)
+                break
+        parts[part] += 1
+    if total == 0:
+        sys.exit("no samples inside ControlLoop::Tick (is perf allowed? kernel.perf_event_paranoid)")
+    print("samples inside ControlLoop::Tick: %d" % total)
+    for part, n in parts.most_common():
+        print("%5.1f%%  %s" % (100.0 * n / total, part))
+
+
+if __name__ == "__main__":
+    main()
