@@ -540,16 +540,30 @@ def main():
     return write_results(result, args)
 
 
+def compact(sample):
+    """A sample without the zero counters and with sizes to 0.1 MiB, so a 35-minute run stays a
+    file one can keep in the repository. Idempotent."""
+    m = sample["metrics"]
+    for k in ("reports_rejected", "guests_by_state", "libvirt_errors"):
+        m[k] = {r: v for r, v in m[k].items() if v}
+    for g in m["guest"].values():
+        for k in ("target_mib", "actual_mib"):
+            if k in g:
+                g[k] = round(g[k], 1)
+    return sample
+
+
 def write_results(result, args):
     """Summarises a run (kept in `result`) and writes the JSON and the SVG beside it."""
-    samples = result["samples"]
+    samples = [compact(s) for s in result["samples"]]
+    result["samples"] = samples
     summary = analyse(samples, LogFollower.from_json(result["log"]), samples[-1]["t"], args)
     summary["guest_agent_log_by_message"] = {n: result["guest_console_log"][n]["by_message"] for n in NAMES}
     result["summary"] = summary
     result["summary_args"] = {"window_minutes": args.window_minutes, "budget_mib": args.budget_mib}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(result, f, separators=(",", ":"))
     svg_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "soak_rss.svg")
     write_svg(samples, {"slope": summary["rss_kib"]["slope_kib_per_min_second_half"],
                         "icpt": summary["rss_kib"]["intercept_kib_second_half"],
