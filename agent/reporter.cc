@@ -133,19 +133,30 @@ bool Reporter::WaitEvents(absl::Duration timeout, bool watch_trigger) {
 absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t sequence,
                                                            const std::string& nonce) {
   v1::AgentReport report;
-  if (absl::Status s = source_->Read(&report); !s.ok()) {
-    {
-      absl::MutexLock l(&mu_);
-      ++stats_.sample_errors;
+  int64_t stamp = 0;
+  for (int attempt = 1;; ++attempt) {
+    // The stamp is taken after the read; the read's own span bounds how far apart they are.
+    report.Clear();
+    const int64_t started = BoottimeNanos();
+    if (absl::Status s = source_->Read(&report); !s.ok()) {
+      {
+        absl::MutexLock l(&mu_);
+        ++stats_.sample_errors;
+      }
+      LogOnChange(kTopicSample, std::string(s.message()), absl::StrCat("cannot read a sample: ", s.ToString()));
+      return s;
     }
-    LogOnChange(kTopicSample, std::string(s.message()), absl::StrCat("cannot read a sample: ", s.ToString()));
-    return s;
+    stamp = BoottimeNanos();
+    const bool quick = stamp - started <= absl::ToInt64Nanoseconds(options_.max_sample_span);
+    if (quick || attempt >= options_.sample_attempts) break;
+    absl::MutexLock l(&mu_);
+    ++stats_.slow_samples;
   }
   LogOnChange(kTopicSample, "ok", "");  // re-arms the log for the next sample error
   report.set_guest_uuid(options_.guest_uuid);
   report.set_boot_id(options_.boot_id);
   report.set_sequence(sequence);
-  report.set_boottime_ns(BoottimeNanos());
+  report.set_boottime_ns(stamp);
   report.set_spike(spike);
   report.set_stream_nonce(nonce);
   v1::AgentInfo* info = report.mutable_agent();

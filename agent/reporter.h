@@ -63,6 +63,12 @@ struct ReporterOptions {
   // plus 10 s.
   absl::Duration ack_timeout = absl::ZeroDuration();
   std::string version = "plimsoll-agent/1";
+  // A sample and its boottime stamp must be taken together: plimsolld checks that PSI stall time
+  // grew no faster than the stamps (1 s of slack). In a guest under memory pressure the agent
+  // itself stalls (its own pages evicted, its vCPU busy), so a read that took longer than this
+  // is taken again, up to sample_attempts reads; the last one is sent whatever it took.
+  absl::Duration max_sample_span = absl::Milliseconds(250);
+  int sample_attempts = 3;
 };
 
 struct ReporterStats {
@@ -72,6 +78,7 @@ struct ReporterStats {
   uint64_t acks_accepted = 0;
   uint64_t acks_rejected = 0;
   uint64_t sample_errors = 0;
+  uint64_t slow_samples = 0;  // reads that took longer than max_sample_span and were taken again
   bool connected = false;  // the current stream got at least one ack
   std::string last_reject_reason;  // from the last rejecting ack
   std::string last_disconnect;     // why the last stream or attempt ended

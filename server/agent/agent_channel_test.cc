@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -38,6 +40,7 @@ using ::plimsoll::agent::ParseServerAddress;
 using ::plimsoll::agent::PsiTrigger;
 using ::plimsoll::agent::Reporter;
 using ::plimsoll::agent::ReporterOptions;
+using ::plimsoll::agent::SampleSource;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Optional;
@@ -100,13 +103,53 @@ struct Daemon {
   std::unique_ptr<AgentServer> server;
 };
 
+// A guest stalled on memory all the time (its PSI "some" total grows with wall time, as on a
+// thrashing guest) whose agent, on one read, stalls for `stall` after reading PSI: what the soak
+// saw on real guests under pressure (docs/benchmarks.md, "Soak").
+class StallingSource : public SampleSource {
+ public:
+  StallingSource(const std::string& proc_root, int stall_on_read, absl::Duration stall)
+      : reader_(proc_root), stall_on_read_(stall_on_read), stall_(stall) {}
+  absl::Status Read(v1::AgentReport* report) override {
+    if (absl::Status s = reader_.Read(report); !s.ok()) return s;
+    timespec now{};
+    clock_gettime(CLOCK_BOOTTIME, &now);
+    report->mutable_memory_pressure()->mutable_some()->set_total_us(static_cast<uint64_t>(now.tv_sec) * 1'000'000 +
+                                                                    static_cast<uint64_t>(now.tv_nsec) / 1000);
+    if (++reads_ == stall_on_read_) absl::SleepFor(stall_);
+    return absl::OkStatus();
+  }
+  int reads() const { return reads_.load(); }
+
+ private:
+  GuestReader reader_;
+  const int stall_on_read_;
+  const absl::Duration stall_;
+  std::atomic<int> reads_{0};
+};
+
 // A reporter running on its own thread.
 class Agent {
  public:
   Agent(const std::string& proc_root, const std::string& server, const std::string& uuid, const std::string& token,
         absl::Duration interval = absl::Milliseconds(100), std::unique_ptr<PsiTrigger> trigger = nullptr,
         const AgentTls& tls = {})
-      : reader_(proc_root) {
+      : own_reader_(std::make_unique<GuestReader>(proc_root)) {
+    Start(own_reader_.get(), server, uuid, token, interval, std::move(trigger), tls);
+  }
+  Agent(SampleSource* source, const std::string& server, const std::string& uuid, const std::string& token) {
+    Start(source, server, uuid, token, absl::Milliseconds(100), nullptr, {});
+  }
+  ~Agent() { Stop(); }
+  void Stop() {
+    reporter_->Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  Reporter& reporter() { return *reporter_; }
+
+ private:
+  void Start(SampleSource* source, const std::string& server, const std::string& uuid, const std::string& token,
+             absl::Duration interval, std::unique_ptr<PsiTrigger> trigger, const AgentTls& tls) {
     ReporterOptions o;
     o.server = *ParseServerAddress(server);
     o.tls = tls;
@@ -118,20 +161,13 @@ class Agent {
     o.initial_backoff = absl::Milliseconds(100);
     o.max_backoff = absl::Milliseconds(400);
     o.connect_timeout = absl::Seconds(2);
-    absl::StatusOr<std::unique_ptr<Reporter>> r = Reporter::Create(o, &reader_, std::move(trigger));
+    absl::StatusOr<std::unique_ptr<Reporter>> r = Reporter::Create(o, source, std::move(trigger));
     EXPECT_TRUE(r.ok()) << r.status();
     reporter_ = *std::move(r);
     thread_ = std::thread([this] { reporter_->Run(); });
   }
-  ~Agent() { Stop(); }
-  void Stop() {
-    reporter_->Stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  Reporter& reporter() { return *reporter_; }
 
- private:
-  GuestReader reader_;
+  std::unique_ptr<GuestReader> own_reader_;
   std::unique_ptr<Reporter> reporter_;
   std::thread thread_;
 };
@@ -240,6 +276,23 @@ TEST_F(AgentChannelTest, TriggerSendsASpikeReportAtOnce) {
   // The reporter counts a spike after Write() returns, which can be after the daemon stored it.
   EXPECT_TRUE(WaitUntil([&] { return agent.reporter().stats().spikes_sent >= 1; }, absl::Seconds(2)));
   close(sender);
+}
+
+// The daemon rejects PSI stall time that grows faster than the reports' boottime stamps (plus
+// 1 s). An agent stalled between reading PSI and stamping the sample would send a stamp 1.5 s too
+// late; the reports after it, measured against it, would then be rejected for about 5 s. The
+// reporter reads such a slow sample again instead.
+TEST_F(AgentChannelTest, AStallWhileSamplingIsReadAgainNotRejected) {
+  Daemon daemon("127.0.0.1:0");
+  StallingSource source(proc_root_, /*stall_on_read=*/3, absl::Milliseconds(1500));
+  Agent agent(&source, daemon.server->address(), kVictim, TokenFor(kVictim));
+  ASSERT_TRUE(WaitUntil([&] { return source.reads() >= 3; }));
+  const uint64_t accepted_at_stall = daemon.store->counters().accepted;
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_EQ(daemon.store->counters().rejected_for(RejectReason::kImplausibleRate), 0u);
+  EXPECT_GE(agent.reporter().stats().slow_samples, 1u);
+  // Reports went on every 100 ms after the stall (1.5 s of it, then 1.5 s of reports).
+  EXPECT_GE(daemon.store->counters().accepted, accepted_at_stall + 5);
 }
 
 TEST_F(AgentChannelTest, NoDaemonMeansBackoffNotASpin) {
