@@ -469,6 +469,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   } else if (w->under_pressure || w->mild) {
     w->action = "hold_pressure";
   }
+  if (!w->under_pressure && !w->mild && s.new_report && !reset && !w->in_retry) {
+    // Calm again without the growth a backoff asked for: it did not need it. Kept, the
+    // request made the guest a grower, never a donor, for the whole cooldown, while a
+    // pressured neighbour found no donor (the soak: 10-minute plateaus, one guest at 40% stall
+    // next to a calm one holding 700 MiB of cache).
+    allow = std::min(allow, std::max(last_target, w->actual));
+  }
   const bool floor_driven = allow < w->floor;
   allow = std::clamp(allow, w->floor, max_bytes);
   if (floor_driven) w->action = "floor";

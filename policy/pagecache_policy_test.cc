@@ -478,10 +478,31 @@ TEST(PagecachePolicyTest, FreeBeforeGrow) {
   EXPECT_LT(h2.TargetMib(1), 4096);  // the other guest is asked to make room
   EXPECT_THAT(d2.summary, HasSubstr("shortfall="));
   EXPECT_THAT(d2.guests[0].reason, HasSubstr("wanted="));
-  // Once the room is there, the pressured guest gets it.
+  // Once the room is there, the pressured guest gets it, if it is still under pressure.
   h2.guests()[1].actual_bytes = h2.guests()[1].target_bytes;
+  h2.guests()[0].psi_some_total_us = 4'000'000;
   h2.Tick(false);
   EXPECT_GT(h2.TargetMib(0), 2048);
+}
+
+TEST(PagecachePolicyTest, ACalmGuestDropsTheGrowthItWasNotGranted) {
+  // As FreeBeforeGrow, but the pressured guest is calm by the time the room is there: it did
+  // not need the memory, asks for none, and may give to others again.
+  GuestView c = AgentGuest("c");
+  GuestView e = AgentGuest("e");
+  c.actual_bytes = c.target_bytes = 2048 * kMib;
+  c.anon_bytes = 1500 * kMib;
+  c.active_file_bytes = 300 * kMib;
+  c.inactive_file_bytes = 0;
+  Harness h({c, e}, 2048 + 4096);
+  h.Tick(false);
+  h.guests()[0].psi_some_total_us = 2'000'000;
+  EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("wanted="));
+  h.guests()[1].actual_bytes = h.guests()[1].target_bytes;
+  const Decisions& d = h.Tick(false);
+  EXPECT_EQ(h.TargetMib(0), 2048);
+  EXPECT_THAT(d.guests[0].reason, ::testing::Not(HasSubstr("wanted=")));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("allow=2048MiB"));
 }
 
 TEST(PagecachePolicyTest, AStuckBalloonIsResetAndRetriedLater) {
