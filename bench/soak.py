@@ -26,8 +26,8 @@ and at the end reports the three criteria of a soak:
 
   sudo python3 bench/soak.py --minutes=35 --out=docs/bench/soak.json
 
-Writes the JSON (every sample included) and, beside it, soak_rss.svg (RSS over time, with
-the guests' targets below). Progress goes to stdout, one line per sample; Ctrl-C (or SIGTERM)
+Writes the JSON (every sample included) and, beside it, NAME_rss.svg for NAME.json (RSS over
+time, with the guests' targets below). Progress goes to stdout, one line per sample; Ctrl-C (or SIGTERM)
 ends the run early and still writes the results.
 """
 
@@ -279,6 +279,7 @@ def analyse(samples, follower, t_end, args):
     # its threads; "warm" is the first sample a minute in.
     warm = next((s for s in samples if s["t"] >= 60), first)
     totals = [sum(s["metrics"]["guest"][n].get("actual_mib", 0) for n in NAMES) for s in samples]
+    target_totals = [sum(s["metrics"]["guest"][n].get("target_mib", 0) for n in NAMES) for s in samples]
     total_cpu_s = (last["cpu_ticks"] - first["cpu_ticks"]) / CLK_TCK
     wall = last["t"] - first["t"]
 
@@ -355,6 +356,8 @@ def analyse(samples, follower, t_end, args):
         "reports_rejected": m1["reports_rejected"],
         "decisions_total": m1["decisions"],
         "guests_by_state_end": m1["guests_by_state"],
+        # Targets are what the policy decides; actual sizes lag them while balloons move.
+        "guests_target_total_mib_max": round(max(target_totals), 1),
         "guests_actual_total_mib_max": round(max(totals), 1),
         "budget_mib": args.budget_mib,
         "oom_kills_total": sum((last["guests"].get(n) or {}).get("oom_kill", 0) for n in NAMES),
@@ -454,6 +457,7 @@ def main():
     samples = []
     follower = None
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    commit = git_commit()  # now: the checkout may move while the run goes on
     stopped_early = False
     try:
         lab.start()
@@ -527,7 +531,7 @@ def main():
         sys.exit("soak: too few samples (%d) to say anything" % len(samples))
 
     result = {
-        "commit": git_commit(),
+        "commit": commit,
         "started": started,
         "args": vars(args),
         "daemon_args": daemon.args[1:],
@@ -564,7 +568,8 @@ def write_results(result, args):
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, separators=(",", ":"))
-    svg_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "soak_rss.svg")
+    # soak.json -> soak_rss.svg, soak.X.json -> soak.X_rss.svg
+    svg_path = re.sub(r"\.json$", "", os.path.abspath(args.out)) + "_rss.svg"
     write_svg(samples, {"slope": summary["rss_kib"]["slope_kib_per_min_second_half"],
                         "icpt": summary["rss_kib"]["intercept_kib_second_half"],
                         "tick": result["args"]["tick"]}, svg_path)
