@@ -131,27 +131,24 @@ TEST(PagecachePolicyTest, OneCooldownPerPressureEpisode) {
     h.guests()[0].psi_some_total_us = psi;
     EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff")) << i;
   }
-  const double after = h.TargetMib(0);
-  // The cooldown (30 s) runs from the last pressured report, once: not 30 s doubled per report.
-  for (int i = 0; i < 5; ++i) {
+  // Held for `ticks` calm ticks (5 s each) at its size, then probed within two more.
+  const auto held_then_probed = [&h](int ticks) {
+    const double size = h.TargetMib(0);
+    for (int i = 0; i < ticks; ++i) {
+      h.Tick();
+      EXPECT_EQ(h.TargetMib(0), size) << i;
+    }
     h.Tick();
-    EXPECT_EQ(h.TargetMib(0), after) << i;
-  }
-  h.Tick();
-  h.Tick();
-  EXPECT_LT(h.TargetMib(0), after);
+    h.Tick();
+    EXPECT_LT(h.TargetMib(0), size);
+  };
+  // The cooldown (30 s) runs from the last pressured report, once: not 30 s doubled per report.
+  held_then_probed(5);
   // The next episode doubles it: 60 s.
   psi += 500'000;
   h.guests()[0].psi_some_total_us = psi;
   h.Tick();
-  const double second = h.TargetMib(0);
-  for (int i = 0; i < 11; ++i) {
-    h.Tick();
-    EXPECT_EQ(h.TargetMib(0), second) << i;
-  }
-  h.Tick();
-  h.Tick();
-  EXPECT_LT(h.TargetMib(0), second);
+  held_then_probed(11);
 }
 
 TEST(PagecachePolicyTest, ProbesSlowlyInsideTheWorkingSet) {
