@@ -315,13 +315,23 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // guest was never measured at all.
   const bool measured_here = s.new_report && s.report_s > GetOr(prev, "smove_t", 0) && !reset &&
                              std::fabs(w->actual - last_target) <= w->tolerance;
-  if (s.new_oom_kills > 0 || (measured_here && raw_severity < 1)) {
+  // Calm reports in a row (by the plain targets). A futile episode ends on the second: the lab's
+  // looping reader read 0% stall on one report between two of 49% (spike reports ~1 s apart),
+  // and that one reading, taken as the end of the episode, had the guest backed off from its
+  // floor to 814 MiB and judged futile all over again.
+  double fz_calm = GetOr(prev, "fz_calm", 0);
+  if (s.new_report) fz_calm = raw_severity < 1 ? fz_calm + 1 : 0;
+  next.values["fz_calm"] = fz_calm;
+  const bool calm_here = measured_here && raw_severity < 1;
+  if (s.new_oom_kills > 0 || (calm_here && (!futile || fz_calm >= 2))) {
     // An OOM kill is demand whatever the baseline says; calm by the plain targets ends the
     // episode.
     futile = false;
     fz_size = 0;
     next.values.erase("fz_grown_t");
     next.values.erase("fz_grown_sev");
+  } else if (calm_here) {
+    // A futile guest's first calm reading: calm, but the baseline stands until a second.
   } else if (measured_here) {
     const double apart = p_.futile_size_step_fraction * max_bytes;
     // Only like with like: pressure from a demand that changed in between (an allocation under
@@ -393,8 +403,19 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool refault_rising = !futile && previous_refault.has_value() && s.new_report &&
                               refault > 2 * *previous_refault &&
                               refault >= 0.25 * p_.refault_target_bytes_per_second;
-  w->under_pressure = w->severity >= 1 || s.new_oom_kills > 0;
-  w->mild = !w->under_pressure && (refault_rising || futile_rising);
+  // Refaults without stall are pressure on the second report in a row; the first only holds
+  // the guest. After a large inflation a guest refaults the few pages of its own binaries it
+  // lost (the lab's idle guest: 1.4 MiB/s with 17 MiB of page cache and no stall, once), and
+  // taken as pressure that transient cooled it down for 30 s while it held 380 MiB it did not
+  // use. Stall, an OOM kill or a futile guest's rise act at once, as before.
+  const bool refault_only =
+      !futile && w->severity >= 1 && stall < p_.stall_target_pct && s.new_oom_kills == 0;
+  double rf_n = GetOr(prev, "rf_n", 0);
+  if (s.new_report) rf_n = refault_only ? rf_n + 1 : 0;
+  next.values["rf_n"] = rf_n;
+  const bool refault_transient = refault_only && rf_n < 2;
+  w->under_pressure = (w->severity >= 1 && !refault_transient) || s.new_oom_kills > 0;
+  w->mild = !w->under_pressure && (refault_rising || futile_rising || refault_transient);
   if (w->under_pressure) calm_t = now_;
   if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
 
@@ -406,7 +427,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
                                        p_.backoff_min_fraction, p_.backoff_max_fraction);
     // A futile guest's refaults are not what more memory would hold (they did not fall when it
     // had more), so only the overshoot over its baseline counts.
-    double grow = std::max(base * fraction, futile ? 0.0 : refault * p_.refault_window_seconds);
+    // The refault term is at most the page cache the guest holds (at least one headroom): a
+    // reader re-reading a hot file at GB/s refaults at the speed it reads, not in proportion to
+    // what is missing (the lab's hot guest, 6 MiB short with 145 MiB of cache, refaulted
+    // 63 MiB/s: ten seconds of it asked for 631 MiB).
+    const double refault_grow =
+        futile ? 0.0
+               : std::min(refault * p_.refault_window_seconds, std::max(s.cache_bytes, headroom));
+    double grow = std::max(base * fraction, refault_grow);
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
     // One episode of pressure is one backoff for the cooldown, however many reports it lasts:
@@ -438,7 +466,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // the headroom): above it plus one more headroom is surely unused. A lab guest re-reading a
     // 128 MiB file, taken fast down to its estimate (294 MiB), stalled 50% at once. A futile
     // guest's cache is of no use to it, so it goes down to the estimate.
-    const double margin = w->futile ? 0.0 : headroom;
+    // The margin is for cache the estimate misses, so never more than the cache there is: an
+    // idle guest with 16 MiB of cache after a 300 MiB allocation kept two headrooms (256 MiB)
+    // above its anon for good.
+    const double margin = w->futile ? 0.0 : std::min(headroom, s.cache_bytes);
     const double unused_above = from - std::max(w->working_set, w->floor) - margin;
     // A futile guest's overshoot says nothing about its cache, only whether it rose over its
     // baseline, so calm is quiet enough for it.

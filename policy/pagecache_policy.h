@@ -58,6 +58,8 @@
 //   fz_grown_t fz_grown_sev  when it was first measured grown past the baseline, and how much
 //               pressure it showed then
 //   fz_over     new reports in a row over futile_rise_ratio times the baseline
+//   fz_calm     new reports in a row calm by the plain targets (a futile episode ends on two)
+//   rf_n        new reports in a row pressured by refaults alone (pressure from the second on)
 //   smove_t     when the target last moved by half of futile_size_step or more
 //   futile      1 when the guest's pressure did not respond to its size (see the params)
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory

@@ -50,8 +50,9 @@ GuestView AgentGuest(const std::string& name) {
 // lands on its target before the next tick (tests move `actual` themselves otherwise).
 class Harness {
  public:
-  explicit Harness(std::vector<GuestView> guests, int64_t budget_mib = 16384)
-      : guests_(std::move(guests)) {
+  explicit Harness(std::vector<GuestView> guests, int64_t budget_mib = 16384,
+                   PagecacheParams params = PagecacheParams())
+      : policy_(params), guests_(std::move(guests)) {
     host_.mem_total_bytes = 65536 * kMib;
     host_.mem_available_bytes = 65536 * kMib;
     host_.guest_budget_bytes = budget_mib * kMib;
@@ -197,6 +198,7 @@ class FutileHarness {
     GuestView& g = h_.guests()[0];
     psi_us_ += stall_pct / 100 * 5e6;
     g.psi_some_total_us = static_cast<uint64_t>(psi_us_);
+    g.psi_some_avg10 = stall_pct;  // what the first report, with no total to compare, reads
     g.refaults_per_second = refault_mib_s * 256;
     return h_.Tick();
   }
@@ -241,6 +243,29 @@ TEST(PagecachePolicyTest, PressureThatMoreMemoryDidNotRelieveIsFutile) {
   EXPECT_THAT(d.guests[0].reason, HasSubstr("futile=1"));
   EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
   EXPECT_LT(f.h().TargetMib(0), 4096 - 256);
+}
+
+TEST(PagecachePolicyTest, OneCalmReadingDoesNotEndAFutileEpisode) {
+  FutileHarness f(3072);
+  f.Tick(40);
+  ASSERT_THAT(f.Tick(40).guests[0].reason, HasSubstr("futile=1"));
+  for (int i = 0; i < 10; ++i) f.Tick(40);
+  const double low = f.h().TargetMib(0);
+  ASSERT_LT(low, 700);
+  // One report reads no stall and no refaults (real guests do, between two of 49%): the
+  // baseline stands, the next pressured report is still measured against it.
+  EXPECT_THAT(f.Tick(0, 0).guests[0].reason, HasSubstr("level=calm"));
+  const Decisions& d = f.Tick(40);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("futile=1"));
+  EXPECT_THAT(d.guests[0].reason, ::testing::Not(HasSubstr("action=backoff")));
+  EXPECT_LE(f.h().TargetMib(0), low);
+  // Two calm reports in a row end it: the next pressure is pressure again.
+  f.Tick(0, 0);
+  f.Tick(0, 0);
+  const Decisions& again = f.Tick(40);
+  EXPECT_THAT(again.guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+  EXPECT_THAT(again.guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(f.h().TargetMib(0), low);
 }
 
 TEST(PagecachePolicyTest, AFutileGuestWhosePressureRisesGetsMemoryBack) {
@@ -373,6 +398,75 @@ TEST(PagecachePolicyTest, APressuredGuestGetsMemoryBackAtTheNextTick) {
   }
   for (int i = 0; i < 3; ++i) h.Tick();
   EXPECT_LT(h.TargetMib(0), after);
+}
+
+TEST(PagecachePolicyTest, RefaultsWithoutStallArePressureOnTheSecondReport) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  // 2 MiB/s of refaults, no stall: the first report holds the guest (no probe, no backoff).
+  h.guests()[0].refaults_per_second = 2 * 256;
+  const Decisions& first = h.Tick();
+  EXPECT_EQ(h.TargetMib(0), before);
+  EXPECT_THAT(first.guests[0].reason, HasSubstr("level=rising"));
+  // A second one in a row is pressure: back off.
+  const Decisions& second = h.Tick();
+  EXPECT_GT(h.TargetMib(0), before);
+  EXPECT_THAT(second.guests[0].reason, HasSubstr("action=backoff"));
+  // A transient that stops after one report costs nothing but the held probe.
+  h.guests()[0].refaults_per_second = 0;
+  for (int i = 0; i < 60; ++i) h.Tick();
+  const double calm = h.TargetMib(0);
+  h.guests()[0].refaults_per_second = 2 * 256;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(h.Tick().guests[0].reason, ::testing::Not(HasSubstr("action=backoff"))) << i;
+    EXPECT_LE(h.TargetMib(0), calm) << i;
+    h.guests()[0].refaults_per_second = 0;
+  }
+  // Refaults with stall act at once.
+  const double now = h.TargetMib(0);
+  h.guests()[0].refaults_per_second = 2 * 256;
+  h.guests()[0].psi_some_total_us = *h.guests()[0].psi_some_total_us + 100'000;  // 2%
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(h.TargetMib(0), now);
+}
+
+TEST(PagecachePolicyTest, TheRefaultTermIsBoundedByThePageCache) {
+  // A reader re-reading a hot file at GB/s refaults at its reading speed, not in proportion
+  // to what is missing. With the multiplicative term pinned to 1%, the growth is the refault
+  // term: 60 MiB/s * 10 s = 600 MiB asked, 300 MiB of page cache held.
+  PagecacheParams params;
+  params.backoff_max_fraction = 0.01;
+  GuestView g = AgentGuest("a");
+  g.actual_bytes = g.target_bytes = 1024 * kMib;
+  g.disk_caches_bytes = 300 * kMib;
+  g.active_file_bytes = 300 * kMib;
+  g.inactive_file_bytes = 0;
+  Harness h({g}, 16384, params);
+  h.Tick();
+  h.guests()[0].refaults_per_second = 60 * 256;
+  h.guests()[0].psi_some_total_us = 1'000'000;  // 20% stalled
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_NEAR(h.TargetMib(0), 1024 + 300, 0.5);
+}
+
+TEST(PagecachePolicyTest, TheFastTakeMarginIsNoMoreThanTheCache) {
+  // An idle guest with 1000 MiB of anon and 16 MiB of page cache: what is above its working
+  // set (hard + headroom + active) and the cache it holds is unused, not two headrooms.
+  GuestView g = AgentGuest("a");
+  g.anon_bytes = 1000 * kMib;
+  g.unreclaimable_bytes = 100 * kMib;
+  g.disk_caches_bytes = 16 * kMib;
+  g.active_file_bytes = 8 * kMib;
+  g.inactive_file_bytes = 8 * kMib;
+  g.usable_bytes = 2900 * kMib;
+  g.unused_bytes = 2900 * kMib;
+  Harness h({g});
+  for (int i = 0; i < 12; ++i) h.Tick();
+  // Working set 1100 + 204.8 + 8 = 1312.8; the margin is the 16 MiB of cache (it was one more
+  // headroom, 204.8), and the probes go on from there down to the floor (1304.8).
+  EXPECT_LT(h.TargetMib(0), 1312.8 + 16 + 0.02 * 1400);
+  EXPECT_GE(h.TargetMib(0), 1304.8);
 }
 
 TEST(PagecachePolicyTest, AnOomKillGivesAQuarterBack) {
