@@ -231,7 +231,16 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
 
   // Demand: the floor never goes, the working set is what we believe is in use.
   const double headroom = std::max(p_.headroom_min_bytes, p_.headroom_fraction * max_bytes);
-  double floor_raw = s.hard_bytes + headroom;
+  // An allocation under way (hard demand rising between two reports): the floor leads it.
+  double lead = GetOr(prev, "lead", 0);
+  if (s.new_report) {
+    const double rise = s.hard_bytes - GetOr(prev, "hard", s.hard_bytes);
+    lead = s.source == SignalSource::kAgent && rise > p_.fast_take_demand_slack_bytes
+               ? p_.hard_lead_reports * rise
+               : 0;
+  }
+  next.values["lead"] = lead;
+  double floor_raw = s.hard_bytes + headroom + lead;
   double working_set = floor_raw;
   if (s.source == SignalSource::kAgent) {
     working_set = floor_raw + s.active_file_bytes;
@@ -263,6 +272,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       if (inflating) allow = w->actual;
       break;
     case ProgressEvent::kChurning:
+      next.values["ep_stall"] = 1;  // a retry's cooldown, not a refault transient's
       w->state = kChurning;
       reset = true;
       allow = w->actual;
@@ -270,6 +280,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
       break;
     case ProgressEvent::kSelfDeflated:
+      next.values["ep_stall"] = 1;
       w->state = kSelfDeflated;
       reset = true;
       allow = std::min(max_bytes, w->actual * (1 + p_.self_deflate_margin));
@@ -419,7 +430,15 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (w->under_pressure) calm_t = now_;
   if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
 
-  if (w->under_pressure && s.new_report) {
+  const bool continuing = GetOr(prev, "pz", 0) != 0;
+  const bool recovering = continuing && s.new_oom_kills == 0 &&
+                          w->severity <= p_.recovering_ratio * GetOr(prev, "bo_sev", 0) &&
+                          w->severity <= GetOr(prev, "sev", 0);
+  if (w->under_pressure && s.new_report && recovering) {
+    // The memory given helps and the cache refills: wait for it, the cooldown runs on.
+    cool_until = std::max(cool_until, now_ + GetOr(next, "ep_len", cool_len));
+    w->action = "hold_recovering";
+  } else if (w->under_pressure && s.new_report) {
     // Back off: give memory back now, multiplicatively, and stop probing for a while.
     const double base = std::max(w->actual, last_target);
     const double overshoot = std::max(0.0, w->severity - 1);
@@ -441,11 +460,16 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // the cooldown runs from its last pressured report with the length of its first. Doubling
     // per report had a hot guest refilling its cache (pressured for ~30 s) cool down for the
     // 10-minute maximum after a single overshoot.
-    const bool continuing = GetOr(prev, "pz", 0) != 0;
+    const bool stalled = stall >= p_.stall_target_pct;
     if (!continuing) {
       next.values["ep_len"] = cool_len;
+      next.values["ep_size"] = w->actual;
+      next.values["ep_stall"] = stalled;
       cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
+    } else if (stalled) {
+      next.values["ep_stall"] = 1;
     }
+    next.values["bo_sev"] = w->severity;
     cool_until = now_ + GetOr(next, "ep_len", cool_len);
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
@@ -500,6 +524,15 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   } else if (w->under_pressure || w->mild) {
     w->action = "hold_pressure";
   }
+  if (!w->under_pressure && !w->mild && s.new_report && now_ < cool_until && fz_calm >= 2 &&
+      GetOr(next, "ep_stall", 1) == 0 &&
+      w->actual <= GetOr(next, "ep_size", 0) + w->tolerance) {
+    // An episode of refaults without stall that passed on its own, at the size it began at:
+    // no memory answered it, so there is no edge for the cooldown to protect. The lab's hot
+    // guest refilled the cache an inflation had cost it (63 MiB/s, no stall, one report) and
+    // then sat 30 s at 704 MiB with 145 MiB of cache.
+    cool_until = now_;
+  }
   if (!w->under_pressure && !w->mild && s.new_report && !reset && !w->in_retry) {
     // Calm again without the growth a backoff asked for: it did not need it. Kept, the
     // request made the guest a grower, never a donor, for the whole cooldown, while a
@@ -530,7 +563,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
 
   next.values["allow"] = allow;
   next.values["hard"] = s.hard_bytes;
-  if (s.new_report) next.values["pz"] = w->under_pressure ? 1 : 0;
+  if (s.new_report) {
+    next.values["pz"] = w->under_pressure ? 1 : 0;
+    next.values["sev"] = w->severity;
+  }
   next.values["cool_until"] = cool_until;
   next.values["cool_len"] = cool_len;
   next.values["calm_t"] = calm_t;

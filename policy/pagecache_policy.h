@@ -59,6 +59,9 @@
 //               pressure it showed then
 //   fz_over     new reports in a row over futile_rise_ratio times the baseline
 //   fz_calm     new reports in a row calm by the plain targets (a futile episode ends on two)
+//   bo_sev      the overshoot of the episode's last backoff; sev: the last new report's
+//   ep_size ep_stall  the size the episode began at; 1 if any of its reports stalled over target
+//   lead        how far the floor leads an allocation under way (hard_lead_reports)
 //   rf_n        new reports in a row pressured by refaults alone (pressure from the second on)
 //   smove_t     when the target last moved by half of futile_size_step or more
 //   futile      1 when the guest's pressure did not respond to its size (see the params)
@@ -94,6 +97,11 @@ struct PagecacheParams {
   // Hard demand rising by more than this since the last report stops fast takes (an
   // allocation under way); real guests' slab and agent memory move by a few MiB on their own.
   double fast_take_demand_slack_bytes = 16.0 * (1 << 20);
+  // Hard demand that rose by more than that slack since the previous report is an allocation
+  // under way: the floor leads it by this many times the rise (reports arrive ~1-2 s apart;
+  // a lab guest allocating 300 MiB rose 94 MiB, then 195 MiB, in two reports, and a floor that
+  // only followed it let the guest reach its OOM path and deflate the balloon itself).
+  double hard_lead_reports = 2;
   // Pressure that memory does not relieve is not demand (a reader looping over a file larger
   // than the guest stalls and refaults at any size). A guest under pressure is measured at a
   // baseline size and again at least futile_size_step of max away, each after its balloon
@@ -119,6 +127,11 @@ struct PagecacheParams {
   double backoff_min_fraction = 0.01;
   double backoff_max_fraction = 0.5;
   double backoff_gain = 0.01;
+  // Within one episode, a report whose overshoot is at most this share of the one that last
+  // backed off, and not above the previous report's, is recovery under way (the cache refills
+  // as it is read): held, not backed off again. Backing off on it compounded: a lab guest
+  // 6 MiB short went 308 -> 462 -> 693 MiB in one second.
+  double recovering_ratio = 0.5;
   double refault_window_seconds = 10;
   double oom_backoff_fraction = 0.25;     // at least this much after an OOM kill
   double self_deflate_margin = 0.05;      // above what a self-deflated guest took

@@ -469,6 +469,55 @@ TEST(PagecachePolicyTest, TheFastTakeMarginIsNoMoreThanTheCache) {
   EXPECT_GE(h.TargetMib(0), 1304.8);
 }
 
+TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBackoff) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  uint64_t psi = 0;
+  const auto report = [&](double stall_pct) {
+    psi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
+    h.guests()[0].psi_some_total_us = psi;
+    return h.Tick().guests[0].reason;
+  };
+  EXPECT_THAT(report(40), HasSubstr("action=backoff"));
+  const double backed = h.TargetMib(0);
+  EXPECT_NEAR(backed, before * 1.5, 0.5);
+  // 10%: still over the target, but a quarter of what backed off: the cache refills.
+  EXPECT_THAT(report(10), HasSubstr("action=hold_recovering"));
+  EXPECT_EQ(h.TargetMib(0), backed);
+  EXPECT_THAT(report(8), HasSubstr("action=hold_recovering"));
+  // Rising again: the memory was not enough after all.
+  EXPECT_THAT(report(30), HasSubstr("action=backoff"));
+  EXPECT_GT(h.TargetMib(0), backed);
+}
+
+TEST(PagecachePolicyTest, ARefaultEpisodeThatPassedWithoutMemoryLeavesNoCooldown) {
+  // At its max nothing can be granted. Refaults without stall on two reports (a cache refilling
+  // after an inflation), then calm at the same size: no memory answered it, probing resumes.
+  // With stall in the episode, the cooldown (30 s) stands.
+  for (const bool stalled : {false, true}) {
+    GuestView g = AgentGuest("a");
+    Harness h({g});
+    h.Tick();
+    h.guests()[0].refaults_per_second = 63 * 256;
+    if (stalled) h.guests()[0].psi_some_total_us = 100'000;  // 2%
+    h.Tick();
+    if (stalled) h.guests()[0].psi_some_total_us = 200'000;
+    EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff")) << stalled;
+    EXPECT_EQ(h.TargetMib(0), 4096);
+    h.guests()[0].refaults_per_second = 0;
+    h.Tick();
+    h.Tick();
+    EXPECT_EQ(h.TargetMib(0), 4096) << stalled;
+    h.Tick();
+    if (stalled) {
+      EXPECT_EQ(h.TargetMib(0), 4096);
+    } else {
+      EXPECT_LT(h.TargetMib(0), 4096 - 256);
+    }
+  }
+}
+
 TEST(PagecachePolicyTest, AnOomKillGivesAQuarterBack) {
   Harness h({AgentGuest("a")});
   for (int i = 0; i < 30; ++i) h.Tick();
@@ -518,8 +567,15 @@ TEST(PagecachePolicyTest, RisingAnonRaisesTheFloorAtOnce) {
   h.guests()[0].anon_bytes = 1600 * kMib;
   h.guests()[0].inactive_file_bytes = 0;
   const Decisions& d = h.Tick();
-  EXPECT_NEAR(h.TargetMib(0), 1904.8, 0.1);
+  // 1600 anon + 100 unreclaimable + 204.8 headroom, and the floor leads the allocation under
+  // way by two of its rises (2 x 1000 MiB): it is still going when this report is read.
+  EXPECT_NEAR(h.TargetMib(0), 3904.8, 0.1);
   EXPECT_THAT(d.guests[0].reason, HasSubstr("action=floor"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("floor=3904.8MiB"));
+  // The allocation stopped: the lead is gone, the memory given is not taken back at once.
+  const Decisions& after = h.Tick();
+  EXPECT_THAT(after.guests[0].reason, HasSubstr("floor=1904.8MiB"));
+  EXPECT_GT(h.TargetMib(0), 3800);
 }
 
 TEST(PagecachePolicyTest, OverBudgetTakesIdleMemoryFirstAndKeepsAMargin) {
