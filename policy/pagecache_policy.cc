@@ -235,7 +235,11 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   double lead = GetOr(prev, "lead", 0);
   if (s.new_report) {
     const double rise = s.hard_bytes - GetOr(prev, "hard", s.hard_bytes);
-    lead = s.source == SignalSource::kAgent && rise > p_.fast_take_demand_slack_bytes
+    // Not when the balloon deflated itself on this report: the guest took what it needed on
+    // its own, and a lead on top (851 MiB for a guest needing 444) was then held for the whole
+    // retry delay.
+    lead = s.source == SignalSource::kAgent && rise > p_.fast_take_demand_slack_bytes &&
+                   verdict.event != ProgressEvent::kSelfDeflated
                ? p_.hard_lead_reports * rise
                : 0;
   }

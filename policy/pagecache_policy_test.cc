@@ -701,6 +701,20 @@ TEST(PagecachePolicyTest, SelfDeflationIsAcceptedNotFought) {
   }
 }
 
+TEST(PagecachePolicyTest, AGuestThatDeflatedItselfForAnAllocationGetsNoLeadOnTop) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 100; ++i) h.Tick();
+  const double low = h.TargetMib(0);
+  // The allocation (600 MiB) outran the decisions: the guest's OOM path deflated the balloon
+  // by 700 MiB. It is reset near what it reached (5% above), not led by twice the rise.
+  h.guests()[0].anon_bytes = *h.guests()[0].anon_bytes + 600 * kMib;
+  h.guests()[0].inactive_file_bytes = *h.guests()[0].inactive_file_bytes - 600 * kMib;
+  h.guests()[0].actual_bytes = static_cast<int64_t>((low + 700) * kMib);
+  const Decisions& d = h.Tick(false);
+  EXPECT_EQ(d.guests[0].state, "self_deflated") << d.guests[0].reason;
+  EXPECT_NEAR(h.TargetMib(0), (low + 700) * 1.05, 0.5);
+}
+
 TEST(PagecachePolicyTest, HostPressureHasHysteresis) {
   GuestView a = AgentGuest("a");
   Harness h({a}, 4096 + 300);  // 300 MiB free of 4396: 6.8%, between low and high
