@@ -55,6 +55,7 @@ ProgressVerdict CheckProgress(const GuestView& guest, double now_s, const Progre
     OpenWindow(memory, direction, now_s, actual);
     return verdict;
   }
+  if (target > *previous_target + tolerance) memory->raise_s = now_s;
 
   // Self-deflation: above both the old and the new target, and rising.
   const double highest_target = std::max(target, *previous_target);
@@ -70,8 +71,12 @@ ProgressVerdict CheckProgress(const GuestView& guest, double now_s, const Progre
   // Churn: while we were inflating, the guest deflated much of what it inflated.
   const bool was_inflating =
       *previous_actual > *previous_target + ProgressTolerance(*previous_target, params);
+  // A raise of the target between the two calls shows as deflation in the counters: a lab
+  // guest backed off by 100 MiB was marked churning with 0 MiB inflated and 117 MiB deflated.
   if (was_inflating && inflated.has_value() && deflated.has_value() &&
-      *deflated >= params.churn_min_bytes && *deflated >= params.churn_ratio * *inflated) {
+      now_s - memory->raise_s >= params.churn_after_raise_seconds &&
+      *inflated >= params.churn_min_bytes && *deflated >= params.churn_min_bytes &&
+      *deflated >= params.churn_ratio * *inflated) {
     verdict.event = ProgressEvent::kChurning;
     verdict.detail = absl::StrCat("balloon_inflated=", FormatMib(*inflated),
                                   " balloon_deflated=", FormatMib(*deflated),

@@ -34,6 +34,10 @@ struct ProgressParams {
   // least churn_min_bytes, between two reports while we were inflating.
   double churn_ratio = 0.5;
   double churn_min_bytes = 16.0 * (1 << 20);
+  // Deflation we asked for is not churn: not within this long of a raise of the target (the
+  // agent's counters arrive a report after the balloon moved). Both counters must have risen
+  // by churn_min_bytes: a guest that only deflated was following a raise.
+  double churn_after_raise_seconds = 5;
 };
 
 // What CheckProgress remembers between calls for one guest.
@@ -47,6 +51,7 @@ struct ProgressMemory {
   double window_start_actual = 0;
   std::optional<double> inflate_pages;
   std::optional<double> deflate_pages;
+  double raise_s = -1e18;  // when the target was last raised
 };
 
 enum class ProgressEvent { kNone, kStuck, kChurning, kSelfDeflated };

@@ -112,5 +112,29 @@ TEST(BalloonProgressTest, DeflatingWhileWeInflateIsChurn) {
   EXPECT_EQ(CheckProgress(d, 5, ProgressParams(), &m2).event, ProgressEvent::kNone);
 }
 
+TEST(BalloonProgressTest, DeflationAfterARaiseOfTheTargetIsNotChurn) {
+  // Inflating from 4096 towards 2048; then the target is raised to 3500 (a backoff) and the
+  // counters of the next report show the deflation that followed it: 0 in, 117 MiB out.
+  GuestView g = At(4096, 2048);
+  g.balloon_inflate_pages = 0;
+  g.balloon_deflate_pages = 0;
+  ProgressMemory m;
+  CheckProgress(g, 0, ProgressParams(), &m);
+  g.actual_bytes = 3000 * kMib;
+  g.target_bytes = 3500 * kMib;
+  g.balloon_inflate_pages = 256 * 1096;
+  EXPECT_EQ(CheckProgress(g, 1, ProgressParams(), &m).event, ProgressEvent::kNone);
+  g.target_bytes = 3000 * kMib;  // and back down at once
+  g.balloon_deflate_pages = 256 * 117;
+  EXPECT_EQ(CheckProgress(g, 2, ProgressParams(), &m).event, ProgressEvent::kNone);
+  // Inflating again towards 2048; 5 s and more after the raise, both counters rising is churn.
+  g.target_bytes = 2048 * kMib;
+  EXPECT_EQ(CheckProgress(g, 8, ProgressParams(), &m).event, ProgressEvent::kNone);
+  g.actual_bytes = 2990 * kMib;
+  g.balloon_inflate_pages = 256 * (1096 + 200);
+  g.balloon_deflate_pages = 256 * (117 + 190);
+  EXPECT_EQ(CheckProgress(g, 10, ProgressParams(), &m).event, ProgressEvent::kChurning);
+}
+
 }  // namespace
 }  // namespace plimsoll::policy

@@ -66,7 +66,7 @@
 //   smove_t     when the target last moved by half of futile_size_step or more
 //   futile      1 when the guest's pressure did not respond to its size (see the params)
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
-//   p_tgt p_act p_dir p_t p_start infl defl      balloon_progress.h ProgressMemory
+//   p_tgt p_act p_dir p_t p_start infl defl p_raise   balloon_progress.h ProgressMemory
 // and under the key "@host" (not a uuid): reclaim (0/1, the hysteresis mode) and psi_latch (0/1).
 #ifndef PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
 #define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_

@@ -46,6 +46,15 @@ GuestView AgentGuest(const std::string& name) {
   return g;
 }
 
+// As AgentGuest, but all of its page cache is in use (Active(file)): nothing looks unused, so
+// only probes move it, and a cooldown holds it.
+GuestView HotGuest(const std::string& name) {
+  GuestView g = AgentGuest(name);
+  g.active_file_bytes = 3200 * kMib;
+  g.inactive_file_bytes = 0;
+  return g;
+}
+
 // Plays ticks 5 s apart: decisions become the guests' targets, and by default every balloon
 // lands on its target before the next tick (tests move `actual` themselves otherwise).
 class Harness {
@@ -122,7 +131,7 @@ TEST(PagecachePolicyTest, FirstSightAdoptsThenTakesUnusedMemoryFast) {
 }
 
 TEST(PagecachePolicyTest, OneCooldownPerPressureEpisode) {
-  Harness h({AgentGuest("a")});
+  Harness h({HotGuest("a")});
   for (int i = 0; i < 30; ++i) h.Tick();
   // Four pressured reports in a row, the stall falling as the memory given back is refilled
   // (10%, 8%, 6%, 4% of 5 s), then calm.
@@ -372,10 +381,10 @@ TEST(PagecachePolicyTest, BlindGuestsGetMemoryBackAfterAGracePeriod) {
 }
 
 TEST(PagecachePolicyTest, APressuredGuestGetsMemoryBackAtTheNextTick) {
-  Harness h({AgentGuest("a")});
-  for (int i = 0; i < 30; ++i) h.Tick();
+  Harness h({HotGuest("a")});
+  for (int i = 0; i < 60; ++i) h.Tick();
   const double before = h.TargetMib(0);
-  ASSERT_LT(before, 3600);
+  ASSERT_LT(before, 2700);
   // 2 s stalled in the last 5 s (40%) and 20 MiB/s of refaults.
   h.guests()[0].psi_some_total_us = 2'000'000;
   h.guests()[0].refaults_per_second = 20 * 256;
@@ -496,8 +505,7 @@ TEST(PagecachePolicyTest, ARefaultEpisodeThatPassedWithoutMemoryLeavesNoCooldown
   // after an inflation), then calm at the same size: no memory answered it, probing resumes.
   // With stall in the episode, the cooldown (30 s) stands.
   for (const bool stalled : {false, true}) {
-    GuestView g = AgentGuest("a");
-    Harness h({g});
+    Harness h({HotGuest("a")});
     h.Tick();
     h.guests()[0].refaults_per_second = 63 * 256;
     if (stalled) h.guests()[0].psi_some_total_us = 100'000;  // 2%
@@ -513,8 +521,40 @@ TEST(PagecachePolicyTest, ARefaultEpisodeThatPassedWithoutMemoryLeavesNoCooldown
     if (stalled) {
       EXPECT_EQ(h.TargetMib(0), 4096);
     } else {
-      EXPECT_LT(h.TargetMib(0), 4096 - 256);
+      EXPECT_LT(h.TargetMib(0), 4096);
     }
+  }
+}
+
+TEST(PagecachePolicyTest, ACooldownStopsProbesNotTheTakeOfUnusedMemory) {
+  // A guest whose 3200 MiB of cache is mostly cold backs off on a stall; the memory it got
+  // stays unused (Active(file) does not grow). During the cooldown probes wait, but memory
+  // above its working set and margin goes: growth that answered pressure is not an
+  // allocation about to fill it.
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 40; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  // 20% stalled on two reports: backed off twice, to 2.25x.
+  h.guests()[0].psi_some_total_us = 1'000'000;
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  h.guests()[0].psi_some_total_us = 2'000'000;
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  const double backed = h.TargetMib(0);
+  ASSERT_NEAR(backed, before * 2.25, 1);
+  h.Tick();  // calm
+  const Decisions& d = h.Tick();
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
+  EXPECT_LT(h.TargetMib(0), backed);
+  // An allocation's growth waits 30 s before what looks unused is taken.
+  Harness a({AgentGuest("b")});
+  for (int i = 0; i < 40; ++i) a.Tick();
+  a.guests()[0].anon_bytes = *a.guests()[0].anon_bytes + 400 * kMib;
+  a.guests()[0].inactive_file_bytes = *a.guests()[0].inactive_file_bytes - 400 * kMib;
+  a.Tick();
+  for (int i = 0; i < 5; ++i) {
+    const double was = a.TargetMib(0);
+    EXPECT_THAT(a.Tick().guests[0].reason, ::testing::Not(HasSubstr("action=take_unused"))) << i;
+    EXPECT_GE(a.TargetMib(0), was - 0.021 * was) << i;  // probes at most
   }
 }
 
