@@ -291,9 +291,9 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       next.values["ep_stall"] = 1;
       w->state = kSelfDeflated;
       reset = true;
+      // The retry time keeps inflation away; a cooldown on top kept even the probes that end
+      // the retry (a lab guest held 250 MiB it did not use for 70 s after its retry time).
       allow = std::min(max_bytes, w->actual * (1 + p_.self_deflate_margin));
-      cool_until = now_ + cool_len;
-      cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
       calm_t = now_;
       break;
     case ProgressEvent::kNone:
@@ -304,8 +304,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     retry_len = std::min(2 * retry_len, p_.retry_max_seconds);
     w->event_detail = verdict.detail;
     w->action = "reset";
-  } else if (verdict.arrived && w->state != kOk && now_ >= retry_at) {
-    // The balloon followed a target again after its retry time: trust it again.
+    next.values["ev_t"] = now_;
+  } else if (w->state != kOk && now_ >= retry_at &&
+             (verdict.arrived || (std::fabs(w->actual - last_target) <= w->tolerance &&
+                                  move_t > GetOr(prev, "ev_t", 0)))) {
+    // The balloon followed a target again after its retry time: trust it again. A probe smaller
+    // than the tolerance is "there" before it moves, so a target set since the event and met
+    // counts too: a lab guest otherwise stayed self_deflated, never taken fast, for good.
     w->state = kOk;
     retry_len = p_.retry_min_seconds;
   }
@@ -442,7 +447,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool recovering = continuing && s.new_oom_kills == 0 &&
                           w->severity <= p_.recovering_ratio * GetOr(prev, "bo_sev", 0) &&
                           w->severity <= GetOr(prev, "sev", 0);
-  if (w->under_pressure && s.new_report && recovering) {
+  if (w->under_pressure && s.new_report && verdict.event == ProgressEvent::kSelfDeflated) {
+    // The pressure that made the guest deflate its balloon: it took what it needed itself. A
+    // backoff on top (+50% of what it reached) was held for the whole retry delay.
+  } else if (w->under_pressure && s.new_report && recovering) {
     // The memory given helps and the cache refills: wait for it, the cooldown runs on.
     cool_until = std::max(cool_until, now_ + GetOr(next, "ep_len", cool_len));
     w->action = "hold_recovering";

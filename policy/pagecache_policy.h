@@ -52,7 +52,7 @@
 //   blind_t     since when its stats have been stale or implausible (absent while they are good)
 //   retry_at    no inflation before this time (stuck, churning, self-deflated)
 //   retry_len   the next retry delay (doubles per event, reset when the balloon follows again)
-//   state       0 ok, 1 stuck, 2 churning, 3 self_deflated
+//   state       0 ok, 1 stuck, 2 churning, 3 self_deflated; ev_t: when it last left 0
 //   fz_size fz_sev fz_hard  the pressure baseline: the size a pressured guest was measured at,
 //               its overshoot and hard demand there (fz_size 0 while the guest is calm)
 //   fz_grown_t fz_grown_sev  when it was first measured grown past the baseline, and how much

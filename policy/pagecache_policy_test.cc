@@ -741,18 +741,30 @@ TEST(PagecachePolicyTest, SelfDeflationIsAcceptedNotFought) {
   }
 }
 
-TEST(PagecachePolicyTest, AGuestThatDeflatedItselfForAnAllocationGetsNoLeadOnTop) {
+TEST(PagecachePolicyTest, ASelfDeflationIsResetNearWhatItTookWithoutLeadOrBackoffAndRecovers) {
   Harness h({AgentGuest("a")});
   for (int i = 0; i < 100; ++i) h.Tick();
   const double low = h.TargetMib(0);
   // The allocation (600 MiB) outran the decisions: the guest's OOM path deflated the balloon
-  // by 700 MiB. It is reset near what it reached (5% above), not led by twice the rise.
+  // by 1500 MiB. It is reset near what it reached (5% above), not led by twice the rise.
   h.guests()[0].anon_bytes = *h.guests()[0].anon_bytes + 600 * kMib;
   h.guests()[0].inactive_file_bytes = *h.guests()[0].inactive_file_bytes - 600 * kMib;
-  h.guests()[0].actual_bytes = static_cast<int64_t>((low + 700) * kMib);
+  h.guests()[0].actual_bytes = static_cast<int64_t>((low + 1500) * kMib);
+  h.guests()[0].psi_some_total_us = *h.guests()[0].psi_some_total_us + 2'500'000;  // 50%
   const Decisions& d = h.Tick(false);
   EXPECT_EQ(d.guests[0].state, "self_deflated") << d.guests[0].reason;
-  EXPECT_NEAR(h.TargetMib(0), (low + 700) * 1.05, 0.5);
+  // No backoff on top either: the stall is the OOM path it took the memory on.
+  EXPECT_NEAR(h.TargetMib(0), (low + 1500) * 1.05, 0.5);
+  // After the retry time (60 s) it is probed again, and once the balloon follows, its unused
+  // memory goes fast: no cooldown on top of the retry.
+  h.guests()[0].actual_bytes = h.guests()[0].target_bytes;
+  for (int i = 0; i < 11; ++i) {  // 55 s
+    h.Tick();
+    EXPECT_GE(h.TargetMib(0), (low + 1500) * 1.05 - 0.5) << i;
+  }
+  for (int i = 0; i < 6; ++i) h.Tick();
+  // Its working set: 1300 hard + 204.8 headroom + 300 active, and one headroom of margin.
+  EXPECT_LT(h.TargetMib(0), (low + 1500) * 1.05 - 300);
 }
 
 TEST(PagecachePolicyTest, HostPressureHasHysteresis) {
