@@ -227,9 +227,13 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
     }
     // Oversized or malformed frames are acked as rejected; an unproven stream still has to
     // prove itself before auth_timeout.
+    if (!result.ok() && !result.end_stream) LogRejected(*stream, result);
     return out;
   }
 
+  // Proven but refused (absurd values, counters backwards, a rate no guest can reach): the
+  // counter says how many, the log says which guest and why. The stream is proven all the same.
+  if (!result.ok()) LogRejected(*stream, result);
   stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
   if (!binding.uuid.empty()) return out;  // every report after the first: no lock taken
   // The stream's first proven report: bind it to its guest.
@@ -247,6 +251,15 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
   store_->StreamOpened(result.uuid);
   if (MayLog()) PLOG_INFO << "agent connected uuid=" << result.uuid << " peer=" << stream->peer();
   return out;
+}
+
+void AgentService::LogRejected(const Stream& stream, const IngestResult& result) {
+  absl::MutexLock l(&mu_);
+  if (!MayLog()) return;
+  const std::string& uuid = !result.uuid.empty() ? result.uuid : stream.uuid;
+  PLOG_WARNING << "agent report rejected: reason=" << RejectReasonName(*result.reject)
+               << " uuid=" << (uuid.empty() ? "-" : uuid) << " sequence=" << result.sequence << " "
+               << result.detail << " peer=" << stream.peer();
 }
 
 void AgentService::Unregister(Stream* stream) {

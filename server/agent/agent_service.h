@@ -89,6 +89,8 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   // True when a stream event may be logged now: a guest that reconnects in a loop must not be
   // able to flood the daemon's log (at most ~2 lines/s, bursts of 20; the rest are counted).
   bool MayLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs a refused report of `stream` (reason, guest, sequence, detail), within MayLog.
+  void LogRejected(const Stream& stream, const IngestResult& result) ABSL_LOCKS_EXCLUDED(mu_);
 
   AgentStore* const store_;
   Clock* const clock_;

@@ -401,6 +401,10 @@ class HostileAgentE2E(unittest.TestCase):
         self.assertEqual(int(h1["agent"]["reports_accepted"]) - int(h0["agent"]["reports_accepted"]), 1)
         self.assertGreater(h1["agent"]["age_seconds"], 3.0)
         self.assertEqual(int(h1["target_bytes"]), GUEST_MIB * MIB)
+        # The log says which guest sent what and why it was refused (within its rate limit).
+        log = self.daemon.read_log()
+        for reason in ("size_out_of_range", "malformed", "implausible_rate"):
+            self.assertIn("agent report rejected: reason=%s uuid=%s" % (reason, self.hostile_uuid), log)
 
     # ---- 6 ---------------------------------------------------------------------------------------
     def test_6_counters_going_backwards(self):
