@@ -124,6 +124,8 @@ def run_policy(policy, args, budget_mib):
         "fits_budget_after_s": fits,
         "hot_mbps_mean": statistics.mean(hot_mbps) if hot_mbps else None,
         "hot_mbps_samples": len(hot_mbps),
+        # (guest seconds since the workload started, MB/s): where a policy costs throughput.
+        "hot_mbps_series": [[w.get("t"), w["mbps"]] for w in wl["hot"] if "mbps" in w],
         "decisions_moved": log.count("direction=inflate") + log.count("direction=deflate"),
         "guests": per_guest,
         "samples": samples,
