@@ -437,7 +437,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   double rf_n = GetOr(prev, "rf_n", 0);
   if (s.new_report) rf_n = refault_only ? rf_n + 1 : 0;
   next.values["rf_n"] = rf_n;
-  const bool refault_transient = refault_only && rf_n < 2;
+  // Within an episode refaults alone are still pressure: a hot guest refilling after a backoff
+  // read 0% stall and 42 MiB/s once, and that report, taken as a transient, ended the episode
+  // so the next one (1.5% stall, falling) began a new one and backed off again.
+  const bool refault_transient = refault_only && rf_n < 2 && GetOr(prev, "pz", 0) == 0;
   w->under_pressure = (w->severity >= 1 && !refault_transient) || s.new_oom_kills > 0;
   w->mild = !w->under_pressure && (refault_rising || futile_rising || refault_transient);
   if (w->under_pressure) calm_t = now_;

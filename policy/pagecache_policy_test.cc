@@ -495,6 +495,13 @@ TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBack
   EXPECT_THAT(report(10), HasSubstr("action=hold_recovering"));
   EXPECT_EQ(h.TargetMib(0), backed);
   EXPECT_THAT(report(8), HasSubstr("action=hold_recovering"));
+  // Refaults with no stall inside the episode are part of it, not a transient that ends it:
+  // the next falling report is still recovery.
+  h.guests()[0].refaults_per_second = 12 * 256;  // overshoot 12, under the last report's 16
+  EXPECT_THAT(report(0), HasSubstr("action=hold_recovering"));
+  h.guests()[0].refaults_per_second = 0;
+  EXPECT_THAT(report(6), HasSubstr("action=hold_recovering"));
+  EXPECT_EQ(h.TargetMib(0), backed);
   // Rising again: the memory was not enough after all.
   EXPECT_THAT(report(30), HasSubstr("action=backoff"));
   EXPECT_GT(h.TargetMib(0), backed);
