@@ -450,13 +450,21 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool recovering = continuing && s.new_oom_kills == 0 &&
                           w->severity <= p_.recovering_ratio * GetOr(prev, "bo_sev", 0) &&
                           w->severity <= GetOr(prev, "sev", 0);
+  // Within an episode, one measurement per backoff, as for probes: a report whose interval
+  // began before our last move, or with the balloon still travelling, measured the size before
+  // the memory arrived. Spike reports come ~0.5 s apart, faster than a balloon and a refilling
+  // cache answer: the lab's hot guest went 304 -> 455 -> 683 -> 1024 MiB in 1.1 s on them.
+  const bool landed = std::fabs(w->actual - last_target) <= w->tolerance;
+  const bool pending = continuing && s.new_oom_kills == 0 &&
+                       (!landed || LoadSignals(prev).report_s.value_or(-1e18) < move_t);
   if (w->under_pressure && s.new_report && verdict.event == ProgressEvent::kSelfDeflated) {
     // The pressure that made the guest deflate its balloon: it took what it needed itself. A
     // backoff on top (+50% of what it reached) was held for the whole retry delay.
-  } else if (w->under_pressure && s.new_report && recovering) {
-    // The memory given helps and the cache refills: wait for it, the cooldown runs on.
+  } else if (w->under_pressure && s.new_report && (recovering || pending)) {
+    // The memory given helps and the cache refills, or it is still on its way: wait for it,
+    // the cooldown runs on.
     cool_until = std::max(cool_until, now_ + GetOr(next, "ep_len", cool_len));
-    w->action = "hold_recovering";
+    w->action = recovering ? "hold_recovering" : "hold_pending";
   } else if (w->under_pressure && s.new_report) {
     // Back off: give memory back now, multiplicatively, and stop probing for a while.
     const double base = std::max(w->actual, last_target);
@@ -473,6 +481,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
         futile ? 0.0
                : std::min(refault * p_.refault_window_seconds, std::max(s.cache_bytes, headroom));
     double grow = std::max(base * fraction, refault_grow);
+    // Pressure that comes with hard demand rising is the allocation itself: the floor leads it
+    // (hard_lead_reports), and a backoff on top counted it twice (the lab's idle guest, 318 MiB
+    // of anon, was given 726 MiB and held there through its retry delay).
+    if (w->demand_rising) grow = 0;
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
     // One episode of pressure is one backoff for the cooldown, however many reports it lasts:

@@ -507,6 +507,57 @@ TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBack
   EXPECT_GT(h.TargetMib(0), backed);
 }
 
+TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
+  Harness h({HotGuest("a")});
+  for (int i = 0; i < 60; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  uint64_t psi = *h.guests()[0].psi_some_total_us;
+  // 40% stalled, in a report sampled 0.3 s before the decision.
+  h.guests()[0].agent_age_seconds = 0.3;
+  h.guests()[0].psi_some_total_us = psi += 2'000'000;
+  EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("action=backoff"));
+  const double backed = h.TargetMib(0);
+  EXPECT_NEAR(backed, before * 1.5, 0.5);
+  // The balloon has not moved yet: the next pressured report measured the old size.
+  h.guests()[0].agent_age_seconds = 0;
+  h.guests()[0].psi_some_total_us = psi += 1'500'000;
+  EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("action=hold_pending"));
+  EXPECT_EQ(h.TargetMib(0), backed);
+  // Landed, and an interval after the move as stalled (30%): not enough, back off again.
+  h.guests()[0].actual_bytes = h.guests()[0].target_bytes;
+  h.guests()[0].psi_some_total_us = psi += 1'500'000;
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(h.TargetMib(0), backed);
+
+  // Landed at once, but the report's interval began before the move (the report the backoff
+  // was decided on was sampled 0.3 s before it): pending.
+  Harness g({HotGuest("b")});
+  for (int i = 0; i < 60; ++i) g.Tick();
+  uint64_t gpsi = *g.guests()[0].psi_some_total_us;
+  g.guests()[0].agent_age_seconds = 0.3;
+  g.guests()[0].psi_some_total_us = gpsi += 2'000'000;
+  EXPECT_THAT(g.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  const double gbacked = g.TargetMib(0);
+  g.guests()[0].agent_age_seconds = 0;
+  g.guests()[0].psi_some_total_us = gpsi += 1'500'000;
+  EXPECT_THAT(g.Tick().guests[0].reason, HasSubstr("action=hold_pending"));
+  EXPECT_EQ(g.TargetMib(0), gbacked);
+}
+
+TEST(PagecachePolicyTest, PressureDuringAnAllocationIsAnsweredByTheFloor) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 400; ++i) h.Tick();
+  ASSERT_NEAR(h.TargetMib(0), 904.8, 0.1);
+  // 200 MiB allocated since the last report, 40% stalled doing it: the floor leads the
+  // allocation (700 + 200 + 204.8 + 2 x 200); no +50% on top.
+  h.guests()[0].anon_bytes = 800 * kMib;
+  h.guests()[0].inactive_file_bytes = 0;
+  h.guests()[0].psi_some_total_us = *h.guests()[0].psi_some_total_us + 2'000'000;
+  const Decisions& d = h.Tick();
+  EXPECT_NEAR(h.TargetMib(0), 1504.8, 0.1);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
+}
+
 TEST(PagecachePolicyTest, ARefaultEpisodeThatPassedWithoutMemoryLeavesNoCooldown) {
   // At its max nothing can be granted. Refaults without stall on two reports (a cache refilling
   // after an inflation), then calm at the same size: no memory answered it, probing resumes.
