@@ -548,13 +548,13 @@ TEST(PagecachePolicyTest, PressureDuringAnAllocationIsAnsweredByTheFloor) {
   Harness h({AgentGuest("a")});
   for (int i = 0; i < 400; ++i) h.Tick();
   ASSERT_NEAR(h.TargetMib(0), 904.8, 0.1);
-  // 200 MiB allocated since the last report, 40% stalled doing it: the floor leads the
-  // allocation (700 + 200 + 204.8 + 2 x 200); no +50% on top.
-  h.guests()[0].anon_bytes = 800 * kMib;
+  // 50 MiB allocated since the last report, 40% stalled doing it: the floor leads the
+  // allocation (650 anon + 100 unreclaimable + 204.8 + 2 x 50); no +50% (to 1357 MiB) on top.
+  h.guests()[0].anon_bytes = 650 * kMib;
   h.guests()[0].inactive_file_bytes = 0;
   h.guests()[0].psi_some_total_us = *h.guests()[0].psi_some_total_us + 2'000'000;
   const Decisions& d = h.Tick();
-  EXPECT_NEAR(h.TargetMib(0), 1504.8, 0.1);
+  EXPECT_NEAR(h.TargetMib(0), 1054.8, 0.1);
   EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
 }
 
