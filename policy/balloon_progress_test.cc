@@ -113,27 +113,37 @@ TEST(BalloonProgressTest, DeflatingWhileWeInflateIsChurn) {
 }
 
 TEST(BalloonProgressTest, DeflationAfterARaiseOfTheTargetIsNotChurn) {
-  // Inflating from 4096 towards 2048; then the target is raised to 3500 (a backoff) and the
-  // counters of the next report show the deflation that followed it: 0 in, 117 MiB out.
+  // Inflating from 4096 towards 2048. Between two calls the target is raised to 3800 (a
+  // backoff) and the report shows 600 MiB in and, after the raise, 400 MiB out: as churn-like
+  // as the counters get, but the deflation is the one we asked for.
   GuestView g = At(4096, 2048);
   g.balloon_inflate_pages = 0;
   g.balloon_deflate_pages = 0;
   ProgressMemory m;
   CheckProgress(g, 0, ProgressParams(), &m);
-  g.actual_bytes = 3000 * kMib;
-  g.target_bytes = 3500 * kMib;
-  g.balloon_inflate_pages = 256 * 1096;
+  g.actual_bytes = 3696 * kMib;
+  g.target_bytes = 3800 * kMib;
+  g.balloon_inflate_pages = 256 * 600;
+  g.balloon_deflate_pages = 256 * 400;
   EXPECT_EQ(CheckProgress(g, 1, ProgressParams(), &m).event, ProgressEvent::kNone);
-  g.target_bytes = 3000 * kMib;  // and back down at once
-  g.balloon_deflate_pages = 256 * 117;
-  EXPECT_EQ(CheckProgress(g, 2, ProgressParams(), &m).event, ProgressEvent::kNone);
-  // Inflating again towards 2048; 5 s and more after the raise, both counters rising is churn.
+  // Inflating again towards 2048 from 3800; within 5 s of the raise the counters still carry
+  // its deflation: not churn.
   g.target_bytes = 2048 * kMib;
-  EXPECT_EQ(CheckProgress(g, 8, ProgressParams(), &m).event, ProgressEvent::kNone);
-  g.actual_bytes = 2990 * kMib;
-  g.balloon_inflate_pages = 256 * (1096 + 200);
-  g.balloon_deflate_pages = 256 * (117 + 190);
-  EXPECT_EQ(CheckProgress(g, 10, ProgressParams(), &m).event, ProgressEvent::kChurning);
+  g.actual_bytes = 3800 * kMib;
+  CheckProgress(g, 2, ProgressParams(), &m);
+  g.actual_bytes = 3700 * kMib;
+  g.balloon_inflate_pages = 256 * (600 + 200);
+  g.balloon_deflate_pages = 256 * (400 + 150);
+  EXPECT_EQ(CheckProgress(g, 3, ProgressParams(), &m).event, ProgressEvent::kNone);
+  // 5 s and more after the raise, both counters rising while inflating is churn.
+  g.actual_bytes = 3690 * kMib;
+  g.balloon_inflate_pages = 256 * (800 + 200);
+  g.balloon_deflate_pages = 256 * (550 + 190);
+  EXPECT_EQ(CheckProgress(g, 7, ProgressParams(), &m).event, ProgressEvent::kChurning);
+  // Only deflation while inflating (no inflation in the interval) is not churn either.
+  g.actual_bytes = 3600 * kMib;
+  g.balloon_deflate_pages = 256 * (740 + 100);
+  EXPECT_EQ(CheckProgress(g, 12, ProgressParams(), &m).event, ProgressEvent::kNone);
 }
 
 }  // namespace

@@ -180,6 +180,9 @@ void Decider::AssessBlind(const GuestView& guest, Work* w) const {
   // been taken, a step per decision, out of free memory like any growth.
   w->blind = true;
   w->action = "hold";
+  // What was learnt before the gap about an episode does not carry over it.
+  w->next.values.erase("pz");
+  w->next.values.erase("bo_sev");
   const double max_bytes = static_cast<double>(guest.max_bytes);
   const double blind_t = GetOr(w->next, "blind_t", now_);
   w->next.values["blind_t"] = blind_t;
@@ -237,7 +240,11 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // An allocation under way (hard demand rising between two reports): the floor leads it.
   double lead = GetOr(prev, "lead", 0);
   if (s.new_report) {
-    const double rise = s.hard_bytes - GetOr(prev, "hard", s.hard_bytes);
+    // A rise over a long gap (stats back after a blind spell) is not a rate: the lead is
+    // damped beyond hard_lead_interval_seconds between reports.
+    const double since = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
+    const double rise = (s.hard_bytes - GetOr(prev, "hard", s.hard_bytes)) *
+                        std::min(1.0, p_.hard_lead_interval_seconds / std::max(since, 1e-3));
     // Not when the balloon deflated itself on this report: the guest took what it needed on
     // its own, and a lead on top (851 MiB for a guest needing 444) was then held for the whole
     // retry delay.
@@ -307,7 +314,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     next.values["ev_t"] = now_;
   } else if (w->state != kOk && now_ >= retry_at &&
              (verdict.arrived || (std::fabs(w->actual - last_target) <= w->tolerance &&
-                                  move_t > GetOr(prev, "ev_t", 0)))) {
+                                  move_t > GetOr(prev, "ev_t", 0) && move_t >= retry_at))) {
     // The balloon followed a target again after its retry time: trust it again. A probe smaller
     // than the tolerance is "there" before it moves, so a target set since the event and met
     // counts too: a lab guest otherwise stayed self_deflated, never taken fast, for good.
@@ -432,8 +439,11 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // lost (the lab's idle guest: 1.4 MiB/s with 17 MiB of page cache and no stall, once), and
   // taken as pressure that transient cooled it down for 30 s while it held 380 MiB it did not
   // use. Stall, an OOM kill or a futile guest's rise act at once, as before.
-  const bool refault_only =
-      !futile && w->severity >= 1 && stall < p_.stall_target_pct && s.new_oom_kills == 0;
+  // Only where a stall is measured: refaults are the one signal of a guest without PSI
+  // (libvirt-only, or a kernel booted with psi=0), and there they act at once.
+  const bool refault_only = !futile && w->severity >= 1 && s.source == SignalSource::kAgent &&
+                            s.stall_pct.has_value() && stall < p_.stall_target_pct &&
+                            s.new_oom_kills == 0;
   double rf_n = GetOr(prev, "rf_n", 0);
   if (s.new_report) rf_n = refault_only ? rf_n + 1 : 0;
   next.values["rf_n"] = rf_n;
@@ -455,11 +465,18 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // the memory arrived. Spike reports come ~0.5 s apart, faster than a balloon and a refilling
   // cache answer: the lab's hot guest went 304 -> 455 -> 683 -> 1024 MiB in 1.1 s on them.
   const bool landed = std::fabs(w->actual - last_target) <= w->tolerance;
+  if (w->under_pressure && s.new_report && continuing && stall >= p_.stall_target_pct) {
+    next.values["ep_stall"] = 1;
+  }
   const bool pending = continuing && s.new_oom_kills == 0 &&
-                       (!landed || LoadSignals(prev).report_s.value_or(-1e18) < move_t);
+                       (!landed || LoadSignals(prev).report_s.value_or(-1e18) <
+                                       GetOr(prev, "smove_t", 0));
   if (w->under_pressure && s.new_report && verdict.event == ProgressEvent::kSelfDeflated) {
     // The pressure that made the guest deflate its balloon: it took what it needed itself. A
-    // backoff on top (+50% of what it reached) was held for the whole retry delay.
+    // backoff on top (+50% of what it reached) was held for the whole retry delay. The episode
+    // that follows is measured from here, not against an older backoff.
+    next.values.erase("bo_sev");
+    next.values["bo_base"] = w->actual;
   } else if (w->under_pressure && s.new_report && (recovering || pending)) {
     // The memory given helps and the cache refills, or it is still on its way: wait for it,
     // the cooldown runs on.
@@ -481,10 +498,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
         futile ? 0.0
                : std::min(refault * p_.refault_window_seconds, std::max(s.cache_bytes, headroom));
     double grow = std::max(base * fraction, refault_grow);
-    // Pressure that comes with hard demand rising is the allocation itself: the floor leads it
-    // (hard_lead_reports), and a backoff on top counted it twice (the lab's idle guest, 318 MiB
-    // of anon, was given 726 MiB and held there through its retry delay).
-    if (w->demand_rising) grow = 0;
+    // Pressure that comes with hard demand rising is mostly the allocation itself: the floor
+    // leads it (hard_lead_reports), and a full backoff on top counted it twice (the lab's idle
+    // guest, 318 MiB of anon and 15 MiB of cache, was given 726 MiB and held there through its
+    // retry delay).
+    // Beyond the lead, what the pressure can still ask for is the cache the allocation
+    // squeezes: at most the page cache the guest holds.
+    if (w->demand_rising) grow = std::min(grow, s.cache_bytes);
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
     // One episode of pressure is one backoff for the cooldown, however many reports it lasts:
@@ -495,12 +515,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     if (!continuing) {
       next.values["ep_len"] = cool_len;
       next.values["ep_size"] = w->actual;
+      next.values["ep_max"] = w->actual;
       next.values["ep_stall"] = stalled;
       cool_len = std::min(2 * cool_len, p_.cooldown_max_seconds);
     } else if (stalled) {
       next.values["ep_stall"] = 1;
     }
     next.values["bo_sev"] = w->severity;
+    next.values["bo_base"] = base;
     cool_until = now_ + GetOr(next, "ep_len", cool_len);
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
@@ -549,8 +571,16 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // A cooldown guards the edge of the working set a backoff found, so it stops the probes,
     // not the fast take of memory above that set: the lab's idle guest, given 833 MiB for a
     // 300 MiB allocation, kept 370 MiB it never touched for its whole 60 s cooldown.
-    if (now_ < cool_until && !w->fast) due = false;
-    const double probed = std::max(w->floor, from - step);
+    double lowest = w->floor;
+    if (now_ < cool_until) {
+      // Within a cooldown only unused memory goes, on two calm reports in a row, and never
+      // within cooldown_take_margin of the size the episode was last pressured at: the working
+      // set estimate lags, and a take back to the edge the backoff just left would find it
+      // again every cooldown.
+      if (!w->fast || fz_calm < 2) due = false;
+      lowest = std::max(lowest, (1 + p_.cooldown_take_margin) * GetOr(next, "bo_base", 0));
+    }
+    const double probed = std::max(lowest, from - step);
     if (due && probed < allow) {
       allow = probed;
       probe_t = now_;
@@ -558,10 +588,17 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     }
   } else if (w->under_pressure || w->mild) {
     w->action = "hold_pressure";
+    // Holding means where it is: a balloon still inflating towards an older target stops there.
+    if (w->mild && s.new_report && w->actual > last_target + w->tolerance) {
+      allow = std::max(allow, w->actual);
+    }
   }
+  // The largest size the guest reached since its episode began: memory granted and taken back
+  // within the cooldown was still granted.
+  if (now_ < cool_until) next.values["ep_max"] = std::max(GetOr(next, "ep_max", 0), w->actual);
   if (!w->under_pressure && !w->mild && s.new_report && now_ < cool_until && fz_calm >= 2 &&
       GetOr(next, "ep_stall", 1) == 0 &&
-      w->actual <= GetOr(next, "ep_size", 0) + w->tolerance) {
+      GetOr(next, "ep_max", HUGE_VAL) <= GetOr(next, "ep_size", 0) + w->tolerance) {
     // An episode of refaults without stall that passed on its own, at the size it began at:
     // no memory answered it, so there is no edge for the cooldown to protect. The lab's hot
     // guest refilled the cache an inflation had cost it (63 MiB/s, no stall, one report) and
@@ -601,6 +638,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (s.new_report) {
     next.values["pz"] = w->under_pressure ? 1 : 0;
     next.values["sev"] = w->severity;
+    if (!w->under_pressure) next.values.erase("bo_sev");  // the episode is over
   }
   next.values["cool_until"] = cool_until;
   next.values["cool_len"] = cool_len;

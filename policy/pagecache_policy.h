@@ -60,7 +60,9 @@
 //   fz_over     new reports in a row over futile_rise_ratio times the baseline
 //   fz_calm     new reports in a row calm by the plain targets (a futile episode ends on two)
 //   bo_sev      the overshoot of the episode's last backoff; sev: the last new report's
-//   ep_size ep_stall  the size the episode began at; 1 if any of its reports stalled over target
+//   ep_size ep_stall ep_max  the size the episode began at; 1 if any of its reports stalled
+//               over target; the largest size reached since (while cooling down)
+//   bo_base     the size the episode's last backoff grew from (its last pressured size)
 //   lead        how far the floor leads an allocation under way (hard_lead_reports)
 //   rf_n        new reports in a row pressured by refaults alone (pressure from the second on)
 //   smove_t     when the target last moved by half of futile_size_step or more
@@ -102,6 +104,9 @@ struct PagecacheParams {
   // a lab guest allocating 300 MiB rose 94 MiB, then 195 MiB, in two reports, and a floor that
   // only followed it let the guest reach its OOM path and deflate the balloon itself).
   double hard_lead_reports = 2;
+  // ...but a rise over a longer gap between reports (stats back after a blind spell) is scaled
+  // down to this interval's share: it is not a rate.
+  double hard_lead_interval_seconds = 10;
   // Pressure that memory does not relieve is not demand (a reader looping over a file larger
   // than the guest stalls and refaults at any size). A guest under pressure is measured at a
   // baseline size and again at least futile_size_step of max away, each after its balloon
@@ -132,6 +137,10 @@ struct PagecacheParams {
   // as it is read): held, not backed off again. Backing off on it compounded: a lab guest
   // 6 MiB short went 308 -> 462 -> 693 MiB in one second.
   double recovering_ratio = 0.5;
+  // During a cooldown the fast take of unused memory needs two calm reports in a row and stops
+  // this share above the size the episode was last pressured at (the working-set estimate
+  // lags; taking back to the edge the backoff just left would find it again every cooldown).
+  double cooldown_take_margin = 0.25;
   double refault_window_seconds = 10;
   double oom_backoff_fraction = 0.25;     // at least this much after an OOM kill
   double self_deflate_margin = 0.05;      // above what a self-deflated guest took

@@ -432,6 +432,31 @@ TEST(PagecachePolicyTest, RefaultsWithoutStallArePressureOnTheSecondReport) {
     EXPECT_LE(h.TargetMib(0), calm) << i;
     h.guests()[0].refaults_per_second = 0;
   }
+  // Without a stall measurement (no PSI), refaults are the only signal and act at once.
+  {
+    GuestView nopsi = AgentGuest("n");
+    nopsi.psi_some_total_us.reset();
+    nopsi.psi_some_avg10.reset();
+    Harness n({nopsi});
+    for (int i = 0; i < 30; ++i) n.Tick();
+    const double was = n.TargetMib(0);
+    n.guests()[0].refaults_per_second = 2 * 256;
+    EXPECT_THAT(n.Tick().guests[0].reason, HasSubstr("action=backoff"));
+    EXPECT_GT(n.TargetMib(0), was);
+  }
+  // The first report holds a balloon still inflating where it is, not at the older target.
+  {
+    Harness m({AgentGuest("m")});
+    for (int i = 0; i < 2; ++i) m.Tick();
+    const double target = m.TargetMib(0);
+    m.Tick();
+    const double lower = m.TargetMib(0);
+    ASSERT_LT(lower, target);
+    m.guests()[0].actual_bytes = static_cast<int64_t>((lower + 200) * kMib);  // on its way
+    m.guests()[0].refaults_per_second = 2 * 256;
+    EXPECT_THAT(m.Tick(false).guests[0].reason, HasSubstr("level=rising"));
+    EXPECT_NEAR(m.TargetMib(0), lower + 200, 0.5);
+  }
   // Refaults with stall act at once.
   const double now = h.TargetMib(0);
   h.guests()[0].refaults_per_second = 2 * 256;
@@ -545,17 +570,27 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
 }
 
 TEST(PagecachePolicyTest, PressureDuringAnAllocationIsAnsweredByTheFloor) {
-  Harness h({AgentGuest("a")});
-  for (int i = 0; i < 400; ++i) h.Tick();
-  ASSERT_NEAR(h.TargetMib(0), 904.8, 0.1);
-  // 50 MiB allocated since the last report, 40% stalled doing it: the floor leads the
-  // allocation (650 anon + 100 unreclaimable + 204.8 + 2 x 50); no +50% (to 1357 MiB) on top.
-  h.guests()[0].anon_bytes = 650 * kMib;
-  h.guests()[0].inactive_file_bytes = 0;
-  h.guests()[0].psi_some_total_us = *h.guests()[0].psi_some_total_us + 2'000'000;
-  const Decisions& d = h.Tick();
-  EXPECT_NEAR(h.TargetMib(0), 1054.8, 0.1);
-  EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
+  // 50 MiB allocated since the last report, 40% stalled doing it. The floor leads the
+  // allocation (650 anon + 100 unreclaimable + 204.8 + 2 x 50 = 1054.8). Beyond it, the
+  // pressure may ask for the cache the allocation squeezes, at most the cache held: with 16 MiB
+  // of cache that is nothing above the floor; with 3200 MiB the usual +50% (1357.2) stands.
+  for (const bool little_cache : {true, false}) {
+    GuestView g = AgentGuest("a");
+    if (little_cache) {
+      g.disk_caches_bytes = 16 * kMib;
+      g.active_file_bytes = 8 * kMib;
+      g.inactive_file_bytes = 8 * kMib;
+    }
+    Harness h({g});
+    for (int i = 0; i < 400; ++i) h.Tick();
+    ASSERT_NEAR(h.TargetMib(0), 904.8, 0.1);
+    h.guests()[0].anon_bytes = 650 * kMib;
+    if (!little_cache) h.guests()[0].inactive_file_bytes = 0;
+    h.guests()[0].psi_some_total_us = *h.guests()[0].psi_some_total_us + 2'000'000;
+    const Decisions& d = h.Tick();
+    EXPECT_NEAR(h.TargetMib(0), little_cache ? 1054.8 : 1357.2, 0.1) << little_cache;
+    EXPECT_THAT(d.guests[0].reason, HasSubstr("level=pressured"));
+  }
 }
 
 TEST(PagecachePolicyTest, ARefaultEpisodeThatPassedWithoutMemoryLeavesNoCooldown) {
@@ -599,10 +634,15 @@ TEST(PagecachePolicyTest, ACooldownStopsProbesNotTheTakeOfUnusedMemory) {
   EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
   const double backed = h.TargetMib(0);
   ASSERT_NEAR(backed, before * 2.25, 1);
-  h.Tick();  // calm
+  // One calm report is not enough within the cooldown; the second is, and the take stops 25%
+  // above the size the last backoff grew from.
+  EXPECT_THAT(h.Tick().guests[0].reason, ::testing::Not(HasSubstr("action=take_unused")));
+  EXPECT_EQ(h.TargetMib(0), backed);
   const Decisions& d = h.Tick();
   EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
   EXPECT_LT(h.TargetMib(0), backed);
+  for (int i = 0; i < 3; ++i) h.Tick();  // still within the 30 s cooldown
+  EXPECT_GE(h.TargetMib(0), 1.25 * before * 1.5 - 0.5);
   // An allocation's growth waits 30 s before what looks unused is taken.
   Harness a({AgentGuest("b")});
   for (int i = 0; i < 40; ++i) a.Tick();
