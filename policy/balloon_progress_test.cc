@@ -21,6 +21,14 @@ GuestView At(double actual_mib, double target_mib) {
   return g;
 }
 
+// As At, with the agent's balloon counters at zero.
+GuestView WithCounters(double actual_mib, double target_mib) {
+  GuestView g = At(actual_mib, target_mib);
+  g.balloon_inflate_pages = 0;
+  g.balloon_deflate_pages = 0;
+  return g;
+}
+
 TEST(BalloonProgressTest, FirstCallOnlyRecords) {
   ProgressMemory m;
   ProgressVerdict v = CheckProgress(At(4096, 1024), 0, ProgressParams(), &m);
@@ -90,9 +98,7 @@ TEST(BalloonProgressTest, DeflateOnOomIsSelfDeflation) {
 }
 
 TEST(BalloonProgressTest, DeflatingWhileWeInflateIsChurn) {
-  GuestView g = At(4096, 2048);
-  g.balloon_inflate_pages = 0;
-  g.balloon_deflate_pages = 0;
+  GuestView g = WithCounters(4096, 2048);
   ProgressMemory m;
   CheckProgress(g, 0, ProgressParams(), &m);
   g.actual_bytes = 4090 * kMib;
@@ -102,9 +108,7 @@ TEST(BalloonProgressTest, DeflatingWhileWeInflateIsChurn) {
   EXPECT_EQ(v.event, ProgressEvent::kChurning);
   EXPECT_THAT(v.detail, HasSubstr("balloon_inflated=500MiB balloon_deflated=494MiB net=6MiB"));
   // Deflate counters rising while we deflate are what we asked for.
-  GuestView d = At(1024, 2048);
-  d.balloon_inflate_pages = 0;
-  d.balloon_deflate_pages = 0;
+  GuestView d = WithCounters(1024, 2048);
   ProgressMemory m2;
   CheckProgress(d, 0, ProgressParams(), &m2);
   d.actual_bytes = 1500 * kMib;
@@ -116,9 +120,7 @@ TEST(BalloonProgressTest, DeflationAfterARaiseOfTheTargetIsNotChurn) {
   // Inflating from 4096 towards 2048. Between two calls the target is raised to 3800 (a
   // backoff) and the report shows 600 MiB in and, after the raise, 400 MiB out: as churn-like
   // as the counters get, but the deflation is the one we asked for.
-  GuestView g = At(4096, 2048);
-  g.balloon_inflate_pages = 0;
-  g.balloon_deflate_pages = 0;
+  GuestView g = WithCounters(4096, 2048);
   ProgressMemory m;
   CheckProgress(g, 0, ProgressParams(), &m);
   g.actual_bytes = 3696 * kMib;

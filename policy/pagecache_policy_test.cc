@@ -55,6 +55,17 @@ GuestView HotGuest(const std::string& name) {
   return g;
 }
 
+// A 2048 MiB guest (max 4096) using all of it: 1500 MiB anon, 100 unreclaimable, 300 MiB of
+// cache in use and none cold. Pressured, it can only get memory from others.
+GuestView BusyGuest(const std::string& name) {
+  GuestView g = AgentGuest(name);
+  g.actual_bytes = g.target_bytes = 2048 * kMib;
+  g.anon_bytes = 1500 * kMib;
+  g.active_file_bytes = 300 * kMib;
+  g.inactive_file_bytes = 0;
+  return g;
+}
+
 // Plays ticks 5 s apart: decisions become the guests' targets, and by default every balloon
 // lands on its target before the next tick (tests move `actual` themselves otherwise).
 class Harness {
@@ -749,12 +760,8 @@ TEST(PagecachePolicyTest, FreeBeforeGrow) {
   EXPECT_EQ(h.TargetMib(0), 4096);  // already at max: nothing to give
   (void)d;
 
-  GuestView c = AgentGuest("c");
+  GuestView c = BusyGuest("c");
   GuestView e = AgentGuest("e");
-  c.actual_bytes = c.target_bytes = 2048 * kMib;
-  c.anon_bytes = 1500 * kMib;
-  c.active_file_bytes = 300 * kMib;
-  c.inactive_file_bytes = 0;
   Harness h2({c, e}, 2048 + 4096);
   h2.Tick(false);
   h2.guests()[0].psi_some_total_us = 2'000'000;
@@ -773,12 +780,8 @@ TEST(PagecachePolicyTest, FreeBeforeGrow) {
 TEST(PagecachePolicyTest, ACalmGuestDropsTheGrowthItWasNotGranted) {
   // As FreeBeforeGrow, but the pressured guest is calm by the time the room is there: it did
   // not need the memory, asks for none, and may give to others again.
-  GuestView c = AgentGuest("c");
+  GuestView c = BusyGuest("c");
   GuestView e = AgentGuest("e");
-  c.actual_bytes = c.target_bytes = 2048 * kMib;
-  c.anon_bytes = 1500 * kMib;
-  c.active_file_bytes = 300 * kMib;
-  c.inactive_file_bytes = 0;
   Harness h({c, e}, 2048 + 4096);
   h.Tick(false);
   h.guests()[0].psi_some_total_us = 2'000'000;
@@ -853,8 +856,8 @@ TEST(PagecachePolicyTest, ASelfDeflationIsResetNearWhatItTookWithoutLeadOrBackof
   EXPECT_EQ(d.guests[0].state, "self_deflated") << d.guests[0].reason;
   // No backoff on top either: the stall is the OOM path it took the memory on.
   EXPECT_NEAR(h.TargetMib(0), (low + 1500) * 1.05, 0.5);
-  // After the retry time (60 s) it is probed again, and once the balloon follows, its unused
-  // memory goes fast: no cooldown on top of the retry.
+  // After the retry time (60 s) it is probed again, and once the balloon follows (a target set
+  // after the retry time and met), its unused memory goes fast.
   h.guests()[0].actual_bytes = h.guests()[0].target_bytes;
   for (int i = 0; i < 11; ++i) {  // 55 s
     h.Tick();
