@@ -224,6 +224,14 @@ class FutileHarness {
   }
   Harness& h() { return h_; }
 
+  // Pressured at max, shrunk by the overcommit with the same pressure: judged futile at the
+  // second report; then `more` reports at 40% while it is taken down.
+  void BecomeFutile(int more) {
+    Tick(40);
+    ASSERT_THAT(Tick(40).guests[0].reason, HasSubstr("futile=1"));
+    for (int i = 0; i < more; ++i) Tick(40);
+  }
+
  private:
   Harness h_;
   double psi_us_ = 0;
@@ -267,9 +275,7 @@ TEST(PagecachePolicyTest, PressureThatMoreMemoryDidNotRelieveIsFutile) {
 
 TEST(PagecachePolicyTest, OneCalmReadingDoesNotEndAFutileEpisode) {
   FutileHarness f(3072);
-  f.Tick(40);
-  ASSERT_THAT(f.Tick(40).guests[0].reason, HasSubstr("futile=1"));
-  for (int i = 0; i < 10; ++i) f.Tick(40);
+  f.BecomeFutile(10);
   const double low = f.h().TargetMib(0);
   ASSERT_LT(low, 700);
   // One report reads no stall and no refaults (real guests do, between two of 49%): the
@@ -290,9 +296,7 @@ TEST(PagecachePolicyTest, OneCalmReadingDoesNotEndAFutileEpisode) {
 
 TEST(PagecachePolicyTest, AFutileGuestWhosePressureRisesGetsMemoryBack) {
   FutileHarness f(3072);
-  f.Tick(40);
-  ASSERT_THAT(f.Tick(40).guests[0].reason, HasSubstr("futile=1"));
-  for (int i = 0; i < 3; ++i) f.Tick(40);
+  f.BecomeFutile(3);
   const double before = f.h().TargetMib(0);
   ASSERT_LT(before, 2048);
   // 1.5x its baseline (severity 100 from 100 MiB/s of refaults) is the line. One reading over
