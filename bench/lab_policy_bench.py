@@ -61,6 +61,8 @@ def run_policy(policy, args, budget_mib):
                      policy=policy)
         if budget_mib:
             flags["guest_memory_budget_bytes"] = budget_mib * MIB
+        if args.keep_logs:
+            flags["log_every_decision"] = "true"  # holds too: each guest's steps can be followed
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
         t0 = time.monotonic()
         first_hb = {n: lab.heartbeat(n) for n in GUESTS}
@@ -167,7 +169,7 @@ def main():
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each policy's plimsolld log here")
+    ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each policy's plimsolld log here, every decision included")
     args = ap.parse_args()
     reason = harness.skip_reason()
     if reason:

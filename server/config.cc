@@ -277,6 +277,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!c.has_policy()) c.set_policy("pagecache");
   if (!c.has_tick()) c.set_tick("5s");
   if (!c.has_dry_run()) c.set_dry_run(false);
+  if (!c.has_log_every_decision()) c.set_log_every_decision(false);
   auto* host = c.mutable_host();
   if (!host->has_host_reserve_bytes()) host->set_host_reserve_bytes(1 * kGiB);
   if (!host->has_proc_root()) host->set_proc_root("/");
@@ -312,6 +313,7 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
   if (!tick.ok()) return tick.status();
   o.tick = *tick;
   o.dry_run = c.dry_run();
+  o.log_every_decision = c.log_every_decision();
 
   o.host_reserve_bytes = c.host().host_reserve_bytes();
   if (o.host_reserve_bytes < 0) {

@@ -24,6 +24,7 @@ struct Options {
   std::string policy;
   absl::Duration tick;
   bool dry_run = false;
+  bool log_every_decision = false;
   int64_t host_reserve_bytes = 0;
   std::optional<int64_t> guest_memory_budget_bytes;
   std::string proc_root;

@@ -63,6 +63,7 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   loop |= Compare(live, "tick", a.tick, b.tick, dur);
   c.dry_run = Compare(live, "dry_run", a.dry_run, b.dry_run, boolean);
   loop |= c.dry_run;
+  loop |= Compare(live, "log_every_decision", a.log_every_decision, b.log_every_decision, boolean);
   loop |= Compare(live, "host.host_reserve_bytes", a.host_reserve_bytes, b.host_reserve_bytes, num);
   loop |= Compare(live, "host.guest_memory_budget_bytes", a.guest_memory_budget_bytes,
                   b.guest_memory_budget_bytes, Bytes);
@@ -105,6 +106,7 @@ Options MergeReloadable(const Options& running, const Options& next) {
   o.policy = next.policy;
   o.tick = next.tick;
   o.dry_run = next.dry_run;
+  o.log_every_decision = next.log_every_decision;
   o.host_reserve_bytes = next.host_reserve_bytes;
   o.guest_memory_budget_bytes = next.guest_memory_budget_bytes;
   o.min_bytes = next.min_bytes;

@@ -25,6 +25,7 @@ TEST(ConfigTest, DefaultsAreValidAndDocumented) {
   EXPECT_EQ(o->policy, "pagecache");
   EXPECT_EQ(o->tick, absl::Seconds(5));
   EXPECT_FALSE(o->dry_run);
+  EXPECT_FALSE(o->log_every_decision);
   EXPECT_EQ(o->host_reserve_bytes, 1LL << 30);
   EXPECT_FALSE(o->guest_memory_budget_bytes.has_value());
   EXPECT_EQ(o->min_bytes, 256LL << 20);

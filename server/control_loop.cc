@@ -113,6 +113,7 @@ void ControlLoop::ApplyReconfig() {
   options_.rules = n.rules;
   options_.host_reserve_bytes = n.host_reserve_bytes;
   options_.guest_memory_budget_bytes = n.guest_memory_budget_bytes;
+  options_.log_every_decision = n.log_every_decision;
   // Floors are recomputed from the rules at the next Reconcile (this tick).
   tracker_.set_rules(n.rules);
   if (r->actuator != nullptr) deps_.actuator = r->actuator;
@@ -504,10 +505,10 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     g->balloon_state = d.state;
 
     // Every move is logged; a hold only when it follows a move or a minute of silence,
-    // so a quiet host does not write one line per guest per tick.
+    // so a quiet host does not write one line per guest per tick (unless asked to).
     LoggedDecision& logged = last_logged_[g->info.uuid];
-    if (direction != plimsoll::v1::DIRECTION_HOLD || logged.direction != plimsoll::v1::DIRECTION_HOLD ||
-        now - logged.at >= absl::Minutes(1)) {
+    if (options_.log_every_decision || direction != plimsoll::v1::DIRECTION_HOLD ||
+        logged.direction != plimsoll::v1::DIRECTION_HOLD || now - logged.at >= absl::Minutes(1)) {
       logged.direction = direction;
       logged.at = now;
       PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid

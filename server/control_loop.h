@@ -61,6 +61,8 @@ struct LoopOptions {
   GuestRules rules;
   int64_t host_reserve_bytes = 1LL << 30;
   std::optional<int64_t> guest_memory_budget_bytes;
+  // Log holds as well as moves, every tick (config log_every_decision).
+  bool log_every_decision = false;
   // Reconnect backoff after the libvirt connection is lost.
   absl::Duration reconnect_min = absl::Seconds(1);
   absl::Duration reconnect_max = absl::Seconds(30);

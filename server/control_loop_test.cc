@@ -442,6 +442,37 @@ TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) 
   EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 2048 * kMiB);
 }
 
+// A held guest is logged after a move or a minute of silence; log_every_decision (a live
+// config field) logs every tick's decision, holds included, for following a policy step by step.
+TEST_F(ControlLoopTest, LogEveryDecisionLogsHoldsEveryTick) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  auto decision_lines = [](const std::string& log) {
+    int n = 0;
+    for (size_t at = log.find("decision tick="); at != std::string::npos; at = log.find("decision tick=", at + 1)) ++n;
+    return n;
+  };
+  TickWithFreshStats({kA});  // the first decision is logged
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});
+  EXPECT_EQ(decision_lines(::testing::internal::GetCapturedStderr()), 0) << "holds within a minute are quiet";
+
+  LoopReconfig r;
+  r.options.tick = absl::Seconds(2);
+  r.options.host_reserve_bytes = 1024 * kMiB;
+  r.options.guest_memory_budget_bytes = 2048 * kMiB;
+  r.options.rules.min_bytes = 256 * kMiB;
+  r.options.rules.stale_after = absl::Seconds(10);
+  r.options.rules.no_balloon_after = absl::Seconds(6);
+  r.options.log_every_decision = true;
+  loop_->Reconfigure(std::move(r));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(decision_lines(log), 4) << log;
+  EXPECT_NE(log.find("direction=hold"), std::string::npos) << log;
+}
+
 // A config reload (Reconfigure) replaces the configured layer from the next tick; the
 // host policy set through the control API still wins over it.
 TEST_F(ControlLoopTest, ReconfigureIsTheBaseLayerBeneathTheHostPolicy) {

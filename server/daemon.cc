@@ -69,6 +69,7 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.rules.stale_after = options.stale_after;
   lo.host_reserve_bytes = options.host_reserve_bytes;
   lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
+  lo.log_every_decision = options.log_every_decision;
   return lo;
 }
 
