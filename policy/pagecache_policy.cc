@@ -255,6 +255,9 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   }
   next.values["lead"] = lead;
   w->demand_rising = lead > 0;
+  if (w->demand_rising) next.values["rise_t"] = now_;
+  // New reports in a row without such a rise.
+  if (s.new_report) next.values["flat_n"] = w->demand_rising ? 0 : GetOr(prev, "flat_n", 0) + 1;
   double floor_raw = s.hard_bytes + headroom + lead;
   double working_set = floor_raw;
   if (s.source == SignalSource::kAgent) {
@@ -522,7 +525,15 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       next.values["ep_stall"] = 1;
     }
     next.values["bo_sev"] = w->severity;
-    next.values["bo_base"] = base;
+    // The size an allocation under way was pressured at is not the edge of a working set:
+    // the demand outgrew it, and the floor moves with the demand. Kept as the cooldown's
+    // edge, it held a lab guest 25% above a size its finished allocation no longer fitted
+    // (612 MiB for 318 MiB of anon and 15 MiB of cache) for the rest of a 60 s cooldown.
+    if (w->demand_rising) {
+      next.values.erase("bo_base");
+    } else {
+      next.values["bo_base"] = base;
+    }
     cool_until = now_ + GetOr(next, "ep_len", cool_len);
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
@@ -552,10 +563,19 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // baseline, so calm is quiet enough for it.
     const double quiet = w->futile ? 1.0 : p_.fast_take_quiet;
     // Not while its demand grows or soon after it was given memory: memory just granted looks
-    // unused until the allocation that asked for it catches up.
-    const bool settled_demand = now_ - GetOr(next, "grow_t", -1e18) >= p_.cooldown_min_seconds &&
-                                s.hard_bytes <= GetOr(prev, "hard", s.hard_bytes) +
-                                                    p_.fast_take_demand_slack_bytes;
+    // unused until the allocation that asked for it catches up. An allocation has caught up
+    // once its hard demand stopped rising for demand_settle_seconds and two reports, both
+    // calm: the lead the floor gave it is then what it did not use (a lab guest's 300 MiB
+    // allocation ended in 2 s; the 290 MiB of lead above its floor were held 30 s after).
+    // Growth after an OOM kill or a self-deflation waits the cooldown: the memory a kill
+    // freed looks unused too.
+    const double since_growth = now_ - GetOr(next, "grow_t", -1e18);
+    const bool allocation_done = GetOr(next, "grow_alloc", 0) != 0 && fz_calm >= 2 &&
+                                 GetOr(next, "flat_n", 0) >= 2 &&
+                                 now_ - GetOr(next, "rise_t", -1e18) >= p_.demand_settle_seconds;
+    const bool settled_demand =
+        (since_growth >= p_.cooldown_min_seconds || allocation_done) &&
+        s.hard_bytes <= GetOr(prev, "hard", s.hard_bytes) + p_.fast_take_demand_slack_bytes;
     // Nor for a balloon that has not been following (stuck, churning): it is retried gently.
     if (s.source == SignalSource::kAgent && w->severity < quiet && settled_demand &&
         w->state == kOk && unused_above > step) {
@@ -858,6 +878,9 @@ GuestDecision Decider::Finish(Work* w) const {
   // looks unused until the allocation catches up, memory granted to refill a cache does not.
   if (d.target_bytes > guest.target_bytes && (w->grow_class == 3 || w->demand_rising)) {
     w->next.values["grow_t"] = now_;
+    // Growth for an allocation alone may be taken back once the allocation is done.
+    const bool allocation = w->signals.new_oom_kills == 0 && w->state != kSelfDeflated;
+    w->next.values["grow_alloc"] = allocation ? 1 : 0;
   }
   if (std::fabs(static_cast<double>(d.target_bytes - guest.target_bytes)) >=
       0.5 * p_.futile_size_step_fraction * static_cast<double>(guest.max_bytes)) {

@@ -50,7 +50,10 @@
 //   cool_len    the next cooldown's length (doubles per pressure episode, reset after
 //               calm_reset_seconds)
 //   ep_len      the current episode's cooldown length; pz: 1 while its reports show pressure
-//   hard grow_t hard demand at the last decision; when the target last grew
+//   hard grow_t hard demand at the last decision; when the target last grew for hard demand
+//   grow_alloc  1 when that growth was for an allocation (not an OOM kill or self-deflation)
+//   rise_t      when hard demand last rose past the slack (an allocation under way)
+//   flat_n      new reports in a row since, without such a rise
 //   calm_t      when the guest was last under pressure
 //   blind_t     since when its stats have been stale or implausible (absent while they are good)
 //   retry_at    no inflation before this time (stuck, churning, self-deflated)
@@ -110,6 +113,9 @@ struct PagecacheParams {
   // ...but a rise over a longer gap between reports (stats back after a blind spell) is scaled
   // down to this interval's share: it is not a rate.
   double hard_lead_interval_seconds = 10;
+  // An allocation is done once its hard demand has not risen past that slack for this long
+  // and two reports (both calm): the lead it was given and did not use may go fast.
+  double demand_settle_seconds = 5;
   // Pressure that memory does not relieve is not demand (a reader looping over a file larger
   // than the guest stalls and refaults at any size). A guest under pressure is measured at a
   // baseline size and again at least futile_size_step of max away, each after its balloon

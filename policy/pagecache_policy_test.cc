@@ -658,16 +658,43 @@ TEST(PagecachePolicyTest, ACooldownStopsProbesNotTheTakeOfUnusedMemory) {
   EXPECT_LT(h.TargetMib(0), backed);
   for (int i = 0; i < 3; ++i) h.Tick();  // still within the 30 s cooldown
   EXPECT_GE(h.TargetMib(0), 1.25 * before * 1.5 - 0.5);
-  // An allocation's growth waits 30 s before what looks unused is taken.
+}
+
+TEST(PagecachePolicyTest, AnAllocationsLeadGoesOnceTheAllocationIsDone) {
+  // A guest at its floor (904.8 MiB) allocates 400 MiB on each of two reports, stalling 10%
+  // on the second. The floor leads (2x the rise) and the pressure backs it off. Once anon has
+  // stayed flat for two reports (10 s) the memory above the floor and its margin goes fast,
+  // the size the allocation was pressured at no cooldown edge: 25% above 1304.8 MiB would
+  // hold 1631 MiB.
   Harness a({AgentGuest("b")});
-  for (int i = 0; i < 40; ++i) a.Tick();
-  a.guests()[0].anon_bytes = *a.guests()[0].anon_bytes + 400 * kMib;
-  a.guests()[0].inactive_file_bytes = *a.guests()[0].inactive_file_bytes - 400 * kMib;
+  for (int i = 0; i < 400; ++i) a.Tick();
+  ASSERT_NEAR(a.TargetMib(0), 904.8, 0.1);
+  GuestView& g = a.guests()[0];
+  g.anon_bytes = 1000 * kMib;
+  g.disk_caches_bytes = g.inactive_file_bytes = 16 * kMib;
+  g.active_file_bytes = 0;
   a.Tick();
+  g.anon_bytes = 1400 * kMib;
+  g.psi_some_total_us = *g.psi_some_total_us + 500'000;
+  EXPECT_THAT(a.Tick().guests[0].reason, HasSubstr("level=pressured"));
+  const double peak = a.TargetMib(0);
+  ASSERT_GE(peak, 2400);  // 1400 + 100 + 204.8 + 2 x 400
+  EXPECT_THAT(a.Tick().guests[0].reason, HasSubstr("floor=1704.8MiB"));  // flat once: kept
+  EXPECT_EQ(a.TargetMib(0), peak);
+  EXPECT_THAT(a.Tick().guests[0].reason, HasSubstr("action=take_unused"));
+  for (int i = 0; i < 8; ++i) a.Tick();
+  EXPECT_LT(a.TargetMib(0), 1704.8 + 16 + 20);  // down to the floor and its 16 MiB margin
+  EXPECT_GE(a.TargetMib(0), 1704.8);
+
+  // Growth after an OOM kill waits the 30 s: what the kill freed looks unused too.
+  Harness k({AgentGuest("c")});
+  for (int i = 0; i < 40; ++i) k.Tick();
+  k.guests()[0].oom_kill = 1;
+  EXPECT_THAT(k.Tick().guests[0].reason, HasSubstr("action=backoff"));
   for (int i = 0; i < 5; ++i) {
-    const double was = a.TargetMib(0);
-    EXPECT_THAT(a.Tick().guests[0].reason, ::testing::Not(HasSubstr("action=take_unused"))) << i;
-    EXPECT_GE(a.TargetMib(0), was - 0.021 * was) << i;  // probes at most
+    const double was = k.TargetMib(0);
+    EXPECT_THAT(k.Tick().guests[0].reason, ::testing::Not(HasSubstr("action=take_unused"))) << i;
+    EXPECT_GE(k.TargetMib(0), was - 0.021 * was) << i;  // probes at most
   }
 }
 
