@@ -62,7 +62,8 @@
 //   fz_size fz_sev fz_hard  the pressure baseline: the size a pressured guest was measured at,
 //               its overshoot and hard demand there (fz_size 0 while the guest is calm)
 //   fz_grown_t fz_grown_sev  when it was first measured grown past the baseline, and how much
-//               pressure it showed then
+//               pressure it showed then; fz_cache: its page cache at the baseline
+//   pc          the page cache at the last new report
 //   fz_over     new reports in a row over futile_rise_ratio times the baseline
 //   fz_calm     new reports in a row calm by the plain targets (a futile episode ends on two)
 //   bo_sev      the overshoot of the episode's last backoff; sev: the last new report's
@@ -129,6 +130,11 @@ struct PagecacheParams {
   double futile_rise_ratio = 1.5;
   double futile_same_ratio = 0.9;
   double futile_settle_seconds = 10;
+  // The verdict comes before futile_settle_seconds when the growth is filled with page cache
+  // (its cache grew by futile_fill_fraction of the growth since the baseline) and, on a later
+  // report, the cache kept less than futile_kept_fraction of what the guest refaulted.
+  double futile_fill_fraction = 0.8;
+  double futile_kept_fraction = 0.1;
   // The pressure a guest may show: below both targets it is calm and may be probed; at or
   // above either it is under pressure and gets memory back (Senpai's single target).
   double stall_target_pct = 0.5;

@@ -273,6 +273,33 @@ TEST(PagecachePolicyTest, PressureThatMoreMemoryDidNotRelieveIsFutile) {
   EXPECT_LT(f.h().TargetMib(0), 4096 - 256);
 }
 
+TEST(PagecachePolicyTest, GrowthFilledWithCacheThatKeepsNoRefaultsIsJudgedWithoutSettling) {
+  // As above, but the 1096 MiB of growth fill with page cache at once. On the next report the
+  // guest refaulted 500 MiB (100 MiB/s for 5 s) and its cache kept none of it: the verdict
+  // comes then, 5 s before the settle time. A hot set refilling keeps what it refaults (its
+  // cache grows by it): that one waits.
+  for (const bool refilling : {false, true}) {
+    FutileHarness f(16384);
+    GuestView& g = f.h().guests()[0];
+    g.actual_bytes = g.target_bytes = 3000 * kMib;
+    g.disk_caches_bytes = g.inactive_file_bytes = 2200 * kMib;
+    f.Tick(40);  // the baseline at 3000, backed off to 4096
+    ASSERT_EQ(f.h().TargetMib(0), 4096);
+    g.disk_caches_bytes = g.inactive_file_bytes = 3100 * kMib;  // the growth is full (> 80%)
+    EXPECT_THAT(f.Tick(40).guests[0].reason, ::testing::Not(HasSubstr("futile=1"))) << refilling;
+    if (refilling) g.disk_caches_bytes = g.inactive_file_bytes = 3600 * kMib;
+    const Decisions& d = f.Tick(40);
+    if (refilling) {
+      EXPECT_THAT(d.guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+      EXPECT_EQ(f.h().TargetMib(0), 4096);
+    } else {
+      EXPECT_THAT(d.guests[0].reason, HasSubstr("futile=1"));
+      EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
+      EXPECT_LT(f.h().TargetMib(0), 4096 - 256);
+    }
+  }
+}
+
 TEST(PagecachePolicyTest, OneCalmReadingDoesNotEndAFutileEpisode) {
   FutileHarness f(3072);
   f.BecomeFutile(10);
