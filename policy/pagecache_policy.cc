@@ -486,9 +486,18 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (w->under_pressure && s.new_report && continuing && stall >= p_.stall_target_pct) {
     next.values["ep_stall"] = 1;
   }
+  // Nor did a short report interval during which the balloon travelled far (the previous
+  // report saw it elsewhere): a balloon moves hundreds of MiB in well under a second, so such
+  // an interval measured mostly the journey. The lab's idle guest, backed off 463 -> 705 MiB,
+  // read 6% stall on the report 0.8 s later that saw it arrive, and was backed off again to
+  // 1024 MiB. A longer interval was spent mostly at the new size and counts.
+  const double report_gap = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
+  const bool travelled = report_gap < p_.travel_report_seconds &&
+                         std::fabs(w->actual - GetOr(prev, "rep_act", w->actual)) >=
+                             0.5 * p_.futile_size_step_fraction * max_bytes;
   const bool pending = continuing && s.new_oom_kills == 0 &&
-                       (!landed || LoadSignals(prev).report_s.value_or(-1e18) <
-                                       GetOr(prev, "smove_t", 0));
+                       (!landed || travelled ||
+                        LoadSignals(prev).report_s.value_or(-1e18) < GetOr(prev, "smove_t", 0));
   if (w->under_pressure && s.new_report && verdict.event == ProgressEvent::kSelfDeflated) {
     // The pressure that made the guest deflate its balloon: it took what it needed itself. A
     // backoff on top (+50% of what it reached) was held for the whole retry delay. The episode
@@ -670,7 +679,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
 
   next.values["allow"] = allow;
   next.values["hard"] = s.hard_bytes;
-  if (s.new_report) next.values["pc"] = s.cache_bytes;
+  if (s.new_report) {
+    next.values["pc"] = s.cache_bytes;
+    next.values["rep_act"] = w->actual;
+  }
   if (s.new_report) {
     next.values["pz"] = w->under_pressure ? 1 : 0;
     next.values["sev"] = w->severity;

@@ -63,7 +63,7 @@
 //               its overshoot and hard demand there (fz_size 0 while the guest is calm)
 //   fz_grown_t fz_grown_sev  when it was first measured grown past the baseline, and how much
 //               pressure it showed then; fz_cache: its page cache at the baseline
-//   pc          the page cache at the last new report
+//   pc rep_act  the page cache and the actual size at the last new report
 //   fz_over     new reports in a row over futile_rise_ratio times the baseline
 //   fz_calm     new reports in a row calm by the plain targets (a futile episode ends on two)
 //   bo_sev      the overshoot of the episode's last backoff; sev: the last new report's
@@ -152,6 +152,10 @@ struct PagecacheParams {
   // as it is read): held, not backed off again. Backing off on it compounded: a lab guest
   // 6 MiB short went 308 -> 462 -> 693 MiB in one second.
   double recovering_ratio = 0.5;
+  // A report less than this after the previous one, which saw the balloon at another size (by
+  // half of futile_size_step or more), measured the balloon's journey, not its new size:
+  // pending like a report from before the move.
+  double travel_report_seconds = 2;
   // During a cooldown the fast take of unused memory needs two calm reports in a row and stops
   // this share above the size the episode was last pressured at (the working-set estimate
   // lags; taking back to the edge the backoff just left would find it again every cooldown).

@@ -590,7 +590,8 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
   h.guests()[0].psi_some_total_us = psi += 1'500'000;
   EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("action=hold_pending"));
   EXPECT_EQ(h.TargetMib(0), backed);
-  // Landed, and an interval after the move as stalled (30%): not enough, back off again.
+  // Landed, and an interval (5 s) spent mostly at the new size as stalled (30%): not enough,
+  // back off again.
   h.guests()[0].actual_bytes = h.guests()[0].target_bytes;
   h.guests()[0].psi_some_total_us = psi += 1'500'000;
   EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
@@ -609,6 +610,24 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
   g.guests()[0].psi_some_total_us = gpsi += 1'500'000;
   EXPECT_THAT(g.Tick().guests[0].reason, HasSubstr("action=hold_pending"));
   EXPECT_EQ(g.TargetMib(0), gbacked);
+
+  // Landed, but the report came 0.8 s after the one that saw the balloon at the old size: it
+  // measured the journey. Pending; the next one, 9.2 s on and mostly at the new size, counts.
+  Harness t({HotGuest("c")});
+  for (int i = 0; i < 60; ++i) t.Tick();
+  uint64_t tpsi = *t.guests()[0].psi_some_total_us;
+  t.guests()[0].psi_some_total_us = tpsi += 2'000'000;
+  EXPECT_THAT(t.Tick(false).guests[0].reason, HasSubstr("action=backoff"));
+  const double tbacked = t.TargetMib(0);
+  t.guests()[0].actual_bytes = t.guests()[0].target_bytes;
+  t.guests()[0].agent_age_seconds = 4.2;
+  t.guests()[0].psi_some_total_us = tpsi += 300'000;  // 37% of 0.8 s
+  EXPECT_THAT(t.Tick().guests[0].reason, HasSubstr("action=hold_pending"));
+  EXPECT_EQ(t.TargetMib(0), tbacked);
+  t.guests()[0].agent_age_seconds = 0;
+  t.guests()[0].psi_some_total_us = tpsi += 4'000'000;  // 43%
+  EXPECT_THAT(t.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(t.TargetMib(0), tbacked);
 }
 
 TEST(PagecachePolicyTest, PressureDuringAnAllocationIsAnsweredByTheFloor) {
