@@ -245,11 +245,15 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     const double since = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
     const double rise = (s.hard_bytes - GetOr(prev, "hard", s.hard_bytes)) *
                         std::min(1.0, p_.hard_lead_interval_seconds / std::max(since, 1e-3));
-    // Not when the balloon deflated itself on this report: the guest took what it needed on
-    // its own, and a lead on top (851 MiB for a guest needing 444) was then held for the whole
-    // retry delay.
+    // Not when the balloon deflated itself on this report, nor while the guest waits out the
+    // retry after such a deflation: the guest took what it needed on its own, and a lead on
+    // top (851 MiB for a guest needing 444) was then held for the whole retry delay. The lab's
+    // idle guest deflated itself on a tick without a report and showed the rest of its
+    // allocation on the next one, 0.2 s later: led to 851 MiB, it held that for 60 s.
+    const bool self_deflated = verdict.event == ProgressEvent::kSelfDeflated ||
+                               (w->state == kSelfDeflated && now_ < GetOr(prev, "retry_at", 0));
     lead = s.source == SignalSource::kAgent && rise > p_.fast_take_demand_slack_bytes &&
-                   verdict.event != ProgressEvent::kSelfDeflated
+                   !self_deflated
                ? p_.hard_lead_reports * rise
                : 0;
   }

@@ -1,5 +1,6 @@
 #include "policy/pagecache_policy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -943,6 +944,27 @@ TEST(PagecachePolicyTest, ASelfDeflationIsResetNearWhatItTookWithoutLeadOrBackof
   for (int i = 0; i < 6; ++i) h.Tick();
   // Its working set: 1300 hard + 204.8 headroom + 300 active, and one headroom of margin.
   EXPECT_LT(h.TargetMib(0), (low + 1500) * 1.05 - 300);
+}
+
+TEST(PagecachePolicyTest, NoLeadWhileASelfDeflatedGuestWaitsForItsRetry) {
+  // The balloon deflates itself on a tick with no new report; the next report shows the
+  // allocation (+600 MiB of anon) that made it. The guest took what it needed: no lead of twice
+  // the rise on top, held for the 60 s retry. Its floor still follows the demand.
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 100; ++i) h.Tick();
+  const double low = h.TargetMib(0);
+  GuestView& g = h.guests()[0];
+  g.actual_bytes = static_cast<int64_t>((low + 1000) * kMib);
+  g.agent_age_seconds = 5;  // the same report as the last tick's
+  EXPECT_EQ(h.Tick(false).guests[0].state, "self_deflated");
+  const double reset = h.TargetMib(0);
+  g.agent_age_seconds = 0;
+  g.anon_bytes = *g.anon_bytes + 600 * kMib;
+  g.inactive_file_bytes = *g.inactive_file_bytes - 600 * kMib;
+  const Decisions& d = h.Tick();
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("floor=1504.8MiB"));  // 1300 + 204.8, no lead
+  EXPECT_LT(h.TargetMib(0), 1504.8 + 2 * 600);
+  EXPECT_NEAR(h.TargetMib(0), std::max(reset, 1504.8), 0.5);
 }
 
 TEST(PagecachePolicyTest, HostPressureHasHysteresis) {
