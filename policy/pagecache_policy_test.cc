@@ -707,6 +707,33 @@ TEST(PagecachePolicyTest, ACooldownStopsProbesNotTheTakeOfUnusedMemory) {
   EXPECT_GE(h.TargetMib(0), 1.25 * before * 1.5 - 0.5);
 }
 
+TEST(PagecachePolicyTest, WithinACooldownTheMeasuredEdgeReplacesTheEstimatesMargin) {
+  // The lab's hot guest in small: 18 MiB of hard demand and a 128 MiB file re-read from cache
+  // (ws 18 + 204.8 + 128 = 350.8 MiB; the fast take's margin, the 145 MiB of cache, puts its
+  // mark at 495.8). It stalls at 360 MiB and backs off by half. Within the cooldown the
+  // unused memory goes down to 25% above the size it stalled at (450), not to the estimate
+  // plus its margin: the edge is measured, the margin was for what the estimate misses.
+  GuestView g = AgentGuest("h");
+  g.min_bytes = 256 * kMib;
+  g.actual_bytes = g.target_bytes = 360 * kMib;
+  g.anon_bytes = 16 * kMib;
+  g.unreclaimable_bytes = 2 * kMib;
+  g.disk_caches_bytes = 145 * kMib;
+  g.active_file_bytes = 128 * kMib;
+  g.inactive_file_bytes = 17 * kMib;
+  g.unused_bytes = 100 * kMib;
+  g.usable_bytes = 240 * kMib;
+  Harness h({g});
+  h.Tick();
+  ASSERT_EQ(h.TargetMib(0), 360);
+  h.guests()[0].psi_some_total_us = 1'000'000;  // 20%
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  ASSERT_NEAR(h.TargetMib(0), 540, 0.5);
+  for (int i = 0; i < 5; ++i) h.Tick();  // 25 s: within the 30 s cooldown
+  EXPECT_GE(h.TargetMib(0), 450);
+  EXPECT_LT(h.TargetMib(0), 450 + 10);  // within a probe step of the guard
+}
+
 TEST(PagecachePolicyTest, AnAllocationsLeadGoesOnceTheAllocationIsDone) {
   // A guest at its floor (904.8 MiB) allocates 400 MiB on each of two reports, stalling 10%
   // on the second. The floor leads (2x the rise) and the pressure backs it off. Once anon has
