@@ -69,7 +69,8 @@
 //   bo_sev      the overshoot of the episode's last backoff; sev: the last new report's
 //   ep_size ep_stall ep_max  the size the episode began at; 1 if any of its reports stalled
 //               over target; the largest size reached since (while cooling down)
-//   bo_base     the size the episode's last backoff grew from (its last pressured size)
+//   bo_base bo_hard  the size the episode's last backoff grew from (its last pressured size),
+//               and the hard demand then
 //   lead        how far the floor leads an allocation under way (hard_lead_reports)
 //   rf_n        new reports in a row pressured by refaults alone (pressure from the second on)
 //   smove_t     when the target last moved by half of futile_size_step or more
@@ -157,8 +158,9 @@ struct PagecacheParams {
   // pending like a report from before the move.
   double travel_report_seconds = 2;
   // During a cooldown the fast take of unused memory needs two calm reports in a row and stops
-  // this share above the size the episode was last pressured at (the working-set estimate
-  // lags; taking back to the edge the backoff just left would find it again every cooldown).
+  // above the size the episode was last pressured at, by this share of what the guest held
+  // above its hard demand there (the working-set estimate lags; taking back to the edge the
+  // backoff just left would find it again every cooldown).
   double cooldown_take_margin = 0.25;
   double refault_window_seconds = 10;
   double oom_backoff_fraction = 0.25;     // at least this much after an OOM kill

@@ -696,23 +696,28 @@ TEST(PagecachePolicyTest, ACooldownStopsProbesNotTheTakeOfUnusedMemory) {
   EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
   const double backed = h.TargetMib(0);
   ASSERT_NEAR(backed, before * 2.25, 1);
-  // One calm report is not enough within the cooldown; the second is, and the take stops 25%
-  // above the size the last backoff grew from.
+  // One calm report is not enough within the cooldown; the second is, and the take stops above
+  // the size the last backoff grew from by 25% of what the guest held there above its hard
+  // demand (700 MiB): anon is counted on every report, the rest is what the edge leaves
+  // uncertain.
   EXPECT_THAT(h.Tick().guests[0].reason, ::testing::Not(HasSubstr("action=take_unused")));
   EXPECT_EQ(h.TargetMib(0), backed);
   const Decisions& d = h.Tick();
   EXPECT_THAT(d.guests[0].reason, HasSubstr("action=take_unused"));
   EXPECT_LT(h.TargetMib(0), backed);
   for (int i = 0; i < 3; ++i) h.Tick();  // still within the 30 s cooldown
-  EXPECT_GE(h.TargetMib(0), 1.25 * before * 1.5 - 0.5);
+  const double edge = before * 1.5;
+  EXPECT_GE(h.TargetMib(0), edge + 0.25 * (edge - 700) - 0.5);
+  EXPECT_LT(h.TargetMib(0), 1.25 * edge) << "not 25% of its whole size";
 }
 
 TEST(PagecachePolicyTest, WithinACooldownTheMeasuredEdgeReplacesTheEstimatesMargin) {
   // The lab's hot guest in small: 18 MiB of hard demand and a 128 MiB file re-read from cache
   // (ws 18 + 204.8 + 128 = 350.8 MiB; the fast take's margin, the 145 MiB of cache, puts its
   // mark at 495.8). It stalls at 360 MiB and backs off by half. Within the cooldown the
-  // unused memory goes down to 25% above the size it stalled at (450), not to the estimate
-  // plus its margin: the edge is measured, the margin was for what the estimate misses.
+  // unused memory goes down to the guard above the size it stalled at (360 + 25% of the 342 MiB
+  // above its hard demand: 445.5), not to the estimate plus its margin: the edge is measured,
+  // the margin was for what the estimate misses.
   GuestView g = AgentGuest("h");
   g.min_bytes = 256 * kMib;
   g.actual_bytes = g.target_bytes = 360 * kMib;
@@ -730,8 +735,8 @@ TEST(PagecachePolicyTest, WithinACooldownTheMeasuredEdgeReplacesTheEstimatesMarg
   EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
   ASSERT_NEAR(h.TargetMib(0), 540, 0.5);
   for (int i = 0; i < 5; ++i) h.Tick();  // 25 s: within the 30 s cooldown
-  EXPECT_GE(h.TargetMib(0), 450);
-  EXPECT_LT(h.TargetMib(0), 450 + 10);  // within a probe step of the guard
+  EXPECT_GE(h.TargetMib(0), 445.5);
+  EXPECT_LT(h.TargetMib(0), 445.5 + 10);  // within a probe step of the guard
 }
 
 TEST(PagecachePolicyTest, AnAllocationsLeadGoesOnceTheAllocationIsDone) {
@@ -759,6 +764,11 @@ TEST(PagecachePolicyTest, AnAllocationsLeadGoesOnceTheAllocationIsDone) {
   for (int i = 0; i < 8; ++i) a.Tick();
   EXPECT_LT(a.TargetMib(0), 1704.8 + 16 + 20);  // down to the floor and its 16 MiB margin
   EXPECT_GE(a.TargetMib(0), 1704.8);
+  // The allocation's episode found no edge, so it did not double the next cooldown: the next
+  // stall's episode cools down for 30 s, not 60.
+  g.psi_some_total_us = *g.psi_some_total_us + 250'000;  // 5%
+  EXPECT_THAT(a.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_EQ(a.state().guests.at("uuid-b").values.at("ep_len"), 30);
 
   // Growth after an OOM kill waits the 30 s: what the kill freed looks unused too.
   Harness k({AgentGuest("c")});
