@@ -234,6 +234,8 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   StoreProgress(progress, &next);
   w->tolerance = verdict.tolerance_bytes;
   const GuestSignals& s = w->signals;
+  // Seconds since the previous report (0 on the first one).
+  const double report_gap = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
 
   // Demand: the floor never goes, the working set is what we believe is in use.
   const double headroom = std::max(p_.headroom_min_bytes, p_.headroom_fraction * max_bytes);
@@ -242,9 +244,8 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (s.new_report) {
     // A rise over a long gap (stats back after a blind spell) is not a rate: the lead is
     // damped beyond hard_lead_interval_seconds between reports.
-    const double since = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
     const double rise = (s.hard_bytes - GetOr(prev, "hard", s.hard_bytes)) *
-                        std::min(1.0, p_.hard_lead_interval_seconds / std::max(since, 1e-3));
+                        std::min(1.0, p_.hard_lead_interval_seconds / std::max(report_gap, 1e-3));
     // Not when the balloon deflated itself on this report, nor while the guest waits out the
     // retry after such a deflation: the guest took what it needed on its own, and a lead on
     // top (851 MiB for a guest needing 444) was then held for the whole retry delay. The lab's
@@ -397,8 +398,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       // refilling keeps what it refaults: its cache grows by it.) The lab's looping reader
       // filled 297 MiB of growth within a second and refaulted 500 MiB/s with its cache
       // flat, and spent the 10 s at its max all the same.
-      const double since = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
-      const double refaulted = refault * since;
+      const double refaulted = refault * report_gap;
       const bool filled =
           Get(prev, "fz_grown_t").has_value() && refaulted > 0 &&
           s.cache_bytes - GetOr(prev, "fz_cache", s.cache_bytes) >=
@@ -495,7 +495,6 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // an interval measured mostly the journey. The lab's idle guest, backed off 463 -> 705 MiB,
   // read 6% stall on the report 0.8 s later that saw it arrive, and was backed off again to
   // 1024 MiB. A longer interval was spent mostly at the new size and counts.
-  const double report_gap = s.report_s - LoadSignals(prev).report_s.value_or(s.report_s);
   const bool travelled = report_gap < p_.travel_report_seconds &&
                          std::fabs(w->actual - GetOr(prev, "rep_act", w->actual)) >=
                              0.5 * p_.futile_size_step_fraction * max_bytes;
@@ -588,15 +587,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // The margin is for cache the estimate misses, so never more than the cache there is: an
     // idle guest with 16 MiB of cache after a 300 MiB allocation kept two headrooms (256 MiB)
     // above its anon for good.
-    // Within a cooldown the size the episode was pressured at is a measured edge, and the
-    // cooldown keeps cooldown_take_margin above it (below): that guard replaces the margin for
-    // what the estimate misses. Both stacked held the lab's hot guest at 418 MiB, above its
-    // estimate and margin (401 MiB) and 34% above the 311 MiB it had stalled at, for the
-    // cooldown.
-    // The guard is a share of what the guest held above its hard demand at the edge, not of its
-    // size: hard demand is counted on every report and the floor follows it, so what the edge
-    // leaves uncertain is the rest. 25% of its size held the lab's idle guest (318 MiB of anon,
-    // 15 MiB of cache, stalled at 464 MiB) at 580 MiB for a 60 s cooldown.
+    // Within a cooldown the size the episode was last pressured at is a measured edge, and the
+    // cooldown keeps a guard above it: cooldown_take_margin of what the guest held there above
+    // its hard demand (hard demand is counted on every report and the floor follows it; the
+    // rest is what the edge leaves uncertain: 25% of its whole size held the lab's idle guest,
+    // 318 MiB of anon and 15 MiB of cache, stalled at 464 MiB, at 580 MiB for a 60 s cooldown).
+    // That guard replaces the margin for what the estimate misses: both stacked held the lab's
+    // hot guest at 418 MiB, above its estimate and margin (401 MiB) and 34% above the 311 MiB
+    // it had stalled at, for the cooldown.
     const double bo_base = GetOr(next, "bo_base", 0);
     const double edge_guard =
         now_ < cool_until && bo_base > 0
@@ -705,8 +703,6 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (s.new_report) {
     next.values["pc"] = s.cache_bytes;
     next.values["rep_act"] = w->actual;
-  }
-  if (s.new_report) {
     next.values["pz"] = w->under_pressure ? 1 : 0;
     next.values["sev"] = w->severity;
     if (!w->under_pressure) next.values.erase("bo_sev");  // the episode is over

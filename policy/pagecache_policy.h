@@ -5,7 +5,8 @@
 // Per guest (guest_signals.h reads the stats):
 // - floor = hard demand + headroom (never below min_bytes): anon + unreclaimable with the agent;
 //   without it, what MemAvailable does not cover plus fallback_cache_keep of the page cache;
-//   while an allocation is under way it leads it by hard_lead_reports times its last rise.
+//   while an allocation is under way it leads it by hard_lead_reports times its last rise (not
+//   for a self-deflated guest), and the lead goes once the allocation is done.
 // - allowance: the size the guest is known to be calm at, found by feedback, as Senpai does for
 //   cgroups. While a new report shows stall and refaults under their targets and no refault rise,
 //   the allowance is probed down by probe_fraction of the guest's size per probe_interval, but
@@ -14,9 +15,12 @@
 //   target, it is raised at once (multiplicatively, quadratic in the overshoot, at least the
 //   refaults of refault_window up to the page cache held) and probing pauses for a cooldown
 //   that doubles per episode (slow to take, fast to give); within an episode, one backoff per
-//   measurement, none while the pressure falls. Refaults without stall count from the second
-//   report. Pressure measured the same at two sizes is futile (memory does not relieve it): the
-//   guest is then measured against that baseline, not the plain targets.
+//   measurement (a report that saw the balloon travel measured nothing), none while the
+//   pressure falls. Within a cooldown unused memory still goes, down to a guard above the
+//   measured edge. Refaults without stall count from the second report. Pressure measured the
+//   same at two sizes is futile (memory does not relieve it; growth filled with cache that keeps
+//   nothing it refaults shows it at once): the guest is then measured against that baseline,
+//   not the plain targets.
 // - a guest whose stats went stale or implausible is never shrunk, and after blind_grace_seconds
 //   is given memory back step by step: what we took was based on numbers that no longer hold.
 // - stuck, churning and self-deflated balloons (balloon_progress.h) get their target reset to
