@@ -253,13 +253,12 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // allocation on the next one, 0.2 s later: led to 851 MiB, it held that for 60 s.
     const bool self_deflated = verdict.event == ProgressEvent::kSelfDeflated ||
                                (w->state == kSelfDeflated && now_ < GetOr(prev, "retry_at", 0));
-    lead = s.source == SignalSource::kAgent && rise > p_.fast_take_demand_slack_bytes &&
-                   !self_deflated
-               ? p_.hard_lead_reports * rise
-               : 0;
+    w->demand_rising = s.source == SignalSource::kAgent && rise > p_.fast_take_demand_slack_bytes;
+    lead = w->demand_rising && !self_deflated ? p_.hard_lead_reports * rise : 0;
+  } else {
+    w->demand_rising = lead > 0;
   }
   next.values["lead"] = lead;
-  w->demand_rising = lead > 0;
   if (w->demand_rising) next.values["rise_t"] = now_;
   // New reports in a row without such a rise.
   if (s.new_report) next.values["flat_n"] = w->demand_rising ? 0 : GetOr(prev, "flat_n", 0) + 1;

@@ -1002,6 +1002,18 @@ TEST(PagecachePolicyTest, NoLeadWhileASelfDeflatedGuestWaitsForItsRetry) {
   EXPECT_THAT(d.guests[0].reason, HasSubstr("floor=1504.8MiB"));  // 1300 + 204.8, no lead
   EXPECT_LT(h.TargetMib(0), 1504.8 + 2 * 600);
   EXPECT_NEAR(h.TargetMib(0), std::max(reset, 1504.8), 0.5);
+  // The allocation goes on (+300 MiB) and the guest stalls 38% doing it, at the size it took.
+  // The rise is still an allocation under way, so the pressure's backoff is capped by the
+  // page cache held (16 MiB), not half its size: a lab guest was backed off 480 -> 756 MiB
+  // here and held that for its 60 s retry.
+  const double before = h.TargetMib(0);
+  g.anon_bytes = *g.anon_bytes + 300 * kMib;
+  g.disk_caches_bytes = 16 * kMib;
+  g.active_file_bytes = 8 * kMib;
+  g.inactive_file_bytes = 8 * kMib;
+  g.psi_some_total_us = *g.psi_some_total_us + 1'900'000;
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("level=pressured"));
+  EXPECT_LE(h.TargetMib(0), std::max(before, 1804.8) + 16 + 0.5);
 }
 
 TEST(PagecachePolicyTest, HostPressureHasHysteresis) {
