@@ -576,14 +576,21 @@ TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBack
 }
 
 TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
+  // A hot guest settled for 60 ticks, then 40% stalled in a report sampled `age_s` before the
+  // decision: backed off (the balloon landing before the next tick if `land`). Returns the
+  // guest's PSI total; `before` gets its size before the stall.
+  const auto settle_then_stall = [](Harness& h, double age_s, bool land, double* before) {
+    for (int i = 0; i < 60; ++i) h.Tick();
+    *before = h.TargetMib(0);
+    GuestView& g = h.guests()[0];
+    g.agent_age_seconds = age_s;
+    g.psi_some_total_us = *g.psi_some_total_us + 2'000'000;
+    EXPECT_THAT(h.Tick(land).guests[0].reason, HasSubstr("action=backoff"));
+    return *g.psi_some_total_us;
+  };
   Harness h({HotGuest("a")});
-  for (int i = 0; i < 60; ++i) h.Tick();
-  const double before = h.TargetMib(0);
-  uint64_t psi = *h.guests()[0].psi_some_total_us;
-  // 40% stalled, in a report sampled 0.3 s before the decision.
-  h.guests()[0].agent_age_seconds = 0.3;
-  h.guests()[0].psi_some_total_us = psi += 2'000'000;
-  EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("action=backoff"));
+  double before = 0;
+  uint64_t psi = settle_then_stall(h, 0.3, /*land=*/false, &before);
   const double backed = h.TargetMib(0);
   EXPECT_NEAR(backed, before * 1.5, 0.5);
   // The balloon has not moved yet: the next pressured report measured the old size.
@@ -601,11 +608,7 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
   // Landed at once, but the report's interval began before the move (the report the backoff
   // was decided on was sampled 0.3 s before it): pending.
   Harness g({HotGuest("b")});
-  for (int i = 0; i < 60; ++i) g.Tick();
-  uint64_t gpsi = *g.guests()[0].psi_some_total_us;
-  g.guests()[0].agent_age_seconds = 0.3;
-  g.guests()[0].psi_some_total_us = gpsi += 2'000'000;
-  EXPECT_THAT(g.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  uint64_t gpsi = settle_then_stall(g, 0.3, /*land=*/true, &before);
   const double gbacked = g.TargetMib(0);
   g.guests()[0].agent_age_seconds = 0;
   g.guests()[0].psi_some_total_us = gpsi += 1'500'000;
@@ -615,10 +618,7 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
   // Landed, but the report came 0.8 s after the one that saw the balloon at the old size: it
   // measured the journey. Pending; the next one, 9.2 s on and mostly at the new size, counts.
   Harness t({HotGuest("c")});
-  for (int i = 0; i < 60; ++i) t.Tick();
-  uint64_t tpsi = *t.guests()[0].psi_some_total_us;
-  t.guests()[0].psi_some_total_us = tpsi += 2'000'000;
-  EXPECT_THAT(t.Tick(false).guests[0].reason, HasSubstr("action=backoff"));
+  uint64_t tpsi = settle_then_stall(t, 0, /*land=*/false, &before);
   const double tbacked = t.TargetMib(0);
   t.guests()[0].actual_bytes = t.guests()[0].target_bytes;
   t.guests()[0].agent_age_seconds = 4.2;
