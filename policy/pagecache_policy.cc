@@ -333,8 +333,20 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // Pressure, against Senpai-style targets.
   const double stall = s.stall_pct.value_or(0);
   const double refault = s.refault_bytes_per_s.value_or(0);
+  // A guest with a headroom of free memory is not short of memory: its kernel evicts page cache
+  // only once free memory is down to its watermarks (a few MiB), so what it reads back now was
+  // evicted before (a cache refilling after a backoff, files dropped at boot), and more memory
+  // would not lower it. Its refaults hold it (no probe), they do not back it off. The lab's hot
+  // guest, at 808 MiB with 16 MiB of anon and 145 MiB of cache, reported 774 MiB/s of refaults
+  // without stall on its agent's second report, was backed off to its max, and held there 30 s.
+  // Stall and OOM kills count whatever the free memory.
+  const bool free_headroom =
+      guest.unused_bytes.has_value() && static_cast<double>(*guest.unused_bytes) >= headroom;
+  const double refault_severity = refault / p_.refault_target_bytes_per_second;
+  const bool refill = free_headroom && refault_severity >= 1 &&
+                      stall < p_.stall_target_pct && s.new_oom_kills == 0;
   const double raw_severity =
-      std::max(stall / p_.stall_target_pct, refault / p_.refault_target_bytes_per_second);
+      std::max(stall / p_.stall_target_pct, free_headroom ? 0.0 : refault_severity);
   w->severity = raw_severity;
   // Does the pressure respond to the guest's size? Compared only on measurements taken after
   // the balloon landed, at sizes far enough apart to matter.
@@ -465,22 +477,38 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool refault_only = !futile && w->severity >= 1 && s.source == SignalSource::kAgent &&
                             s.stall_pct.has_value() && stall < p_.stall_target_pct &&
                             s.new_oom_kills == 0;
-  double rf_n = GetOr(prev, "rf_n", 0);
+  // An episode does not carry over a change of signal source, as it does not over a blind
+  // spell: libvirt's major faults count first reads too, the agent's refaults do not, and the
+  // lab's hot guest, pressured at boot on libvirt's 2.7 MiB/s of major faults, carried that
+  // episode into its agent's first reports and was backed off on them.
+  const bool same_source =
+      GetOr(prev, "src", static_cast<double>(s.source)) == static_cast<double>(s.source);
+  next.values["src"] = static_cast<double>(s.source);
+  const bool in_episode = same_source && GetOr(prev, "pz", 0) != 0;
+  double rf_n = same_source ? GetOr(prev, "rf_n", 0) : 0;
   if (s.new_report) rf_n = refault_only ? rf_n + 1 : 0;
   next.values["rf_n"] = rf_n;
   // Within an episode refaults alone are still pressure: a hot guest refilling after a backoff
   // read 0% stall and 42 MiB/s once, and that report, taken as a transient, ended the episode
   // so the next one (1.5% stall, falling) began a new one and backed off again.
-  const bool refault_transient = refault_only && rf_n < 2 && GetOr(prev, "pz", 0) == 0;
+  const bool refault_transient = refault_only && rf_n < 2 && !in_episode;
   w->under_pressure = (w->severity >= 1 && !refault_transient) || s.new_oom_kills > 0;
-  w->mild = !w->under_pressure && (refault_rising || futile_rising || refault_transient);
+  w->mild = !w->under_pressure && (refault_rising || futile_rising || refault_transient || refill);
   if (w->under_pressure) calm_t = now_;
   if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
 
-  const bool continuing = GetOr(prev, "pz", 0) != 0;
-  const bool recovering = continuing && s.new_oom_kills == 0 &&
-                          w->severity <= p_.recovering_ratio * GetOr(prev, "bo_sev", 0) &&
-                          w->severity <= GetOr(prev, "sev", 0);
+  // An episode ends on its second calm report in a row, not its first: spike reports come
+  // ~0.5 s apart, and one calm one between two pressured ones is noise. The lab's idle guest
+  // at its edge read 35%, 0% (0.6 s later), 17% (0.3 s later): the 0% ended the episode, and
+  // the 17% began a new one with a fresh +50% backoff (704 -> 1024 MiB).
+  const bool continuing = in_episode;
+  // After a calm report within the episode, the pressure is compared with the episode's last
+  // backoff only: any pressure is "above" the calm report's.
+  const bool after_calm = GetOr(prev, "ep_calm", 0) > 0;
+  const bool recovering =
+      continuing && s.new_oom_kills == 0 &&
+      w->severity <= p_.recovering_ratio * GetOr(prev, "bo_sev", 0) &&
+      (after_calm || w->severity <= GetOr(prev, "sev", 0));
   // Within an episode, one measurement per backoff, as for probes: a report whose interval
   // began before our last move, or with the balloon still travelling, measured the size before
   // the memory arrived. Spike reports come ~0.5 s apart, faster than a balloon and a refilling
@@ -524,7 +552,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // what is missing (the lab's hot guest, 6 MiB short with 145 MiB of cache, refaulted
     // 63 MiB/s: ten seconds of it asked for 631 MiB).
     const double refault_grow =
-        futile ? 0.0
+        futile || free_headroom ? 0.0
                : std::min(refault * p_.refault_window_seconds, std::max(s.cache_bytes, headroom));
     double grow = std::max(base * fraction, refault_grow);
     // Pressure that comes with hard demand rising is mostly the allocation itself: the floor
@@ -702,9 +730,12 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (s.new_report) {
     next.values["pc"] = s.cache_bytes;
     next.values["rep_act"] = w->actual;
-    next.values["pz"] = w->under_pressure ? 1 : 0;
+    const double ep_calm = w->under_pressure ? 0 : GetOr(prev, "ep_calm", 0) + 1;
+    const bool episode = w->under_pressure || (continuing && ep_calm < 2);
+    next.values["pz"] = episode ? 1 : 0;
+    next.values["ep_calm"] = ep_calm;
     next.values["sev"] = w->severity;
-    if (!w->under_pressure) next.values.erase("bo_sev");  // the episode is over
+    if (!episode) next.values.erase("bo_sev");  // the episode is over
   }
   next.values["cool_until"] = cool_until;
   next.values["cool_len"] = cool_len;

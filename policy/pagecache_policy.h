@@ -17,7 +17,8 @@
 //   that doubles per episode (slow to take, fast to give); within an episode, one backoff per
 //   measurement (a report that saw the balloon travel measured nothing), none while the
 //   pressure falls. Within a cooldown unused memory still goes, down to a guard above the
-//   measured edge. Refaults without stall count from the second report. Pressure measured the
+//   measured edge. Refaults without stall count from the second report, and not while the guest
+//   has a headroom of free memory (its kernel is not evicting: a refill). Pressure measured the
 //   same at two sizes is futile (memory does not relieve it; growth filled with cache that keeps
 //   nothing it refaults shows it at once): the guest is then measured against that baseline,
 //   not the plain targets.
@@ -53,7 +54,10 @@
 //   cool_until  no probing before this time (set by a backoff)
 //   cool_len    the next cooldown's length (doubles per pressure episode, reset after
 //               calm_reset_seconds)
-//   ep_len      the current episode's cooldown length; pz: 1 while its reports show pressure
+//   ep_len      the current episode's cooldown length; pz: 1 while it lasts (from a pressured
+//               report to the second calm one in a row); ep_calm: calm reports in a row since
+//               its last pressured one; src: the signal source of the last decision (an episode
+//               does not carry over a change)
 //   hard grow_t hard demand at the last decision; when the target last grew for hard demand
 //   grow_alloc  1 when that growth was for an allocation (not an OOM kill or self-deflation)
 //   rise_t      when hard demand last rose past the slack (an allocation under way)

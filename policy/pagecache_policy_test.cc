@@ -575,6 +575,94 @@ TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBack
   EXPECT_GT(h.TargetMib(0), backed);
 }
 
+TEST(PagecachePolicyTest, OneCalmReportDoesNotEndAnEpisode) {
+  Harness h({AgentGuest("a")});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  uint64_t psi = 0;
+  const auto report = [&](double stall_pct) {
+    psi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
+    h.guests()[0].psi_some_total_us = psi;
+    return h.Tick().guests[0].reason;
+  };
+  EXPECT_THAT(report(40), HasSubstr("action=backoff"));
+  const double backed = h.TargetMib(0);
+  // 0%, then 15% (overshoot 30, under half of the backoff's 80): one calm report between two
+  // pressured ones is noise within the episode, and the 15% is recovery, not a new backoff.
+  EXPECT_THAT(report(0), HasSubstr("level=calm"));
+  EXPECT_THAT(report(15), HasSubstr("action=hold_recovering"));
+  EXPECT_EQ(h.TargetMib(0), backed);
+  // Two calm reports in a row end it: the same 15% then begins a new episode.
+  report(0);
+  report(0);
+  EXPECT_THAT(report(15), HasSubstr("action=backoff"));
+  EXPECT_GT(h.TargetMib(0), backed);
+}
+
+TEST(PagecachePolicyTest, RefaultsWithAHeadroomOfFreeMemoryAreARefillNotPressure) {
+  // 50 MiB/s of refaults without stall, three reports in a row, while the guest has 1000 MiB
+  // free (more than its 204.8 MiB headroom): its kernel is not evicting, so they hold it (no
+  // probe) and do not back it off.
+  GuestView g = HotGuest("a");
+  g.unused_bytes = 1000 * kMib;
+  Harness h({g});
+  for (int i = 0; i < 30; ++i) h.Tick();
+  const double before = h.TargetMib(0);
+  h.guests()[0].refaults_per_second = 50 * 256;
+  for (int i = 0; i < 3; ++i) {
+    const std::string reason = h.Tick().guests[0].reason;
+    EXPECT_THAT(reason, HasSubstr("level=rising")) << i;
+    EXPECT_THAT(reason, HasSubstr("action=hold")) << i;
+    EXPECT_EQ(h.TargetMib(0), before) << i;
+  }
+  // Free memory down to 50 MiB: the same refaults are pressure (from the second report).
+  h.guests()[0].unused_bytes = 50 * kMib;
+  h.Tick();
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(h.TargetMib(0), before);
+  // Stall counts whatever the free memory.
+  Harness s({g});
+  for (int i = 0; i < 30; ++i) s.Tick();
+  const double was = s.TargetMib(0);
+  s.guests()[0].psi_some_total_us = 2'000'000;  // 40%
+  EXPECT_THAT(s.Tick().guests[0].reason, HasSubstr("action=backoff"));
+  EXPECT_GT(s.TargetMib(0), was);
+}
+
+TEST(PagecachePolicyTest, AnEpisodeDoesNotCarryOverAChangeOfSignalSource) {
+  // Libvirt stats only at first: major faults are its refaults, pressure at once.
+  GuestView g = HotGuest("a");
+  const GuestView agent = g;
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.active_file_bytes.reset();
+  g.inactive_file_bytes.reset();
+  g.refaults_per_second.reset();
+  g.psi_some_avg10.reset();
+  g.psi_some_total_us.reset();
+  g.major_fault = 0;
+  Harness h({g});
+  h.Tick();
+  h.guests()[0].major_fault = 5 * 256 * 5;  // 5 MiB/s over the 5 s
+  const Decisions& libvirt = h.Tick();
+  EXPECT_THAT(libvirt.guests[0].reason, HasSubstr("src=libvirt"));
+  EXPECT_THAT(libvirt.guests[0].reason, HasSubstr("action=backoff"));
+  const double backed = h.TargetMib(0);
+  // The agent connects: its first report, refaults without stall, starts afresh (the first
+  // such report only holds the guest) rather than continuing libvirt's episode.
+  GuestView& v = h.guests()[0];
+  v.anon_bytes = agent.anon_bytes;
+  v.unreclaimable_bytes = agent.unreclaimable_bytes;
+  v.active_file_bytes = agent.active_file_bytes;
+  v.inactive_file_bytes = agent.inactive_file_bytes;
+  v.psi_some_avg10 = 0;
+  v.psi_some_total_us = 0;
+  v.refaults_per_second = 2 * 256;
+  const Decisions& first = h.Tick();
+  EXPECT_THAT(first.guests[0].reason, HasSubstr("src=agent"));
+  EXPECT_THAT(first.guests[0].reason, HasSubstr("level=rising"));
+  EXPECT_LE(h.TargetMib(0), backed);
+}
+
 TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
   // A hot guest settled for 60 ticks, then 40% stalled in a report sampled `age_s` before the
   // decision: backed off (the balloon landing before the next tick if `land`). Returns the
