@@ -125,6 +125,7 @@ struct Work {
   bool in_retry = false;
   int state = kOk;
   std::string action = "hold";
+  std::string action_detail;  // numbers behind the action, appended after it
   std::string event_detail;
 
   // Sharing out.
@@ -514,6 +515,8 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // the memory arrived. Spike reports come ~0.5 s apart, faster than a balloon and a refilling
   // cache answer: the lab's hot guest went 304 -> 455 -> 683 -> 1024 MiB in 1.1 s on them.
   const bool landed = std::fabs(w->actual - last_target) <= w->tolerance;
+  // A report sampled after our last move, with the balloon landed: it measured this size.
+  const bool measured_size = s.new_report && landed && s.report_s > move_t && !reset;
   if (w->under_pressure && s.new_report && continuing && stall >= p_.stall_target_pct) {
     next.values["ep_stall"] = 1;
   }
@@ -562,6 +565,22 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // Beyond the lead, what the pressure can still ask for is the cache the allocation
     // squeezes: at most the page cache the guest holds.
     if (w->demand_rising) grow = std::min(grow, s.cache_bytes);
+    // The first pressure measured after our own step down, with the same hard demand, answers
+    // that step: the guest was measured calm one step up, so it goes back there and a step
+    // more (at least backoff_min), not by the law's half of its size. If that is not enough,
+    // the report measured there says so and the law applies. The lab's hot guest, calm at
+    // 323 MiB and stalled at 310 MiB, was given 464 MiB and its cooldown guard then held it at
+    // 384 MiB; the idle guest, calm at 469.5 and stalled at 461.8, was given 704 MiB.
+    const double calm_act = GetOr(prev, "calm_act", 0);
+    const bool edge_step = same_source && !continuing && !w->demand_rising && s.new_oom_kills == 0 && !futile &&
+                           measured_size && calm_act > w->actual + w->tolerance &&
+                           s.hard_bytes <= GetOr(prev, "calm_hard", 0) +
+                                               p_.fast_take_demand_slack_bytes;
+    if (edge_step) {
+      grow = std::min(grow, std::max(2 * calm_act - w->actual - base,
+                                     base * p_.backoff_min_fraction));
+      w->action_detail = absl::StrCat(" edge_calm=", FormatMib(calm_act));
+    }
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
     // One episode of pressure is one backoff for the cooldown, however many reports it lasts:
@@ -736,6 +755,11 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     next.values["ep_calm"] = ep_calm;
     next.values["sev"] = w->severity;
     if (!episode) next.values.erase("bo_sev");  // the episode is over
+    if (measured_size && !w->under_pressure && !w->mild && raw_severity < 1) {
+      // The last size the guest was measured calm at (see edge_step).
+      next.values["calm_act"] = w->actual;
+      next.values["calm_hard"] = s.hard_bytes;
+    }
   }
   next.values["cool_until"] = cool_until;
   next.values["cool_len"] = cool_len;
@@ -974,7 +998,7 @@ GuestDecision Decider::Finish(Work* w) const {
       w->futile ? absl::StrCat(" futile=1 raw_severity=", FormatFixed(w->raw_severity, 2))
                 : std::string(),
       " level=", w->under_pressure ? "pressured" : w->mild ? "rising" : "calm",
-      " new_report=", s.new_report ? 1 : 0, " action=", w->action);
+      " new_report=", s.new_report ? 1 : 0, " action=", w->action, w->action_detail);
   if (w->granted > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(w->granted));
   if (w->desired > w->actual + 0.5 && w->granted + 0.5 < w->desired - w->actual) {
     absl::StrAppend(&d.reason, " wanted=", FormatMib(w->desired - w->actual));

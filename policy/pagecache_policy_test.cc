@@ -56,6 +56,15 @@ GuestView HotGuest(const std::string& name) {
   return g;
 }
 
+// As HotGuest, with a min of 2000 MiB: 120 ticks probe it down to its min, where it is measured
+// calm, so pressure that follows is no probe's doing (a stall on the first measurement after
+// a step down goes back a step above the calm size, not by the backoff law).
+GuestView HotGuestAtItsMin(const std::string& name) {
+  GuestView g = HotGuest(name);
+  g.min_bytes = 2000 * kMib;
+  return g;
+}
+
 // A 2048 MiB guest (max 4096) using all of it: 1500 MiB anon, 100 unreclaimable, 300 MiB of
 // cache in use and none cold. Pressured, it can only get memory from others.
 GuestView BusyGuest(const std::string& name) {
@@ -424,10 +433,10 @@ TEST(PagecachePolicyTest, BlindGuestsGetMemoryBackAfterAGracePeriod) {
 }
 
 TEST(PagecachePolicyTest, APressuredGuestGetsMemoryBackAtTheNextTick) {
-  Harness h({HotGuest("a")});
-  for (int i = 0; i < 60; ++i) h.Tick();
+  Harness h({HotGuestAtItsMin("a")});
+  for (int i = 0; i < 120; ++i) h.Tick();
   const double before = h.TargetMib(0);
-  ASSERT_LT(before, 2700);
+  ASSERT_EQ(before, 2000);
   // 2 s stalled in the last 5 s (40%) and 20 MiB/s of refaults.
   h.guests()[0].psi_some_total_us = 2'000'000;
   h.guests()[0].refaults_per_second = 20 * 256;
@@ -663,12 +672,49 @@ TEST(PagecachePolicyTest, AnEpisodeDoesNotCarryOverAChangeOfSignalSource) {
   EXPECT_LE(h.TargetMib(0), backed);
 }
 
+TEST(PagecachePolicyTest, PressureOnTheFirstMeasurementAfterAStepDownGoesBackAStepAboveTheCalmSize) {
+  // A hot guest probed down: calm at one size, 40% stalled at the next.
+  Harness h({HotGuest("a")});
+  h.guests()[0].psi_some_total_us = 0;
+  std::string reason;
+  double calm = 0;
+  for (int i = 0; i < 60; ++i) h.Tick();  // well below its max
+  for (int i = 0; i < 200 && calm == 0; ++i) {
+    const double was = h.TargetMib(0);
+    reason = h.Tick().guests[0].reason;
+    if (h.TargetMib(0) < was && reason.find("action=probe") != std::string::npos) {
+      calm = was;
+    }
+  }
+  ASSERT_GT(calm, 0);
+  const double stalled = h.TargetMib(0);
+  const double step = calm - stalled;
+  h.guests()[0].psi_some_total_us = 2'000'000;
+  reason = h.Tick().guests[0].reason;
+  EXPECT_THAT(reason, HasSubstr("action=backoff edge_calm="));
+  EXPECT_NEAR(h.TargetMib(0), calm + step, 0.5);  // not stalled * 1.5
+  // Still 40% stalled once there (not recovery): the law applies.
+  h.guests()[0].psi_some_total_us = 4'000'000;
+  reason = h.Tick().guests[0].reason;
+  EXPECT_THAT(reason, HasSubstr("action=backoff"));
+  EXPECT_THAT(reason, ::testing::Not(HasSubstr("edge_calm=")));
+  EXPECT_NEAR(h.TargetMib(0), (calm + step) * 1.5, 0.5);
+  // Pressure at the size the guest was last calm at is no step's doing: the law.
+  Harness g({AgentGuest("b")});
+  for (int i = 0; i < 30; ++i) g.Tick();
+  const double before = g.TargetMib(0);
+  g.guests()[0].psi_some_total_us = 2'000'000;
+  reason = g.Tick().guests[0].reason;
+  EXPECT_THAT(reason, ::testing::Not(HasSubstr("edge_calm=")));
+  EXPECT_NEAR(g.TargetMib(0), before * 1.5, 0.5);
+}
+
 TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
   // A hot guest settled for 60 ticks, then 40% stalled in a report sampled `age_s` before the
   // decision: backed off (the balloon landing before the next tick if `land`). Returns the
   // guest's PSI total; `before` gets its size before the stall.
   const auto settle_then_stall = [](Harness& h, double age_s, bool land, double* before) {
-    for (int i = 0; i < 60; ++i) h.Tick();
+    for (int i = 0; i < 120; ++i) h.Tick();
     *before = h.TargetMib(0);
     GuestView& g = h.guests()[0];
     g.agent_age_seconds = age_s;
@@ -676,7 +722,7 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
     EXPECT_THAT(h.Tick(land).guests[0].reason, HasSubstr("action=backoff"));
     return *g.psi_some_total_us;
   };
-  Harness h({HotGuest("a")});
+  Harness h({HotGuestAtItsMin("a")});
   double before = 0;
   uint64_t psi = settle_then_stall(h, 0.3, /*land=*/false, &before);
   const double backed = h.TargetMib(0);
@@ -695,7 +741,7 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
 
   // Landed at once, but the report's interval began before the move (the report the backoff
   // was decided on was sampled 0.3 s before it): pending.
-  Harness g({HotGuest("b")});
+  Harness g({HotGuestAtItsMin("b")});
   uint64_t gpsi = settle_then_stall(g, 0.3, /*land=*/true, &before);
   const double gbacked = g.TargetMib(0);
   g.guests()[0].agent_age_seconds = 0;
@@ -705,7 +751,7 @@ TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
 
   // Landed, but the report came 0.8 s after the one that saw the balloon at the old size: it
   // measured the journey. Pending; the next one, 9.2 s on and mostly at the new size, counts.
-  Harness t({HotGuest("c")});
+  Harness t({HotGuestAtItsMin("c")});
   uint64_t tpsi = settle_then_stall(t, 0, /*land=*/false, &before);
   const double tbacked = t.TargetMib(0);
   t.guests()[0].actual_bytes = t.guests()[0].target_bytes;
