@@ -571,13 +571,17 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // the report measured there says so and the law applies. The lab's hot guest, calm at
     // 323 MiB and stalled at 310 MiB, was given 464 MiB and its cooldown guard then held it at
     // 384 MiB; the idle guest, calm at 469.5 and stalled at 461.8, was given 704 MiB.
+    // The pressure often shows while the balloon is still on its way (a spike report 0.4 s
+    // after the probe): the step is to the target, wherever the balloon is.
     const double calm_act = GetOr(prev, "calm_act", 0);
-    const bool edge_step = same_source && !continuing && !w->demand_rising && s.new_oom_kills == 0 && !futile &&
-                           measured_size && calm_act > w->actual + w->tolerance &&
+    const double stepped_to = std::min(w->actual, last_target);
+    const bool edge_step = same_source && !continuing && !w->demand_rising &&
+                           s.new_oom_kills == 0 && !futile && s.report_s > move_t &&
+                           calm_act > stepped_to + w->tolerance &&
                            s.hard_bytes <= GetOr(prev, "calm_hard", 0) +
                                                p_.fast_take_demand_slack_bytes;
     if (edge_step) {
-      grow = std::min(grow, std::max(2 * calm_act - w->actual - base,
+      grow = std::min(grow, std::max(2 * calm_act - stepped_to - base,
                                      base * p_.backoff_min_fraction));
       w->action_detail = absl::StrCat(" edge_calm=", FormatMib(calm_act));
     }

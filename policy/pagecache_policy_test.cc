@@ -699,6 +699,17 @@ TEST(PagecachePolicyTest, PressureOnTheFirstMeasurementAfterAStepDownGoesBackASt
   EXPECT_THAT(reason, HasSubstr("action=backoff"));
   EXPECT_THAT(reason, ::testing::Not(HasSubstr("edge_calm=")));
   EXPECT_NEAR(h.TargetMib(0), (calm + step) * 1.5, 0.5);
+  // The same with the balloon still on its way (1 MiB moved): the step is to the target.
+  Harness w({HotGuest("w")});
+  for (int i = 0; i < 61; ++i) w.Tick();
+  ASSERT_THAT(w.Tick().guests[0].reason, HasSubstr("action=probe"));
+  const double from = static_cast<double>(w.state().guests.at("uuid-w").values.at("calm_act")) / kMib;
+  const double to = w.TargetMib(0);
+  ASSERT_GT(from, to + 2);
+  w.guests()[0].actual_bytes = static_cast<int64_t>((from - 1) * kMib);
+  w.guests()[0].psi_some_total_us = 2'000'000;
+  EXPECT_THAT(w.Tick(false).guests[0].reason, HasSubstr("action=backoff edge_calm="));
+  EXPECT_NEAR(w.TargetMib(0), 2 * from - to, 0.5);
   // Pressure at the size the guest was last calm at is no step's doing: the law.
   Harness g({AgentGuest("b")});
   for (int i = 0; i < 30; ++i) g.Tick();
