@@ -572,12 +572,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // 323 MiB and stalled at 310 MiB, was given 464 MiB and its cooldown guard then held it at
     // 384 MiB; the idle guest, calm at 469.5 and stalled at 461.8, was given 704 MiB.
     // The pressure often shows while the balloon is still on its way (a spike report 0.4 s
-    // after the probe): the step is to the target, wherever the balloon is.
+    // after the probe): the step is to the target, wherever the balloon is. Any step counts,
+    // those inside the balloon's landing tolerance (16 MiB) too: a probe is ~6 MiB.
     const double calm_act = GetOr(prev, "calm_act", 0);
     const double stepped_to = std::min(w->actual, last_target);
     const bool edge_step = same_source && !continuing && !w->demand_rising &&
                            s.new_oom_kills == 0 && !futile && s.report_s > move_t &&
-                           calm_act > stepped_to + w->tolerance &&
+                           calm_act - stepped_to >= p_.min_change_bytes &&
                            s.hard_bytes <= GetOr(prev, "calm_hard", 0) +
                                                p_.fast_take_demand_slack_bytes;
     if (edge_step) {
