@@ -528,9 +528,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool travelled = report_gap < p_.travel_report_seconds &&
                          std::fabs(w->actual - GetOr(prev, "rep_act", w->actual)) >=
                              0.5 * p_.futile_size_step_fraction * max_bytes;
+  // A report whose interval began before the episode's last backoff measured the size before
+  // it, however small the backoff was: an edge step of 7 MiB, then a report 0.6 s later with
+  // the same refault rate (the agent's rate spans the backoff) was backed off by the law.
+  const double prev_report_s = LoadSignals(prev).report_s.value_or(-1e18);
   const bool pending = continuing && s.new_oom_kills == 0 &&
-                       (!landed || travelled ||
-                        LoadSignals(prev).report_s.value_or(-1e18) < GetOr(prev, "smove_t", 0));
+                       (!landed || travelled || prev_report_s < GetOr(prev, "smove_t", 0) ||
+                        prev_report_s < GetOr(prev, "bo_t", 0));
   if (w->under_pressure && s.new_report && verdict.event == ProgressEvent::kSelfDeflated) {
     // The pressure that made the guest deflate its balloon: it took what it needed itself. A
     // backoff on top (+50% of what it reached) was held for the whole retry delay. The episode
@@ -616,6 +620,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       next.values["bo_hard"] = s.hard_bytes;
     }
     cool_until = now_ + GetOr(next, "ep_len", cool_len);
+    next.values["bo_t"] = now_;
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
              !w->in_retry && std::fabs(w->actual - last_target) <= w->tolerance &&

@@ -78,7 +78,9 @@
 //   ep_size ep_stall ep_max  the size the episode began at; 1 if any of its reports stalled
 //               over target; the largest size reached since (while cooling down)
 //   bo_base bo_hard  the size the episode's last backoff grew from (its last pressured size),
-//               and the hard demand then
+//               and the hard demand then; bo_t: when it was decided
+//   calm_act calm_hard  the size the guest was last measured calm at (landed, report newer
+//               than our last move), and its hard demand then
 //   lead        how far the floor leads an allocation under way (hard_lead_reports)
 //   rf_n        new reports in a row pressured by refaults alone (pressure from the second on)
 //   smove_t     when the target last moved by half of futile_size_step or more

@@ -691,11 +691,18 @@ TEST(PagecachePolicyTest, PressureOnTheFirstMeasurementAfterAStepDownGoesBackASt
   const double stalled = h.TargetMib(0);
   const double step = calm - stalled;
   h.guests()[0].psi_some_total_us = 2'000'000;
+  h.guests()[0].agent_age_seconds = 0.3;  // sampled just before the decision
   reason = h.Tick().guests[0].reason;
   EXPECT_THAT(reason, HasSubstr("action=backoff edge_calm="));
   EXPECT_NEAR(h.TargetMib(0), calm + step, 0.5);  // not stalled * 1.5
-  // Still 40% stalled once there (not recovery): the law applies.
+  // The next report's interval began before that backoff, small as it was: it measured the
+  // size before it (pending).
+  h.guests()[0].agent_age_seconds = 0;
   h.guests()[0].psi_some_total_us = 4'000'000;
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=hold_pending"));
+  EXPECT_NEAR(h.TargetMib(0), calm + step, 0.5);
+  // Still 40% stalled on the next (not recovery): the law applies.
+  h.guests()[0].psi_some_total_us = 6'000'000;
   reason = h.Tick().guests[0].reason;
   EXPECT_THAT(reason, HasSubstr("action=backoff"));
   EXPECT_THAT(reason, ::testing::Not(HasSubstr("edge_calm=")));
