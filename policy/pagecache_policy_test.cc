@@ -310,6 +310,31 @@ TEST(PagecachePolicyTest, GrowthFilledWithCacheThatKeepsNoRefaultsIsJudgedWithou
   }
 }
 
+TEST(PagecachePolicyTest, GrowthThatLeftLessThanAHeadroomFreeCountsAsFilled) {
+  // As above, but the cache grew by 660 MiB of the 1096 (60%): the rest went elsewhere. With
+  // 50 MiB free (less than the 204.8 MiB headroom) the guest's kernel is evicting again, and the
+  // verdict comes without the settle time; with 1000 MiB free it waits.
+  for (const bool free_memory : {false, true}) {
+    FutileHarness f(16384);
+    GuestView& g = f.h().guests()[0];
+    g.actual_bytes = g.target_bytes = 3000 * kMib;
+    g.disk_caches_bytes = g.inactive_file_bytes = 2200 * kMib;
+    g.unused_bytes = (free_memory ? 1000 : 50) * kMib;
+    f.Tick(40);  // the baseline at 3000, backed off to 4096
+    ASSERT_EQ(f.h().TargetMib(0), 4096);
+    g.disk_caches_bytes = g.inactive_file_bytes = 2860 * kMib;
+    EXPECT_THAT(f.Tick(40).guests[0].reason, ::testing::Not(HasSubstr("futile=1"))) << free_memory;
+    const Decisions& d = f.Tick(40);
+    if (free_memory) {
+      EXPECT_THAT(d.guests[0].reason, ::testing::Not(HasSubstr("futile=1")));
+      EXPECT_EQ(f.h().TargetMib(0), 4096);
+    } else {
+      EXPECT_THAT(d.guests[0].reason, HasSubstr("futile=1"));
+      EXPECT_LT(f.h().TargetMib(0), 4096 - 256);
+    }
+  }
+}
+
 TEST(PagecachePolicyTest, OneCalmReadingDoesNotEndAFutileEpisode) {
   FutileHarness f(3072);
   f.BecomeFutile(10);
