@@ -597,6 +597,12 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     }
     if (s.new_oom_kills > 0) grow = std::max(grow, base * p_.oom_backoff_fraction);
     allow = std::max(allow, std::min(max_bytes, base + grow));
+    if (edge_step) {
+      // Remembered: probes stop here (see edge_floor below).
+      next.values["edge_to"] = allow;
+      next.values["edge_t"] = now_;
+      next.values["edge_hard"] = s.hard_bytes;
+    }
     // One episode of pressure is one backoff for the cooldown, however many reports it lasts:
     // the cooldown runs from its last pressured report with the length of its first. Doubling
     // per report had a hot guest refilling its cache (pressured for ~30 s) cool down for the
@@ -662,9 +668,23 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
             ? bo_base + p_.cooldown_take_margin *
                             std::max(0.0, bo_base - GetOr(next, "bo_hard", 0))
             : 0.0;
+    // An edge a probe found (edge_step) stays found: probes and takes stop a step above it for
+    // calm_reset_seconds, while hard demand stays where it was (if it falls, so may the edge).
+    // Probing on after the cooldown found it again at once, and each time cost the guest a
+    // stall: the lab's hot guest, calm at 309 MiB, stalled at 303 MiB 43 s after it had at 302,
+    // and its throughput dipped 10% for each.
+    double edge_floor = 0;
+    if (now_ - GetOr(next, "edge_t", -1e18) < p_.calm_reset_seconds &&
+        std::fabs(s.hard_bytes - GetOr(next, "edge_hard", 0)) <= p_.fast_take_demand_slack_bytes) {
+      edge_floor = GetOr(next, "edge_to", 0);
+    } else {
+      next.values.erase("edge_to");
+      next.values.erase("edge_t");
+      next.values.erase("edge_hard");
+    }
     const double margin = w->futile || edge_guard > 0 ? 0.0 : std::min(headroom, s.cache_bytes);
     const double unused_above =
-        from - std::max({w->working_set, w->floor, edge_guard}) - margin;
+        from - std::max({w->working_set, w->floor, edge_guard, edge_floor}) - margin;
     // A futile guest's overshoot says nothing about its cache, only whether it rose over its
     // baseline, so calm is quiet enough for it.
     const double quiet = w->futile ? 1.0 : p_.fast_take_quiet;
@@ -706,7 +726,12 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       if (!w->fast || fz_calm < 2) due = false;
       lowest = std::max(lowest, edge_guard);
     }
+    lowest = std::max(lowest, edge_floor);
     const double probed = std::max(lowest, from - step);
+    if (due && edge_floor > 0 && probed >= allow) {
+      w->action = "hold_edge";
+      w->action_detail = absl::StrCat(" edge_floor=", FormatMib(edge_floor));
+    }
     if (due && probed < allow) {
       allow = probed;
       probe_t = now_;
@@ -770,8 +795,9 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     next.values["ep_calm"] = ep_calm;
     next.values["sev"] = w->severity;
     if (!episode) next.values.erase("bo_sev");  // the episode is over
-    if (measured_size && !w->under_pressure && !w->mild && raw_severity < 1) {
-      // The last size the guest was measured calm at (see edge_step).
+    if (measured_size && !w->under_pressure && raw_severity < 1) {
+      // The last size the guest was measured calm at (see edge_step); a hold for refaults
+      // rising under their target is calm there too.
       next.values["calm_act"] = w->actual;
       next.values["calm_hard"] = s.hard_bytes;
     }

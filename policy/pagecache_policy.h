@@ -81,6 +81,8 @@
 //               and the hard demand then; bo_t: when it was decided
 //   calm_act calm_hard  the size the guest was last measured calm at (landed, report newer
 //               than our last move), and its hard demand then
+//   edge_to edge_t edge_hard  where the last edge step put the guest, when, and its hard demand
+//               then: probes stop there for calm_reset_seconds while hard demand stays put
 //   lead        how far the floor leads an allocation under way (hard_lead_reports)
 //   rf_n        new reports in a row pressured by refaults alone (pressure from the second on)
 //   smove_t     when the target last moved by half of futile_size_step or more

@@ -175,7 +175,12 @@ TEST(PagecachePolicyTest, OneCooldownPerPressureEpisode) {
   };
   // The cooldown (30 s) runs from the last pressured report, once: not 30 s doubled per report.
   held_then_probed(5);
-  // The next episode doubles it: 60 s.
+  // The next episode doubles it: 60 s. (Its pressure comes after a hold for refaults rising
+  // under their target, not on the first measurement after a probe, which would leave an edge
+  // that stops probes: AnEdgeAProbeFoundStaysFound.)
+  h.guests()[0].refaults_per_second = 128;  // 0.5 MiB/s
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("level=rising"));
+  h.guests()[0].refaults_per_second = 0;
   psi += 500'000;
   h.guests()[0].psi_some_total_us = psi;
   h.Tick();
@@ -756,6 +761,43 @@ TEST(PagecachePolicyTest, PressureOnTheFirstMeasurementAfterAStepDownGoesBackASt
   reason = g.Tick().guests[0].reason;
   EXPECT_THAT(reason, ::testing::Not(HasSubstr("edge_calm=")));
   EXPECT_NEAR(g.TargetMib(0), before * 1.5, 0.5);
+}
+
+TEST(PagecachePolicyTest, AnEdgeAProbeFoundStaysFound) {
+  // A hot guest probed down until a probe finds pressure: the edge step puts it a step above
+  // its last calm size. Returns that size.
+  const auto find_edge = [](Harness& h) {
+    h.guests()[0].psi_some_total_us = 0;
+    for (int i = 0; i < 60; ++i) h.Tick();
+    for (int i = 0; i < 10; ++i) {
+      if (h.Tick().guests[0].reason.find("action=probe") != std::string::npos) break;
+    }
+    h.guests()[0].psi_some_total_us = 2'000'000;
+    EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("edge_calm="));
+    return h.TargetMib(0);
+  };
+  Harness h({HotGuest("a")});
+  const double edge = find_edge(h);
+  // Calm for 550 s: no probe below it once its cooldown is over.
+  bool held = false;
+  for (int i = 0; i < 110; ++i) {
+    const std::string reason = h.Tick().guests[0].reason;
+    held = held || reason.find("action=hold_edge") != std::string::npos;
+    ASSERT_GE(h.TargetMib(0), edge - 0.01) << i;
+  }
+  EXPECT_TRUE(held);
+  // 600 s after it, the edge is stale: probing resumes.
+  for (int i = 0; i < 12; ++i) h.Tick();
+  EXPECT_LT(h.TargetMib(0), edge - 1);
+
+  // Hard demand that fell (by more than 16 MiB) may have moved the edge down: probing resumes.
+  Harness d({HotGuest("b")});
+  const double dedge = find_edge(d);
+  for (int i = 0; i < 10; ++i) d.Tick();
+  EXPECT_GE(d.TargetMib(0), dedge - 0.01);
+  d.guests()[0].anon_bytes = *d.guests()[0].anon_bytes - 100 * kMib;
+  for (int i = 0; i < 3; ++i) d.Tick();
+  EXPECT_LT(d.TargetMib(0), dedge - 1);
 }
 
 TEST(PagecachePolicyTest, WithinAnEpisodeOneBackoffPerMeasurement) {
