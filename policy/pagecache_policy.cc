@@ -184,6 +184,10 @@ void Decider::AssessBlind(const GuestView& guest, Work* w) const {
   // What was learnt before the gap about an episode does not carry over it.
   w->next.values.erase("pz");
   w->next.values.erase("bo_sev");
+  // Nor what it showed about the guest's edge: sizes measured before the gap.
+  for (const char* key : {"calm_act", "calm_hard", "edge_to", "edge_t", "edge_hard"}) {
+    w->next.values.erase(key);
+  }
   const double max_bytes = static_cast<double>(guest.max_bytes);
   const double blind_t = GetOr(w->next, "blind_t", now_);
   w->next.values["blind_t"] = blind_t;
@@ -410,16 +414,16 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       // refilling keeps what it refaults: its cache grows by it.) The lab's looping reader
       // filled 297 MiB of growth within a second and refaulted 500 MiB/s with its cache
       // flat, and spent the 10 s at its max all the same.
-      // The growth is full when the cache grew by most of it, or when the guest has less than
+      // The growth is full when the cache grew by most of it, or by half of it with less than
       // a headroom free (its kernel is evicting again, whatever else took the rest): the lab's
       // looping reader, grown 643 -> 1024 MiB with 596 MiB of cache already, grew its cache by
       // 263 MiB only (69%), and spent the 10 s at its max all the same.
       const double refaulted = refault * report_gap;
       const bool filled =
           Get(prev, "fz_grown_t").has_value() && refaulted > 0 &&
-          (s.cache_bytes - GetOr(prev, "fz_cache", s.cache_bytes) >=
-               p_.futile_fill_fraction * (w->actual - fz_size) ||
-           !free_headroom) &&
+          s.cache_bytes - GetOr(prev, "fz_cache", s.cache_bytes) >=
+              (free_headroom ? p_.futile_fill_fraction : p_.futile_fill_low_free_fraction) *
+                  (w->actual - fz_size) &&
           s.cache_bytes - GetOr(prev, "pc", s.cache_bytes) < p_.futile_kept_fraction * refaulted;
       if (now_ - grown_t >= p_.futile_settle_seconds || filled) {
         futile = raw_severity >= p_.futile_same_ratio * fz_sev &&
@@ -451,6 +455,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     cool_until = now_;
     cool_len = p_.cooldown_min_seconds;
     next.values.erase("grow_t");
+    // Nor was the size they started from an edge: the lab's looping reader, calm at 1024 MiB
+    // at boot and stalled once the host's reclaim took it to 757 MiB, was given its max back
+    // by an edge step, and that edge held it there (hold_edge) after it was judged futile.
+    for (const char* key : {"edge_to", "edge_t", "edge_hard"}) next.values.erase(key);
   }
   bool futile_rising = false;
   if (futile && fz_sev > 0) {
@@ -490,6 +498,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool same_source =
       GetOr(prev, "src", static_cast<double>(s.source)) == static_cast<double>(s.source);
   next.values["src"] = static_cast<double>(s.source);
+  if (!same_source) {
+    // Written now, not on the next new report: a change on a tick without one would otherwise
+    // leave the old source's episode for the next tick to continue.
+    for (const char* key : {"pz", "bo_sev", "ep_calm", "calm_act", "calm_hard", "edge_to",
+                            "edge_t", "edge_hard"}) {
+      next.values.erase(key);
+    }
+  }
   const bool in_episode = same_source && GetOr(prev, "pz", 0) != 0;
   double rf_n = same_source ? GetOr(prev, "rf_n", 0) : 0;
   if (s.new_report) rf_n = refault_only ? rf_n + 1 : 0;
@@ -499,7 +515,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   // so the next one (1.5% stall, falling) began a new one and backed off again.
   const bool refault_transient = refault_only && rf_n < 2 && !in_episode;
   w->under_pressure = (w->severity >= 1 && !refault_transient) || s.new_oom_kills > 0;
-  w->mild = !w->under_pressure && (refault_rising || futile_rising || refault_transient || refill);
+  // A refill holds the guest on its first report only: then the free memory above the
+  // headroom is taken like any unused memory, and once it is gone the refaults are pressure.
+  // Held for as long as it refaulted, a guest with its memory free was never a donor.
+  double refill_n = same_source ? GetOr(prev, "refill_n", 0) : 0;
+  if (s.new_report) refill_n = refill ? refill_n + 1 : 0;
+  next.values["refill_n"] = refill_n;
+  w->mild = !w->under_pressure &&
+            (refault_rising || futile_rising || refault_transient || (refill && refill_n < 2));
   if (w->under_pressure) calm_t = now_;
   if (now_ - calm_t >= p_.calm_reset_seconds) cool_len = p_.cooldown_min_seconds;
 
@@ -510,11 +533,16 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   const bool continuing = in_episode;
   // After a calm report within the episode, the pressure is compared with the episode's last
   // backoff only: any pressure is "above" the calm report's.
+  // Recovery is a matter of a few reports (the cache refills as it is read): pressure still
+  // there after recovery_reports of them is not enough memory, whatever its trend. Without the
+  // bound, a guest reading 20% after a backoff at 40%, flat or between calm reports, was held
+  // for good.
   const bool after_calm = GetOr(prev, "ep_calm", 0) > 0;
   const bool recovering =
       continuing && s.new_oom_kills == 0 &&
       w->severity <= p_.recovering_ratio * GetOr(prev, "bo_sev", 0) &&
-      (after_calm || w->severity <= GetOr(prev, "sev", 0));
+      (after_calm || w->severity <= GetOr(prev, "sev", 0)) &&
+      GetOr(prev, "rec_n", 0) < p_.recovery_reports;
   // Within an episode, one measurement per backoff, as for probes: a report whose interval
   // began before our last move, or with the balloon still travelling, measured the size before
   // the memory arrived. Spike reports come ~0.5 s apart, faster than a balloon and a refilling
@@ -551,6 +579,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // the cooldown runs on.
     cool_until = std::max(cool_until, now_ + GetOr(next, "ep_len", cool_len));
     w->action = recovering ? "hold_recovering" : "hold_pending";
+    if (recovering) next.values["rec_n"] = GetOr(prev, "rec_n", 0) + 1;
   } else if (w->under_pressure && s.new_report) {
     // Back off: give memory back now, multiplicatively, and stop probing for a while.
     const double base = std::max(w->actual, last_target);
@@ -574,10 +603,11 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // Beyond the lead, what the pressure can still ask for is the cache the allocation
     // squeezes: at most the page cache the guest holds.
     if (w->demand_rising) grow = std::min(grow, s.cache_bytes);
-    // The first pressure measured after our own step down, with the same hard demand, answers
+    // The first pressure measured after our own step down, with hard demand not risen, answers
     // that step: the guest was measured calm one step up, so it goes back there and a step
-    // more (at least backoff_min), not by the law's half of its size. If that is not enough,
-    // the report measured there says so and the law applies. The lab's hot guest, calm at
+    // more (at least backoff_min, at most what the law gives), not by the law's up to half of
+    // its size. If that is not enough, the report measured there says so (after recovery_reports
+    // at the latest) and the law applies. The lab's hot guest, calm at
     // 323 MiB and stalled at 310 MiB, was given 464 MiB and its cooldown guard then held it at
     // 384 MiB; the idle guest, calm at 469.5 and stalled at 461.8, was given 704 MiB.
     // The pressure often shows while the balloon is still on its way (a spike report 0.4 s
@@ -632,6 +662,7 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     }
     cool_until = now_ + GetOr(next, "ep_len", cool_len);
     next.values["bo_t"] = now_;
+    next.values["rec_n"] = 0;
     w->action = "backoff";
   } else if (!w->under_pressure && !w->mild && !reset && !first_sight && s.new_report &&
              !w->in_retry && std::fabs(w->actual - last_target) <= w->tolerance &&
@@ -669,12 +700,13 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
                             std::max(0.0, bo_base - GetOr(next, "bo_hard", 0))
             : 0.0;
     // An edge a probe found (edge_step) stays found: probes and takes stop a step above it for
-    // calm_reset_seconds, while hard demand stays where it was (if it falls, so may the edge).
+    // calm_reset_seconds, while hard demand stays where it was (if it falls, so may the edge;
+    // if it rises, the floor follows it and the edge is stale).
     // Probing on after the cooldown found it again at once, and each time cost the guest a
     // stall: the lab's hot guest, calm at 309 MiB, stalled at 303 MiB 43 s after it had at 302,
     // and its throughput dipped 10% for each.
     double edge_floor = 0;
-    if (now_ - GetOr(next, "edge_t", -1e18) < p_.calm_reset_seconds &&
+    if (!w->futile && now_ - GetOr(next, "edge_t", -1e18) < p_.calm_reset_seconds &&
         std::fabs(s.hard_bytes - GetOr(next, "edge_hard", 0)) <= p_.fast_take_demand_slack_bytes) {
       edge_floor = GetOr(next, "edge_to", 0);
     } else {
@@ -726,9 +758,10 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       if (!w->fast || fz_calm < 2) due = false;
       lowest = std::max(lowest, edge_guard);
     }
+    const bool edge_binds = edge_floor > lowest && from - step < edge_floor;
     lowest = std::max(lowest, edge_floor);
     const double probed = std::max(lowest, from - step);
-    if (due && edge_floor > 0 && probed >= allow) {
+    if (due && edge_binds && probed >= allow) {
       w->action = "hold_edge";
       w->action_detail = absl::StrCat(" edge_floor=", FormatMib(edge_floor));
     }
@@ -756,7 +789,15 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     // then sat 30 s at 704 MiB with 145 MiB of cache.
     cool_until = now_;
   }
-  if (!w->under_pressure && !w->mild && s.new_report && !reset && !w->in_retry) {
+  // The episode: from a pressured report to the second calm one in a row. A refill report is
+  // neither: it continues an episode (the cache refilling after its backoff) but does not end it.
+  const double ep_calm =
+      w->under_pressure || refill || !same_source
+          ? 0
+          : GetOr(prev, "ep_calm", 0) + (s.new_report ? 1 : 0);
+  const bool episode =
+      w->under_pressure || (continuing && (refill || ep_calm < 2));
+  if (!w->under_pressure && !w->mild && s.new_report && !reset && !w->in_retry && !episode) {
     // Calm again without the growth a backoff asked for: it did not need it. Kept, the
     // request made the guest a grower, never a donor, for the whole cooldown, while a
     // pressured neighbour found no donor (the soak: 10-minute plateaus, one guest at 40% stall
@@ -789,8 +830,6 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
   if (s.new_report) {
     next.values["pc"] = s.cache_bytes;
     next.values["rep_act"] = w->actual;
-    const double ep_calm = w->under_pressure ? 0 : GetOr(prev, "ep_calm", 0) + 1;
-    const bool episode = w->under_pressure || (continuing && ep_calm < 2);
     next.values["pz"] = episode ? 1 : 0;
     next.values["ep_calm"] = ep_calm;
     next.values["sev"] = w->severity;

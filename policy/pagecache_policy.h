@@ -18,7 +18,8 @@
 //   measurement (a report that saw the balloon travel measured nothing), none while the
 //   pressure falls. Within a cooldown unused memory still goes, down to a guard above the
 //   measured edge. Refaults without stall count from the second report, and not while the guest
-//   has a headroom of free memory (its kernel is not evicting: a refill). Pressure measured the
+//   has a headroom of free memory (its kernel is not evicting: a refill, held on its first
+//   report, then calm). Pressure measured the
 //   same at two sizes is futile (memory does not relieve it; growth filled with cache that keeps
 //   nothing it refaults shows it at once): the guest is then measured against that baseline,
 //   not the plain targets.
@@ -57,7 +58,7 @@
 //   ep_len      the current episode's cooldown length; pz: 1 while it lasts (from a pressured
 //               report to the second calm one in a row); ep_calm: calm reports in a row since
 //               its last pressured one; src: the signal source of the last decision (an episode
-//               does not carry over a change)
+//               does not carry over a change); refill_n: refill reports in a row
 //   hard grow_t hard demand at the last decision; when the target last grew for hard demand
 //   grow_alloc  1 when that growth was for an allocation (not an OOM kill or self-deflation)
 //   rise_t      when hard demand last rose past the slack (an allocation under way)
@@ -78,7 +79,8 @@
 //   ep_size ep_stall ep_max  the size the episode began at; 1 if any of its reports stalled
 //               over target; the largest size reached since (while cooling down)
 //   bo_base bo_hard  the size the episode's last backoff grew from (its last pressured size),
-//               and the hard demand then; bo_t: when it was decided
+//               and the hard demand then; bo_t: when it was decided; rec_n: reports held as recovery
+//               since
 //   calm_act calm_hard  the size the guest was last measured calm at (landed, report newer
 //               than our last move), and its hard demand then
 //   edge_to edge_t edge_hard  where the last edge step put the guest, when, and its hard demand
@@ -147,6 +149,8 @@ struct PagecacheParams {
   // (its cache grew by futile_fill_fraction of the growth since the baseline) and, on a later
   // report, the cache kept less than futile_kept_fraction of what the guest refaulted.
   double futile_fill_fraction = 0.8;
+  // ...or by this fraction of it when the guest has less than a headroom free.
+  double futile_fill_low_free_fraction = 0.5;
   double futile_kept_fraction = 0.1;
   // The pressure a guest may show: below both targets it is calm and may be probed; at or
   // above either it is under pressure and gets memory back (Senpai's single target).
@@ -165,6 +169,8 @@ struct PagecacheParams {
   // as it is read): held, not backed off again. Backing off on it compounded: a lab guest
   // 6 MiB short went 308 -> 462 -> 693 MiB in one second.
   double recovering_ratio = 0.5;
+  // ...and only for this many reports after the last backoff: a cache refills within seconds.
+  double recovery_reports = 4;
   // A report less than this after the previous one, which saw the balloon at another size (by
   // half of futile_size_step or more), measured the balloon's journey, not its new size:
   // pending like a report from before the move.

@@ -252,6 +252,24 @@ class FutileHarness {
   double psi_us_ = 0;
 };
 
+TEST(PagecachePolicyTest, AFutileVerdictVoidsTheEdgeThatLedToIt) {
+  // The looping reader calm at first, taken down, then pressured: an edge step, and an edge
+  // remembered. Its pressure does not fall with the memory given back: futile, and the edge
+  // was no edge, so its memory goes again.
+  FutileHarness f(16384);
+  for (int i = 0; i < 3; ++i) f.Tick(0, 0);
+  ASSERT_LT(f.h().TargetMib(0), 4096);
+  ASSERT_THAT(f.Tick(40).guests[0].reason, HasSubstr("edge_calm="));
+  const double edge = f.h().TargetMib(0);
+  bool futile = false;
+  for (int i = 0; i < 8 && !futile; ++i) {
+    futile = f.Tick(40).guests[0].reason.find("futile=1") != std::string::npos;
+  }
+  ASSERT_TRUE(futile);
+  for (int i = 0; i < 3; ++i) f.Tick(40);
+  EXPECT_LT(f.h().TargetMib(0), edge - 256);
+}
+
 TEST(PagecachePolicyTest, PressureThatSizeDoesNotChangeIsNotDemand) {
   // Budget 3072: the overcommit takes 1024 MiB from it, pressured or not (step: 25%).
   FutileHarness f(3072);
@@ -615,6 +633,58 @@ TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBack
   EXPECT_GT(h.TargetMib(0), backed);
 }
 
+TEST(PagecachePolicyTest, RecoveryLastsAFewReports) {
+  Harness h({HotGuestAtItsMin("a")});
+  for (int i = 0; i < 120; ++i) h.Tick();
+  uint64_t psi = 0;
+  const auto report = [&](double stall_pct) {
+    psi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
+    h.guests()[0].psi_some_total_us = psi;
+    return h.Tick().guests[0].reason;
+  };
+  EXPECT_THAT(report(40), HasSubstr("action=backoff"));
+  const double backed = h.TargetMib(0);
+  // 15% (under half of the backoff's 40%, not rising) is recovery four times; then it is not
+  // enough memory. The same with calm reports in between.
+  for (int i = 0; i < 4; ++i) EXPECT_THAT(report(15), HasSubstr("action=hold_recovering")) << i;
+  EXPECT_EQ(h.TargetMib(0), backed);
+  EXPECT_THAT(report(15), HasSubstr("action=backoff"));
+  EXPECT_GT(h.TargetMib(0), backed);
+
+  Harness c({HotGuestAtItsMin("b")});
+  for (int i = 0; i < 120; ++i) c.Tick();
+  uint64_t cpsi = 0;
+  const auto creport = [&](double stall_pct) {
+    cpsi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
+    c.guests()[0].psi_some_total_us = cpsi;
+    return c.Tick().guests[0].reason;
+  };
+  EXPECT_THAT(creport(40), HasSubstr("action=backoff"));
+  const double cbacked = c.TargetMib(0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(creport(0), HasSubstr("level=calm")) << i;
+    EXPECT_THAT(creport(15), HasSubstr("action=hold_recovering")) << i;
+  }
+  EXPECT_EQ(c.TargetMib(0), cbacked);
+  creport(0);
+  EXPECT_THAT(creport(15), HasSubstr("action=backoff"));
+  EXPECT_GT(c.TargetMib(0), cbacked);
+}
+
+TEST(PagecachePolicyTest, OneCalmReportDoesNotDropTheGrowthAnEpisodeWasNotGranted) {
+  // One guest alone with a budget that only just holds it: a backoff's growth cannot be
+  // granted. One calm report within the episode keeps the request; the second ends the
+  // episode and drops it.
+  Harness h({HotGuestAtItsMin("a")}, 2001);
+  for (int i = 0; i < 120; ++i) h.Tick();
+  ASSERT_EQ(h.TargetMib(0), 2000);
+  h.guests()[0].psi_some_total_us = 2'000'000;  // 40%
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("wanted="));
+  EXPECT_LT(h.TargetMib(0), 2010);
+  EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("wanted="));
+  EXPECT_THAT(h.Tick().guests[0].reason, ::testing::Not(HasSubstr("wanted=")));
+}
+
 TEST(PagecachePolicyTest, OneCalmReportDoesNotEndAnEpisode) {
   Harness h({AgentGuest("a")});
   for (int i = 0; i < 30; ++i) h.Tick();
@@ -640,25 +710,30 @@ TEST(PagecachePolicyTest, OneCalmReportDoesNotEndAnEpisode) {
 
 TEST(PagecachePolicyTest, RefaultsWithAHeadroomOfFreeMemoryAreARefillNotPressure) {
   // 50 MiB/s of refaults without stall, three reports in a row, while the guest has 1000 MiB
-  // free (more than its 204.8 MiB headroom): its kernel is not evicting, so they hold it (no
-  // probe) and do not back it off.
+  // free (more than its 204.8 MiB headroom): its kernel is not evicting, so they do not back it
+  // off. The first holds it (no probe); the next ones are calm, and it is probed as usual.
   GuestView g = HotGuest("a");
   g.unused_bytes = 1000 * kMib;
   Harness h({g});
   for (int i = 0; i < 30; ++i) h.Tick();
   const double before = h.TargetMib(0);
   h.guests()[0].refaults_per_second = 50 * 256;
-  for (int i = 0; i < 3; ++i) {
+  const std::string first = h.Tick().guests[0].reason;
+  EXPECT_THAT(first, HasSubstr("level=rising"));
+  EXPECT_THAT(first, HasSubstr("action=hold"));
+  EXPECT_EQ(h.TargetMib(0), before);
+  for (int i = 0; i < 2; ++i) {
     const std::string reason = h.Tick().guests[0].reason;
-    EXPECT_THAT(reason, HasSubstr("level=rising")) << i;
-    EXPECT_THAT(reason, HasSubstr("action=hold")) << i;
-    EXPECT_EQ(h.TargetMib(0), before) << i;
+    EXPECT_THAT(reason, HasSubstr("level=calm")) << i;
+    EXPECT_THAT(reason, HasSubstr("action=probe")) << i;
   }
+  const double probed = h.TargetMib(0);
+  EXPECT_LT(probed, before);
   // Free memory down to 50 MiB: the same refaults are pressure (from the second report).
   h.guests()[0].unused_bytes = 50 * kMib;
   h.Tick();
   EXPECT_THAT(h.Tick().guests[0].reason, HasSubstr("action=backoff"));
-  EXPECT_GT(h.TargetMib(0), before);
+  EXPECT_GT(h.TargetMib(0), probed);
   // Stall counts whatever the free memory.
   Harness s({g});
   for (int i = 0; i < 30; ++i) s.Tick();
@@ -1129,6 +1204,8 @@ TEST(PagecachePolicyTest, ACalmGuestDropsTheGrowthItWasNotGranted) {
   Harness h({c, e}, 2048 + 4096);
   h.Tick(false);
   h.guests()[0].psi_some_total_us = 2'000'000;
+  EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("wanted="));
+  // One calm report is noise within the episode: the request stands. The second ends it.
   EXPECT_THAT(h.Tick(false).guests[0].reason, HasSubstr("wanted="));
   h.guests()[1].actual_bytes = h.guests()[1].target_bytes;
   const Decisions& d = h.Tick(false);
