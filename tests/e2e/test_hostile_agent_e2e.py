@@ -504,10 +504,18 @@ class HostileAgentE2E(unittest.TestCase):
                                    ("rejected", "rate_limited"): r["rejects"]["rate_limited"]})
         self.assertEqual(self.ended(m1, "flood") - self.ended(m0, "flood"),
                          self.rejected(m1, "flood") - self.rejected(m0, "flood"))
-        h1 = wait_for("the hostile guest's accepted count", lambda: (
-            int(self.guest("hostile")["agent"]["reports_accepted"]) - int(h0["agent"]["reports_accepted"])
-            == r["accepted"] and self.guest("hostile")), timeout=10)
-        self.assertEqual(int(h1["target_bytes"]), GUEST_MIB * MIB)
+        # plimsolld counts every report it accepted; the client only those whose ack reached it
+        # before plimsolld cut the stream, so plimsolld's count may be higher (it once was, in a
+        # full CI run: the equality timed out). Both stay within the guest's budget.
+        def accepted_delta():
+            return (int(self.guest("hostile")["agent"]["reports_accepted"])
+                    - int(h0["agent"]["reports_accepted"]))
+        wait_for("the hostile guest's accepted count to reach the client's",
+                 lambda: accepted_delta() >= r["accepted"], timeout=10)
+        delta = accepted_delta()
+        print("  flood: plimsolld accepted %d, the client saw %d acks accepted" % (delta, r["accepted"]))
+        self.assertLessEqual(delta, GUEST_BURST + GUEST_RATE * (seconds + 3))
+        self.assertEqual(int(self.guest("hostile")["target_bytes"]), GUEST_MIB * MIB)
 
 
 if __name__ == "__main__":
