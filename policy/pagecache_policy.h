@@ -19,10 +19,13 @@
 //   pressure falls. Within a cooldown unused memory still goes, down to a guard above the
 //   measured edge. Refaults without stall count from the second report, and not while the guest
 //   has a headroom of free memory (its kernel is not evicting: a refill, held on its first
-//   report, then calm). Pressure measured the
-//   same at two sizes is futile (memory does not relieve it; growth filled with cache that keeps
-//   nothing it refaults shows it at once): the guest is then measured against that baseline,
-//   not the plain targets.
+//   report, then calm). Recovery holds at most recovery_reports. The first pressure after our
+//   own step down below the last size measured calm goes back a step above that size (the
+//   edge step; the law if that is not enough), and probes then stop there for
+//   calm_reset_seconds (the edge stays found). Pressure measured the same at two sizes is
+//   futile (memory does not relieve it; growth filled with cache that keeps nothing it
+//   refaults shows it at once): the guest is then measured against that baseline, not the
+//   plain targets.
 // - a guest whose stats went stale or implausible is never shrunk, and after blind_grace_seconds
 //   is given memory back step by step: what we took was based on numbers that no longer hold.
 // - stuck, churning and self-deflated balloons (balloon_progress.h) get their target reset to
@@ -79,8 +82,8 @@
 //   ep_size ep_stall ep_max  the size the episode began at; 1 if any of its reports stalled
 //               over target; the largest size reached since (while cooling down)
 //   bo_base bo_hard  the size the episode's last backoff grew from (its last pressured size),
-//               and the hard demand then; bo_t: when it was decided; rec_n: reports held as recovery
-//               since
+//               and the hard demand then; bo_t: when it was decided; rec_n: reports
+//               held as recovery since
 //   calm_act calm_hard  the size the guest was last measured calm at (landed, report newer
 //               than our last move), and its hard demand then
 //   edge_to edge_t edge_hard  where the last edge step put the guest, when, and its hard demand
