@@ -269,7 +269,14 @@ TEST_F(AgentServiceTest, SilentStreamsAreSweptAway) {
   WaitForActiveStreams(1);
   clock_.Advance(absl::Minutes(2));
   service_->Sweep();
-  EXPECT_EQ(End(proven).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // DEADLINE_EXCEEDED, or CANCELLED when the sweep met the server's write of the last ack still
+  // in flight (the client can hold the ack before the server's OnWriteDone ran; Terminate then
+  // cancels, since Finish may not overtake a write). Seen once under ASan in a full CI run.
+  // Either way the sweep ended it and counted it (below).
+  const grpc::StatusCode proven_end = End(proven).error_code();
+  EXPECT_TRUE(proven_end == grpc::StatusCode::DEADLINE_EXCEEDED ||
+              proven_end == grpc::StatusCode::CANCELLED)
+      << proven_end;
   WaitForActiveStreams(0);
   EXPECT_EQ(service_->counters().streams_timed_out, 2u);
   EXPECT_FALSE(store_.IsConnected(kVictim));
