@@ -104,6 +104,15 @@ class Harness {
     return last_;
   }
 
+  // One tick whose report shows guest 0 stalled `stall_pct` of the 5 s since the previous one
+  // (its PSI total advanced by that much); returns the guest's reason.
+  std::string StallReport(double stall_pct) {
+    GuestView& g = guests_[0];
+    g.psi_some_total_us =
+        g.psi_some_total_us.value_or(0) + static_cast<uint64_t>(stall_pct / 100 * 5e6);
+    return Tick().guests[0].reason;
+  }
+
   double TargetMib(size_t i) const {
     return static_cast<double>(last_.guests[i].target_bytes) / kMib;
   }
@@ -608,66 +617,50 @@ TEST(PagecachePolicyTest, FallingPressureWithinAnEpisodeIsRecoveryNotAnotherBack
   Harness h({HotGuestAtItsMin("a")});
   for (int i = 0; i < 120; ++i) h.Tick();
   const double before = h.TargetMib(0);
-  uint64_t psi = 0;
-  const auto report = [&](double stall_pct) {
-    psi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
-    h.guests()[0].psi_some_total_us = psi;
-    return h.Tick().guests[0].reason;
-  };
-  EXPECT_THAT(report(40), HasSubstr("action=backoff"));
+  EXPECT_THAT(h.StallReport(40), HasSubstr("action=backoff"));
   const double backed = h.TargetMib(0);
   EXPECT_NEAR(backed, before * 1.5, 0.5);
   // 10%: still over the target, but a quarter of what backed off: the cache refills.
-  EXPECT_THAT(report(10), HasSubstr("action=hold_recovering"));
+  EXPECT_THAT(h.StallReport(10), HasSubstr("action=hold_recovering"));
   EXPECT_EQ(h.TargetMib(0), backed);
-  EXPECT_THAT(report(8), HasSubstr("action=hold_recovering"));
+  EXPECT_THAT(h.StallReport(8), HasSubstr("action=hold_recovering"));
   // Refaults with no stall inside the episode are part of it, not a transient that ends it:
   // the next falling report is still recovery.
   h.guests()[0].refaults_per_second = 12 * 256;  // overshoot 12, under the last report's 16
-  EXPECT_THAT(report(0), HasSubstr("action=hold_recovering"));
+  EXPECT_THAT(h.StallReport(0), HasSubstr("action=hold_recovering"));
   h.guests()[0].refaults_per_second = 0;
-  EXPECT_THAT(report(6), HasSubstr("action=hold_recovering"));
+  EXPECT_THAT(h.StallReport(6), HasSubstr("action=hold_recovering"));
   EXPECT_EQ(h.TargetMib(0), backed);
   // Rising again: the memory was not enough after all.
-  EXPECT_THAT(report(30), HasSubstr("action=backoff"));
+  EXPECT_THAT(h.StallReport(30), HasSubstr("action=backoff"));
   EXPECT_GT(h.TargetMib(0), backed);
 }
 
 TEST(PagecachePolicyTest, RecoveryLastsAFewReports) {
   Harness h({HotGuestAtItsMin("a")});
   for (int i = 0; i < 120; ++i) h.Tick();
-  uint64_t psi = 0;
-  const auto report = [&](double stall_pct) {
-    psi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
-    h.guests()[0].psi_some_total_us = psi;
-    return h.Tick().guests[0].reason;
-  };
-  EXPECT_THAT(report(40), HasSubstr("action=backoff"));
+  EXPECT_THAT(h.StallReport(40), HasSubstr("action=backoff"));
   const double backed = h.TargetMib(0);
   // 15% (under half of the backoff's 40%, not rising) is recovery four times; then it is not
   // enough memory. The same with calm reports in between.
-  for (int i = 0; i < 4; ++i) EXPECT_THAT(report(15), HasSubstr("action=hold_recovering")) << i;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(h.StallReport(15), HasSubstr("action=hold_recovering")) << i;
+  }
   EXPECT_EQ(h.TargetMib(0), backed);
-  EXPECT_THAT(report(15), HasSubstr("action=backoff"));
+  EXPECT_THAT(h.StallReport(15), HasSubstr("action=backoff"));
   EXPECT_GT(h.TargetMib(0), backed);
 
   Harness c({HotGuestAtItsMin("b")});
   for (int i = 0; i < 120; ++i) c.Tick();
-  uint64_t cpsi = 0;
-  const auto creport = [&](double stall_pct) {
-    cpsi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
-    c.guests()[0].psi_some_total_us = cpsi;
-    return c.Tick().guests[0].reason;
-  };
-  EXPECT_THAT(creport(40), HasSubstr("action=backoff"));
+  EXPECT_THAT(c.StallReport(40), HasSubstr("action=backoff"));
   const double cbacked = c.TargetMib(0);
   for (int i = 0; i < 4; ++i) {
-    EXPECT_THAT(creport(0), HasSubstr("level=calm")) << i;
-    EXPECT_THAT(creport(15), HasSubstr("action=hold_recovering")) << i;
+    EXPECT_THAT(c.StallReport(0), HasSubstr("level=calm")) << i;
+    EXPECT_THAT(c.StallReport(15), HasSubstr("action=hold_recovering")) << i;
   }
   EXPECT_EQ(c.TargetMib(0), cbacked);
-  creport(0);
-  EXPECT_THAT(creport(15), HasSubstr("action=backoff"));
+  c.StallReport(0);
+  EXPECT_THAT(c.StallReport(15), HasSubstr("action=backoff"));
   EXPECT_GT(c.TargetMib(0), cbacked);
 }
 
@@ -688,23 +681,17 @@ TEST(PagecachePolicyTest, OneCalmReportDoesNotDropTheGrowthAnEpisodeWasNotGrante
 TEST(PagecachePolicyTest, OneCalmReportDoesNotEndAnEpisode) {
   Harness h({AgentGuest("a")});
   for (int i = 0; i < 30; ++i) h.Tick();
-  uint64_t psi = 0;
-  const auto report = [&](double stall_pct) {
-    psi += static_cast<uint64_t>(stall_pct / 100 * 5e6);
-    h.guests()[0].psi_some_total_us = psi;
-    return h.Tick().guests[0].reason;
-  };
-  EXPECT_THAT(report(40), HasSubstr("action=backoff"));
+  EXPECT_THAT(h.StallReport(40), HasSubstr("action=backoff"));
   const double backed = h.TargetMib(0);
   // 0%, then 15% (overshoot 30, under half of the backoff's 80): one calm report between two
   // pressured ones is noise within the episode, and the 15% is recovery, not a new backoff.
-  EXPECT_THAT(report(0), HasSubstr("level=calm"));
-  EXPECT_THAT(report(15), HasSubstr("action=hold_recovering"));
+  EXPECT_THAT(h.StallReport(0), HasSubstr("level=calm"));
+  EXPECT_THAT(h.StallReport(15), HasSubstr("action=hold_recovering"));
   EXPECT_EQ(h.TargetMib(0), backed);
   // Two calm reports in a row end it: the same 15% then begins a new episode.
-  report(0);
-  report(0);
-  EXPECT_THAT(report(15), HasSubstr("action=backoff"));
+  h.StallReport(0);
+  h.StallReport(0);
+  EXPECT_THAT(h.StallReport(15), HasSubstr("action=backoff"));
   EXPECT_GT(h.TargetMib(0), backed);
 }
 
