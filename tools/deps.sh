@@ -37,9 +37,12 @@ export DEBIAN_FRONTEND=noninteractive
 if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]; then
   apt-get update -q >&2
 fi
-if ! apt-get install -y -q "${missing[@]}" >&2; then
+# No recommends: nothing here needs them, and they pull a QEMU GUI, GTK, swtpm, LVM and
+# libvirt's Xen, LXC and VirtualBox drivers onto a host that needs none of them.
+APT_INSTALL=(apt-get install -y -q --no-install-recommends)
+if ! "${APT_INSTALL[@]}" "${missing[@]}" >&2; then
   apt-get update -q >&2
-  apt-get install -y -q "${missing[@]}" >&2
+  "${APT_INSTALL[@]}" "${missing[@]}" >&2
 fi
 # Debian's package starts no libvirtd here (no systemd), and we never use the system one:
 # the lab runs a private libvirtd in its own mount namespace.
