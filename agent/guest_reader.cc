@@ -15,7 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "agent/report_proof.h"
+#include "common/small_file.h"
+#include "protocol/report_proof.h"
 
 namespace plimsoll::agent {
 namespace {
@@ -163,47 +164,6 @@ absl::Status FillSample(const ProcTexts& texts, v1::AgentReport* report) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// Reads at most `limit` + 1 bytes of `path` into `text` (one byte past the limit, so an
-// oversized file is reported rather than silently cut). Returns 0 or the errno of the failed
-// open() or read().
-int ReadBounded(const std::string& path, size_t limit, std::string* text) {
-  text->clear();
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  int error = 0;
-  while (text->size() <= limit) {
-    const size_t old_size = text->size();
-    const size_t want = std::min<size_t>(16384, limit + 1 - old_size);
-    text->resize(old_size + want);
-    const ssize_t n = read(fd, text->data() + old_size, want);
-    if (n < 0) {
-      text->resize(old_size);
-      if (errno == EINTR) continue;
-      error = errno;
-      break;
-    }
-    text->resize(old_size + static_cast<size_t>(n));
-    if (n == 0) break;
-  }
-  close(fd);
-  return error;
-}
-
-}  // namespace
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit) {
-  std::string text;
-  if (int error = ReadBounded(path, limit, &text); error != 0) {
-    return absl::ErrnoToStatus(error, absl::StrCat(path, ": read failed"));
-  }
-  if (text.size() > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than ", limit, " bytes"));
-  }
-  return text;
-}
-
 GuestReader::GuestReader(std::string proc_root) : root_(WithoutTrailingSlash(std::move(proc_root))) {}
 
 absl::Status GuestReader::Read(v1::AgentReport* report) {
@@ -216,7 +176,7 @@ absl::Status GuestReader::Read(v1::AgentReport* report) {
   texts.vmstat = *std::move(vmstat);
   const std::string psi_path = root_ + "/proc/pressure/memory";
   std::string psi;
-  const int psi_error = ReadBounded(psi_path, kMaxProcTextBytes, &psi);
+  const int psi_error = ReadBoundedFile(psi_path, kMaxProcTextBytes, &psi);
   if (psi_error == 0) {
     if (psi.size() > kMaxProcTextBytes) {
       return absl::InvalidArgumentError(absl::StrCat(psi_path, ": larger than ", kMaxProcTextBytes, " bytes"));
@@ -236,7 +196,7 @@ absl::StatusOr<std::string> GuestReader::ReadBootId() const {
   const std::string path = root_ + "/proc/sys/kernel/random/boot_id";
   absl::StatusOr<std::string> text = ReadSmallFile(path, 128);
   if (!text.ok()) return text.status();
-  absl::StatusOr<std::string> id = NormalizeUuid(*text);
+  absl::StatusOr<std::string> id = protocol::NormalizeUuid(*text);
   if (!id.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", id.status().message()));
   return id;
 }

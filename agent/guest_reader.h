@@ -73,10 +73,6 @@ class GuestReader : public SampleSource {
   const std::string root_;
 };
 
-// Reads a whole small file (at most `limit` bytes; more is INVALID_ARGUMENT). Errors carry the
-// errno's code and the path. /proc and /sys files report size 0, so this reads until EOF.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit);
-
 }  // namespace plimsoll::agent
 
 #endif  // PLIMSOLL_AGENT_GUEST_READER_H_

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gmock/gmock.h"
 #include "common/testing/fake_proc_tree.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::agent {
@@ -233,13 +233,6 @@ TEST(GuestReaderTest, BootId) {
   EXPECT_EQ(*id, "d3e65f4e-7cd1-460d-a8a4-88dbe69fc919");
   tree.Write("sys/kernel/random/boot_id", "garbage\n");
   EXPECT_EQ(GuestReader(tree.root()).ReadBootId().status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(ReadSmallFileTest, LimitIsEnforced) {
-  FakeProcTree tree;
-  tree.Write("big", std::string(100, 'x'));
-  EXPECT_TRUE(ReadSmallFile(tree.root() + "/proc/big", 100).ok());
-  EXPECT_EQ(ReadSmallFile(tree.root() + "/proc/big", 99).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -24,10 +24,11 @@
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
-#include "agent/report_proof.h"
 #include "agent/reporter.h"
 #include "common/log.h"
+#include "common/small_file.h"
 #include "google/protobuf/text_format.h"
+#include "protocol/report_proof.h"
 
 ABSL_FLAG(std::string, server, "10.0.2.2:9588",
           "plimsolld's agent listener: host:port (TCP; 10.0.2.2 is the host under QEMU user "
@@ -81,10 +82,10 @@ absl::StatusOr<std::string> LoadToken(const std::string& proc_root) {
     if (!text.ok()) return text.status();
     hex = *std::move(text);
   }
-  absl::StatusOr<std::string> token = ParseHexSecret(hex, kTokenBytes);
+  absl::StatusOr<std::string> token = protocol::ParseHexSecret(hex, protocol::kTokenBytes);
   if (!token.ok()) return absl::InvalidArgumentError(absl::StrCat("token: ", token.status().message()));
-  if (token->size() != kTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("token: ", token->size(), " bytes, want ", kTokenBytes));
+  if (token->size() != protocol::kTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("token: ", token->size(), " bytes, want ", protocol::kTokenBytes));
   }
   return token;
 }
@@ -155,7 +156,7 @@ int Main() {
   options.log_spikes = absl::GetFlag(FLAGS_log_spikes);
 
   absl::StatusOr<std::string> uuid_text = ReadSmallFile(absl::GetFlag(FLAGS_uuid_file), 4096);
-  absl::StatusOr<std::string> uuid = uuid_text.ok() ? NormalizeUuid(*uuid_text) : uuid_text.status();
+  absl::StatusOr<std::string> uuid = uuid_text.ok() ? protocol::NormalizeUuid(*uuid_text) : uuid_text.status();
   if (!uuid.ok()) {
     PLOG_ERROR << "guest uuid (--uuid_file): " << uuid.status();
     return 1;

@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<PsiTrigger>> PsiTrigger::Open(const std::string& 
                                                     absl::Microseconds(used_window_us)));
 }
 
-std::unique_ptr<PsiTrigger> PsiTrigger::WrapForTesting(int fd, std::string spec) {
+std::unique_ptr<PsiTrigger> PsiTrigger::Adopt(int fd, std::string spec) {
   return std::unique_ptr<PsiTrigger>(new PsiTrigger(fd, std::move(spec), absl::ZeroDuration(), absl::ZeroDuration()));
 }
 

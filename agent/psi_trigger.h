@@ -41,9 +41,11 @@ class PsiTrigger {
   //   retry); the message gives the text written and the errno.
   static absl::StatusOr<std::unique_ptr<PsiTrigger>> Open(const std::string& proc_root,
                                                           const PsiTriggerOptions& options);
-  // Wraps any descriptor that signals POLLPRI (tests use a TCP socket with urgent data) so the
-  // reporter's spike path can be tested without real memory pressure. Takes ownership of `fd`.
-  static std::unique_ptr<PsiTrigger> WrapForTesting(int fd, std::string spec);
+  // Adopts a descriptor that is already armed and signals POLLPRI: a trigger opened by someone
+  // else (a supervisor passing it down), or any POLLPRI source (a TCP socket with urgent data
+  // drives the reporter's spike path without real memory pressure). `spec` is what it reports
+  // as its trigger. Takes ownership of `fd`.
+  static std::unique_ptr<PsiTrigger> Adopt(int fd, std::string spec);
 
   ~PsiTrigger();
   PsiTrigger(const PsiTrigger&) = delete;

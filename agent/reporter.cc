@@ -15,11 +15,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/report_proof.h"
 #include "common/log.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
+#include "protocol/report_proof.h"
 
 namespace plimsoll::agent {
 namespace {
@@ -49,10 +49,10 @@ int PollMillis(absl::Duration d) {
 
 absl::StatusOr<std::unique_ptr<Reporter>> Reporter::Create(ReporterOptions options, SampleSource* source,
                                                            std::unique_ptr<PsiTrigger> trigger) {
-  if (!IsCanonicalUuid(options.guest_uuid)) return absl::InvalidArgumentError("reporter: guest_uuid is not canonical");
-  if (!IsCanonicalUuid(options.boot_id)) return absl::InvalidArgumentError("reporter: boot_id is not canonical");
-  if (options.token.size() != kTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("reporter: token must be ", kTokenBytes, " bytes"));
+  if (!protocol::IsCanonicalUuid(options.guest_uuid)) return absl::InvalidArgumentError("reporter: guest_uuid is not canonical");
+  if (!protocol::IsCanonicalUuid(options.boot_id)) return absl::InvalidArgumentError("reporter: boot_id is not canonical");
+  if (options.token.size() != protocol::kTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("reporter: token must be ", protocol::kTokenBytes, " bytes"));
   }
   if (options.interval < absl::Milliseconds(10)) return absl::InvalidArgumentError("reporter: interval below 10ms");
   if (options.initial_backoff <= absl::ZeroDuration() || options.max_backoff < options.initial_backoff) {
@@ -170,7 +170,7 @@ absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t 
   v1::SignedAgentReport frame;
   std::string* bytes = frame.mutable_report();
   report.SerializeToString(bytes);
-  frame.set_proof(ComputeProof(options_.token, *bytes));
+  frame.set_proof(protocol::ComputeProof(options_.token, *bytes));
   return frame;
 }
 

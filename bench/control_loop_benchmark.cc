@@ -35,12 +35,12 @@
 #include "bench/test_node.h"
 #include "benchmark/benchmark.h"
 #include "common/log.h"
-#include "server/config.h"
-#include "server/config_reload.h"
-#include "server/control_loop.h"
+#include "server/config/config.h"
+#include "server/config/config_reload.h"
 #include "server/daemon.h"
 #include "server/hypervisor/hypervisor.h"
 #include "server/hypervisor/libvirt_hypervisor.h"
+#include "server/loop/control_loop.h"
 
 namespace plimsoll::bench {
 namespace {

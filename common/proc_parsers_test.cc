@@ -9,8 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
 #include "common/testing/fake_proc_tree.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll {

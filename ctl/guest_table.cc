@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ctl/short_reason.h"
 
 namespace plimsoll::ctl {
 namespace {
@@ -59,34 +61,39 @@ std::string RenderHost(const plimsoll::v1::HostStatus& h) {
          (h.state_problem().empty() ? "" : absl::StrCat("host: STATE FILE PROBLEM: ", h.state_problem(), "\n"));
 }
 
-std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, int reason_width) {
+std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, size_t line_width) {
   std::string out = RenderHost(view.host());
   size_t name_w = 5;
   for (const auto& g : view.guests()) name_w = std::max(name_w, g.name().size());
-  auto row = [name_w](const std::vector<std::string>& cells) {
-    // name left-aligned, state left-aligned, sizes right-aligned, reason as is.
+  // Every cell but the reason: name and state left-aligned, sizes right-aligned.
+  auto columns = [name_w](const std::vector<std::string>& cells) {
     std::string line = cells[0] + std::string(name_w - std::min(name_w, cells[0].size()) + 1, ' ');
     line += cells[1] + std::string(13 - std::min<size_t>(12, cells[1].size()), ' ');
-    for (size_t i = 2; i + 1 < cells.size(); ++i) {
-      const size_t w = i + 2 == cells.size() ? 6 : 8;
+    for (size_t i = 2; i < cells.size(); ++i) {
+      const size_t w = i + 1 == cells.size() ? 6 : 8;
       line += std::string(w - std::min(w, cells[i].size()), ' ') + cells[i] + " ";
     }
-    return line + " " + cells.back() + "\n";
+    return line + " ";
   };
-  out += row({"GUEST", "STATE", "MAX", "MIN", "TARGET", "ACTUAL", "CACHE", "USABLE", "AGE", "REASON"});
+  auto fit = [line_width](const std::string& prefix, absl::string_view reason) {
+    if (line_width == 0) return std::string(reason);
+    const size_t room = line_width > prefix.size() ? line_width - prefix.size() : 0;
+    return room == 0 ? std::string() : ShortReason(reason, room);
+  };
+  const std::string header = columns({"GUEST", "STATE", "MAX", "MIN", "TARGET", "ACTUAL", "CACHE", "USABLE", "AGE"});
+  out += header + "REASON\n";
   for (const auto& g : view.guests()) {
     std::string reason = g.last_decision().reason();
     if (!g.state_detail().empty() && reason.find(g.state_detail()) == std::string::npos) {
       reason = absl::StrCat(reason, reason.empty() ? "" : " | ", g.state_detail());
     }
-    if (reason_width > 3 && static_cast<int>(reason.size()) > reason_width) {
-      reason = reason.substr(0, reason_width - 3) + "...";
-    }
     const auto& s = g.stats();
-    out += row({g.name(), ManagementLabel(g.management_state()), HumanBytes(g.max_bytes()),
-                HumanBytes(g.min_bytes()), HumanBytes(g.target_bytes()), HumanBytes(g.actual_bytes()),
-                Signal(s.disk_caches(), s.has_disk_caches()), Signal(s.usable(), s.has_usable()),
-                absl::StrFormat("%.0fs", s.stats_age_seconds()), reason});
+    const std::string prefix =
+        columns({g.name(), ManagementLabel(g.management_state()), HumanBytes(g.max_bytes()),
+                 HumanBytes(g.min_bytes()), HumanBytes(g.target_bytes()), HumanBytes(g.actual_bytes()),
+                 Signal(s.disk_caches(), s.has_disk_caches()), Signal(s.usable(), s.has_usable()),
+                 absl::StrFormat("%.0fs", s.stats_age_seconds())});
+    out += prefix + fit(prefix, reason) + "\n";
   }
   return out;
 }

@@ -12,8 +12,9 @@ namespace plimsoll::ctl {
 
 // A header line about the host, then one line per guest:
 // GUEST STATE MAX MIN TARGET ACTUAL CACHE USABLE AGE REASON.
-// `reason_width` > 0 truncates reasons to fit a terminal.
-std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, int reason_width = 0);
+// `line_width` > 0: every guest line fits in it, the reason in its short form
+// (ctl/short_reason.h) in what the columns before it leave. 0: full reasons.
+std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, size_t line_width = 0);
 
 // One guest, every field on its own line.
 std::string RenderGuest(const plimsoll::v1::Guest& guest);

@@ -1,5 +1,8 @@
 #include "ctl/guest_table.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::ctl {
@@ -34,9 +37,23 @@ TEST(GuestTableTest, ShowsEveryGuestWithSizesAndReason) {
   // Absent stats are shown as "-", never as 0.
   const std::string idle_line = table.substr(table.find("idle"));
   EXPECT_NE(idle_line.find("       -        -"), std::string::npos) << idle_line;
-  // Truncation keeps lines short for terminals.
-  const std::string narrow = RenderGuestTable(view, 8);
-  EXPECT_NE(narrow.find("mom: ..."), std::string::npos) << narrow;
+  // A line width keeps every line within it, reasons in their short form.
+  g->mutable_last_decision()->set_reason(
+      "pagecache: src=agent actual=1023MiB hard=120MiB cache=707MiB free=12MiB floor=376MiB "
+      "ws=200MiB allow=1024MiB stall_pct=0.00 refault=0.0MiB/s severity=0.00 level=calm "
+      "new_report=1 action=reclaim taken=256MiB -> 767MiB state=ok");
+  for (size_t width : {100u, 120u, 160u}) {
+    const std::string narrow = RenderGuestTable(view, width);
+    for (absl::string_view line : absl::StrSplit(narrow, '\n')) {
+      if (absl::StartsWith(line, "host:")) continue;  // the host line is not the table's
+      EXPECT_LE(line.size(), width) << line;
+    }
+    if (width >= 120) {
+      EXPECT_NE(narrow.find("reclaim ->767MiB taken=256MiB"), std::string::npos) << narrow;
+    }
+  }
+  // Without a width (--wide) the reason is whole.
+  EXPECT_NE(RenderGuestTable(view).find("severity=0.00 level=calm new_report=1"), std::string::npos);
 }
 
 TEST(GuestTableTest, HumanBytes) {

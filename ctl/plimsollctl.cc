@@ -25,14 +25,15 @@ constexpr char kUsage[] = R"(plimsollctl: talk to plimsolld
 Usage: plimsollctl [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]
 
 Read commands (all take --json):
-  guests                 every guest: size, target, actual, cache, reason
+  guests                 every guest: size, target, actual, cache, a short reason (--wide: in full)
   guest NAME|UUID        one guest in full, with its override
   host                   host budget, pressure, daemon status, runtime host policy
   policies               every stored guest override (also of guests not running)
   watch                  stream decisions and changes until Ctrl-C (--json: one JSON object per line)
                          --guest=NAME (repeatable)  --kinds=decision,guest,host,override,reclaim
                          --holds (also decisions that hold)  --snapshot (start with every guest)
-  top                    a live refreshing guest table (--interval=2s, --count=N to stop after N)
+  top                    a live refreshing guest table (--interval=2s, --count=N to stop after N,
+                         --wide: full reasons)
 
 Change commands (need the admin role over TCP):
   set NAME|UUID          set a guest override; only the given settings change
@@ -53,6 +54,8 @@ Global flags:
                  certificate and key (mutual TLS; default $PLIMSOLL_CA, $PLIMSOLL_CERT, $PLIMSOLL_KEY)
   --timeout=5s   per-call deadline
   --json         machine-readable output (proto3 JSON, field names as in the .proto)
+  --wide         tables show each reason in full; otherwise they fit $COLUMNS, the terminal's
+                 width, or 120 columns when neither is known
 
 Exit status: 0 ok, 1 refused or failed, 2 usage or invalid request, 3 plimsolld unreachable,
 4 no such guest, 5 not allowed (TLS identity or role).
@@ -79,6 +82,7 @@ struct Globals {
   std::string ca, cert, key;
   absl::Duration timeout = absl::Seconds(5);
   bool json = false;
+  bool wide = false;
 };
 
 int RpcError(const Globals& g, const std::string& what, const grpc::Status& s) {
@@ -118,10 +122,17 @@ std::unique_ptr<grpc::ClientContext> Context(const Globals& g) {
   return ctx;
 }
 
-int TerminalWidth() {
+// How wide a table may be: 0 (no limit) with --wide, else $COLUMNS, else the terminal's width,
+// else 120 (a pipe or a log: wide enough to read, narrow enough for a mail or a ticket).
+size_t TableWidth(bool wide) {
+  if (wide) return 0;
+  int columns = 0;
+  if (const char* env = std::getenv("COLUMNS"); env != nullptr && absl::SimpleAtoi(env, &columns) && columns > 0) {
+    return static_cast<size_t>(columns);
+  }
   winsize w{};
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) return w.ws_col;
-  return 0;
+  return 120;
 }
 
 std::string ReadFile(const std::string& path, std::string* error) {
@@ -187,7 +198,9 @@ int main(int argc, char** argv) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (name == "json") {
+    if (name == "wide") {
+      g.wide = true;
+    } else if (name == "json") {
       g.json = true;
     } else if (name == "server") {
       g.server = value;
@@ -229,7 +242,7 @@ int main(int argc, char** argv) {
     plimsoll::v1::ListGuestsResponse view;
     grpc::Status s = stub->ListGuests(Context(g).get(), {}, &view);
     if (!s.ok()) return RpcError(g, "guests", s);
-    std::cout << (g.json ? ToJson(view) + "\n" : plimsoll::ctl::RenderGuestTable(view));
+    std::cout << (g.json ? ToJson(view) + "\n" : plimsoll::ctl::RenderGuestTable(view, TableWidth(g.wide)));
     return 0;
   }
   if (command == "guest") {
@@ -337,7 +350,7 @@ int main(int argc, char** argv) {
       plimsoll::v1::ListGuestsResponse view;
       grpc::Status s = stub->ListGuests(Context(g).get(), {}, &view);
       const std::string stamp = absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone());
-      std::string body = s.ok() ? plimsoll::ctl::RenderGuestTable(view, tty ? TerminalWidth() - 90 : 0)
+      std::string body = s.ok() ? plimsoll::ctl::RenderGuestTable(view, TableWidth(g.wide))
                                 : "plimsolld unreachable at " + g.server + ": " + s.error_message() + "\n";
       if (tty) {
         std::cout << "\033[H\033[2J" << "plimsoll top  " << stamp << "  (Ctrl-C to quit)\n" << body << std::flush;

@@ -8,15 +8,17 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/testing/test_certs.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/control_service.h"
-#include "server/fake_control_core.h"
-#include "server/test_certs.h"
-#include "server/tls_credentials.h"
+#include "server/api/control_service.h"
+#include "server/api/security/tls_credentials.h"
+#include "server/api/testing/fake_control_core.h"
 
 namespace plimsoll {
 namespace {
@@ -34,8 +36,9 @@ struct Result {
   std::string out;  // stdout and stderr
 };
 
-Result Ctl(const std::string& args) {
-  const std::string cmd = absl::StrCat(Runfile("ctl/plimsollctl"), " ", args, " 2>&1");
+// `env` prefixes the command (e.g. "COLUMNS=100", "env -u COLUMNS").
+Result Ctl(const std::string& args, const std::string& env = "") {
+  const std::string cmd = absl::StrCat(env, env.empty() ? "" : " ", Runfile("ctl/plimsollctl"), " ", args, " 2>&1");
   FILE* p = popen(cmd.c_str(), "r");
   Result r{-1, ""};
   char buf[4096];
@@ -51,9 +54,9 @@ class PlimsollctlTest : public ::testing::Test {
   static void SetUpTestSuite() {
     char tmpl[] = "/tmp/plimsoll-ctl-XXXXXX";
     dir_ = new std::string(mkdtemp(tmpl));
-    auto pki = server::MakeTestPki(*dir_);
+    auto pki = ::plimsoll::testing::MakeTestPki(*dir_);
     ASSERT_TRUE(pki.ok()) << pki.status();
-    pki_ = new server::TestPki(*pki);
+    pki_ = new ::plimsoll::testing::TestPki(*pki);
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(*dir_); }
 
@@ -63,7 +66,8 @@ class PlimsollctlTest : public ::testing::Test {
       guests { name: "web" uuid: "aaaaaaaa-0000-0000-0000-000000000001" run_state: GUEST_RUN_STATE_RUNNING
                management_state: MANAGEMENT_STATE_MANAGED max_bytes: 2147483648 min_bytes: 536870912
                target_bytes: 1610612736 actual_bytes: 1610612736
-               stats { stats_fresh: true usable { bytes: 1073741824 } disk_caches { bytes: 536870912 } } }
+               stats { stats_fresh: true usable { bytes: 1073741824 } disk_caches { bytes: 536870912 } }
+               last_decision { reason: "pagecache: src=agent actual=1536MiB hard=300MiB cache=512MiB free=20MiB floor=556MiB ws=800MiB allow=2048MiB stall_pct=0.00 refault=0.0MiB/s severity=0.00 level=calm new_report=1 action=reclaim taken=128MiB -> 1408MiB state=ok" } }
       host { policy: "mom" guest_budget_bytes: 4294967296 libvirt_connected: true })",
                                                               &v));
     core_.SetView(v);
@@ -96,7 +100,7 @@ class PlimsollctlTest : public ::testing::Test {
   }
 
   static std::string* dir_;
-  static server::TestPki* pki_;
+  static ::plimsoll::testing::TestPki* pki_;
   FakeClock clock_;
   server::FakeControlCore core_{&clock_};
   server::Authorizer authz_;
@@ -107,7 +111,7 @@ class PlimsollctlTest : public ::testing::Test {
 };
 
 std::string* PlimsollctlTest::dir_ = nullptr;
-server::TestPki* PlimsollctlTest::pki_ = nullptr;
+::plimsoll::testing::TestPki* PlimsollctlTest::pki_ = nullptr;
 
 TEST_F(PlimsollctlTest, ReadCommandsInTextAndJson) {
   Result r = Ctl(Unix() + " guests");
@@ -124,6 +128,34 @@ TEST_F(PlimsollctlTest, ReadCommandsInTextAndJson) {
   r = Ctl(Unix() + " guest nope");
   EXPECT_EQ(r.code, 4);
   EXPECT_THAT(r.out, HasSubstr("no running guest named or with UUID \"nope\""));
+}
+
+// Every table line within $COLUMNS, else the terminal, else 120; the full reason with --wide and
+// in `guest NAME`.
+TEST_F(PlimsollctlTest, TablesFitTheTerminal) {
+  const std::string full_tail = "severity=0.00 level=calm new_report=1 action=reclaim";
+  auto widest = [](const std::string& out) {
+    size_t w = 0;
+    for (absl::string_view line : absl::StrSplit(out, '\n')) {
+      if (absl::StartsWith(line, "host:") || absl::StartsWith(line, "---")) continue;
+      w = std::max(w, line.size());
+    }
+    return w;
+  };
+  for (const std::string& command : {std::string("guests"), std::string("top --count=1")}) {
+    Result r = Ctl(Unix() + " " + command, "COLUMNS=100");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_LE(widest(r.out), 100u) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("reclaim ->1408MiB"));
+    r = Ctl(Unix() + " " + command, "env -u COLUMNS");  // a pipe: no terminal to ask
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_LE(widest(r.out), 120u) << r.out;
+    EXPECT_GT(widest(r.out), 100u) << "120 columns are used: " << r.out;
+    r = Ctl(Unix() + " " + command + " --wide", "COLUMNS=100");
+    EXPECT_THAT(r.out, HasSubstr(full_tail));
+  }
+  Result r = Ctl(Unix() + " guest web", "COLUMNS=100");
+  EXPECT_THAT(r.out, HasSubstr(full_tail));
 }
 
 TEST_F(PlimsollctlTest, SetClearHostAndReclaim) {

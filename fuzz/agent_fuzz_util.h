@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "agent/report_proof.h"
 #include "fuzz/fuzz_check.h"
 #include "plimsoll/v1/agent.pb.h"
+#include "protocol/report_proof.h"
 #include "server/agent/report_validator.h"
 
 namespace plimsoll::fuzz {
@@ -22,7 +22,7 @@ inline v1::SignedAgentReport SignAs(const std::string& uuid, const std::string& 
   v1::SignedAgentReport frame;
   frame.set_report(report_bytes);
   frame.set_proof(
-      agent::ComputeProof(agent::DeriveGuestToken(FuzzHostKey(), uuid), report_bytes));
+      plimsoll::protocol::ComputeProof(plimsoll::protocol::DeriveGuestToken(FuzzHostKey(), uuid), report_bytes));
   return frame;
 }
 

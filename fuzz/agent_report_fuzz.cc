@@ -10,10 +10,10 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "agent/report_proof.h"
 #include "fuzz/agent_fuzz_util.h"
 #include "fuzz/fuzz_check.h"
 #include "plimsoll/v1/agent.pb.h"
+#include "protocol/report_proof.h"
 #include "server/agent/report_validator.h"
 
 namespace plimsoll::fuzz {
@@ -85,7 +85,7 @@ void CheckReport(const std::string& bytes) {
     v1::SignedAgentReport forged =
         SignAs("22222222-2222-4222-8222-222222222222", bytes);
     if (parses && claimed.guest_uuid() == "22222222-2222-4222-8222-222222222222") {
-      forged.set_proof(std::string(agent::kProofBytes, '\0'));
+      forged.set_proof(std::string(plimsoll::protocol::kProofBytes, '\0'));
     }
     v1::AgentReport out;
     const Verdict v = validator->Authenticate(forged, &out);
@@ -104,7 +104,7 @@ void CheckReport(const std::string& bytes) {
     FUZZ_CHECK(!auth.ok() && *auth.reject == RejectReason::kOversized);
     return;
   }
-  if (!parses || !agent::IsCanonicalUuid(claimed.guest_uuid())) {
+  if (!parses || !plimsoll::protocol::IsCanonicalUuid(claimed.guest_uuid())) {
     FUZZ_CHECK(!auth.ok() && *auth.reject == RejectReason::kMalformed);
     return;
   }
@@ -123,7 +123,7 @@ void CheckReport(const std::string& bytes) {
   if (v.ok()) {
     FUZZ_CHECK(first.last.has_value());
     FUZZ_CHECK(first.last->SerializeAsString() == report.SerializeAsString());
-    FUZZ_CHECK(agent::IsCanonicalUuid(report.boot_id()));
+    FUZZ_CHECK(plimsoll::protocol::IsCanonicalUuid(report.boot_id()));
     FUZZ_CHECK(report.boottime_ns() > 0);
     FUZZ_CHECK(report.meminfo().mem_total_bytes() <= static_cast<uint64_t>(limits.max_bytes));
     // The same bytes again: a replay.

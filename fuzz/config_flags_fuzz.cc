@@ -1,4 +1,4 @@
-// Fuzzes plimsolld's command-line config (server/config.h): ConfigFromFlags, then
+// Fuzzes plimsolld's command-line config (server/config/config.h): ConfigFromFlags, then
 // Resolve(WithDefaults(...)). The input is one flag per line, "name=value" or "name" (as
 // "--name=value" / "--name" without the dashes), so corpus files read like command lines.
 // Beyond no crash: a flag sets exactly the one field it names, whatever its value holds
@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "fuzz/config_fuzz_util.h"
 #include "fuzz/fuzz_check.h"
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace plimsoll::fuzz {
 namespace {

@@ -1,4 +1,4 @@
-// Checks shared by the config fuzz targets (server/config.h states the contract).
+// Checks shared by the config fuzz targets (server/config/config.h states the contract).
 #ifndef PLIMSOLL_FUZZ_CONFIG_FUZZ_UTIL_H_
 #define PLIMSOLL_FUZZ_CONFIG_FUZZ_UTIL_H_
 
@@ -14,7 +14,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/reflection.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace plimsoll::fuzz {
 

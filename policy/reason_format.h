@@ -7,12 +7,9 @@
 #include <cstdint>
 #include <string>
 
-namespace plimsoll::policy {
+#include "common/mib_format.h"  // FormatMib, which every reason uses
 
-// "1024MiB" for a whole number of MiB, else one decimal: "972.8MiB". Negative sizes keep their
-// sign ("-12MiB"), which only a host over its budget produces.
-std::string FormatMib(double bytes);
-std::string FormatMib(int64_t bytes);
+namespace plimsoll::policy {
 
 // A ratio with `decimals` fixed decimals: FormatFixed(0.123, 2) == "0.12".
 std::string FormatFixed(double value, int decimals);

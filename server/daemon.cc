@@ -21,7 +21,7 @@
 #include "server/agent/agent_store.h"
 #include "server/agent/host_key.h"
 #include "server/agent/report_validator.h"
-#include "server/control_service.h"
+#include "server/api/control_service.h"
 #include "server/host/proc_host_reader.h"
 #include "server/hypervisor/libvirt_hypervisor.h"
 

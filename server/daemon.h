@@ -13,14 +13,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "plimsoll/v1/config.pb.h"
-#include "server/authz.h"
-#include "server/config.h"
-#include "server/config_reload.h"
-#include "server/control_loop.h"
-#include "server/loop_control_core.h"
-#include "server/overrides.h"
-#include "server/tls_credentials.h"
-#include "server/watch_hub.h"
+#include "server/api/loop_control_core.h"
+#include "server/api/security/authz.h"
+#include "server/api/security/tls_credentials.h"
+#include "server/config/config.h"
+#include "server/config/config_reload.h"
+#include "server/events/watch_hub.h"
+#include "server/loop/control_loop.h"
+#include "server/state/overrides.h"
 
 namespace grpc {
 class Server;

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
-#include "server/config.h"
-#include "server/config_reload.h"
+#include "server/api/security/tls_credentials.h"
+#include "server/config/config.h"
+#include "server/config/config_reload.h"
 #include "server/daemon.h"
-#include "server/tls_credentials.h"
 
 namespace {
 

@@ -22,17 +22,20 @@
 #include "agent/psi_trigger.h"
 #include "agent/reporter.h"
 #include "common/clock.h"
+#include "common/testing/test_certs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
-#include "server/agent/test_reports.h"
-#include "server/test_certs.h"
+#include "server/agent/testing/test_reports.h"
 
 namespace plimsoll::server::agent {
 namespace {
 
+using ::plimsoll::testing::MakeTestPki;
+using ::plimsoll::testing::ReadFileForTest;
+using ::plimsoll::testing::TestPki;
 using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
 using ::plimsoll::agent::AgentTls;
 using ::plimsoll::agent::GuestReader;
@@ -261,7 +264,7 @@ TEST_F(AgentChannelTest, TriggerSendsASpikeReportAtOnce) {
   Daemon daemon("127.0.0.1:0");
   // A long interval: only the first report (sent on connect) and the spike can arrive.
   Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Seconds(30),
-              PsiTrigger::WrapForTesting(watched, "test 1 1"));
+              PsiTrigger::Adopt(watched, "test 1 1"));
   ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim).has_value(); }));
   EXPECT_FALSE(daemon.store->FreshSignals(kVictim)->spike);
 

@@ -41,7 +41,7 @@ struct AgentServerOptions {
   // TLS (both set): the server's certificate chain and private key, PEM text. The listener then
   // speaks TLS only and asks for no client certificate (guests prove who they are with their
   // token, inside every report). Both empty: plaintext, which the config allows on loopback
-  // only (server/config.cc). One without the other is INVALID_ARGUMENT at Start.
+  // only (server/config/config.cc). One without the other is INVALID_ARGUMENT at Start.
   std::string tls_cert_pem;
   std::string tls_key_pem;
 };

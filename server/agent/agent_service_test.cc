@@ -11,7 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/agent/agent_server.h"
-#include "server/agent/test_reports.h"
+#include "server/agent/testing/test_reports.h"
 
 namespace plimsoll::server::agent {
 namespace {

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
-#include "agent/report_proof.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "protocol/report_proof.h"
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   absl::flat_hash_map<std::string, GuestLimits> guests;
   for (const std::string& g : absl::GetFlag(FLAGS_guest)) {
     std::vector<std::string> parts = absl::StrSplit(g, absl::MaxSplits(':', 1));
-    absl::StatusOr<std::string> uuid = parts.size() == 2 ? plimsoll::agent::NormalizeUuid(parts[0])
+    absl::StatusOr<std::string> uuid = parts.size() == 2 ? plimsoll::protocol::NormalizeUuid(parts[0])
                                                          : absl::InvalidArgumentError("want UUID:MAX_MIB");
     int64_t mib = 0;
     if (!uuid.ok() || !absl::SimpleAtoi(parts[1], &mib) || mib <= 0) {

@@ -6,7 +6,7 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/agent/test_reports.h"
+#include "server/agent/testing/test_reports.h"
 
 namespace plimsoll::server::agent {
 namespace {

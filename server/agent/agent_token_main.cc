@@ -8,7 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "agent/report_proof.h"
+#include "protocol/report_proof.h"
 #include "server/agent/host_key.h"
 
 ABSL_FLAG(std::string, key_file, "/etc/plimsoll/agent.key", "the host key (hex, mode 0600)");
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "created %s\n", key_file.c_str());
   }
   if (absl::GetFlag(FLAGS_uuid).empty()) return 0;
-  absl::StatusOr<std::string> uuid = plimsoll::agent::NormalizeUuid(absl::GetFlag(FLAGS_uuid));
+  absl::StatusOr<std::string> uuid = plimsoll::protocol::NormalizeUuid(absl::GetFlag(FLAGS_uuid));
   if (!uuid.ok()) {
     std::fprintf(stderr, "--uuid: %s\n", uuid.status().ToString().c_str());
     return 2;
@@ -37,6 +37,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", key.status().ToString().c_str());
     return 1;
   }
-  std::printf("%s\n", plimsoll::agent::ToHex(plimsoll::agent::DeriveGuestToken(*key, *uuid)).c_str());
+  std::printf("%s\n", plimsoll::protocol::ToHex(plimsoll::protocol::DeriveGuestToken(*key, *uuid)).c_str());
   return 0;
 }

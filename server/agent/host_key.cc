@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/guest_reader.h"
-#include "agent/report_proof.h"
+#include "common/small_file.h"
+#include "protocol/report_proof.h"
 
 namespace plimsoll::server::agent {
 
@@ -22,9 +22,9 @@ absl::StatusOr<std::string> LoadHostKey(const std::string& path) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: mode %03o lets group or others access the key; chmod 600", path, st.st_mode & 0777));
   }
-  absl::StatusOr<std::string> text = plimsoll::agent::ReadSmallFile(path, 4096);
+  absl::StatusOr<std::string> text = plimsoll::ReadSmallFile(path, 4096);
   if (!text.ok()) return text.status();
-  absl::StatusOr<std::string> key = plimsoll::agent::ParseHexSecret(*text, plimsoll::agent::kMinHostKeyBytes);
+  absl::StatusOr<std::string> key = plimsoll::protocol::ParseHexSecret(*text, plimsoll::protocol::kMinHostKeyBytes);
   if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", key.status().message()));
   return key;
 }
@@ -33,7 +33,7 @@ absl::Status GenerateHostKey(const std::string& path) {
   unsigned char raw[32];
   if (RAND_bytes(raw, sizeof(raw)) != 1) return absl::InternalError("RAND_bytes failed");
   const std::string hex =
-      plimsoll::agent::ToHex(absl::string_view(reinterpret_cast<const char*>(raw), sizeof(raw))) + "\n";
+      plimsoll::protocol::ToHex(absl::string_view(reinterpret_cast<const char*>(raw), sizeof(raw))) + "\n";
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot create"));
   const ssize_t n = write(fd, hex.data(), hex.size());

@@ -1,5 +1,5 @@
 // The host's secret for the agent channel: every guest token derives from it
-// (agent/report_proof.h). Stored as lower-case hex in a file only root may read
+// (protocol/report_proof.h). Stored as lower-case hex in a file only root may read
 // (e.g. /etc/plimsoll/agent.key, mode 0600).
 #ifndef PLIMSOLL_SERVER_AGENT_HOST_KEY_H_
 #define PLIMSOLL_SERVER_AGENT_HOST_KEY_H_

@@ -7,17 +7,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/report_proof.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "protocol/report_proof.h"
 
 namespace plimsoll::server::agent {
 namespace {
 
-using ::plimsoll::agent::DeriveGuestToken;
-using ::plimsoll::agent::IsCanonicalUuid;
-using ::plimsoll::agent::ProofMatches;
-using ::plimsoll::agent::ReportProver;
+using ::plimsoll::protocol::DeriveGuestToken;
+using ::plimsoll::protocol::IsCanonicalUuid;
+using ::plimsoll::protocol::ProofMatches;
+using ::plimsoll::protocol::ReportProver;
 
 Verdict Reject(RejectReason reason, std::string detail) { return Verdict{reason, std::move(detail)}; }
 

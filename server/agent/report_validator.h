@@ -21,8 +21,8 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "agent/report_proof.h"
 #include "plimsoll/v1/agent.pb.h"
+#include "protocol/report_proof.h"
 
 namespace plimsoll::server::agent {
 
@@ -92,7 +92,7 @@ class ReportValidator;
 struct ProofCache {
   const ReportValidator* validator = nullptr;
   std::string uuid;
-  std::unique_ptr<plimsoll::agent::ReportProver> prover;
+  std::unique_ptr<plimsoll::protocol::ReportProver> prover;
 };
 
 // Immutable after construction; thread-safe (a ProofCache passed in belongs to the caller).

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/agent/test_reports.h"
+#include "server/agent/testing/test_reports.h"
 
 namespace plimsoll::server::agent {
 namespace {
@@ -67,7 +67,7 @@ TEST_F(ValidatorTest, SingleReportTable) {
        RejectReason::kBadProof},
       {"token of a guest under another host key",
        [] {
-         return Sign(MakeReport(kVictim, kBootA, 10), plimsoll::agent::DeriveGuestToken(std::string(32, 'k'), kVictim));
+         return Sign(MakeReport(kVictim, kBootA, 10), plimsoll::protocol::DeriveGuestToken(std::string(32, 'k'), kVictim));
        },
        RejectReason::kBadProof},
       {"upper-case uuid (a second spelling of the same guest)",
@@ -189,7 +189,7 @@ TEST_F(ValidatorTest, ProofCacheHoldsOnlyProvenIdentities) {
   ReportValidator other(other_key);
   ProofCache foreign;
   const v1::SignedAgentReport theirs =
-      Sign(MakeReport(kVictim, kBootA, 10), plimsoll::agent::DeriveGuestToken(other_key, kVictim));
+      Sign(MakeReport(kVictim, kBootA, 10), plimsoll::protocol::DeriveGuestToken(other_key, kVictim));
   ASSERT_TRUE(other.Authenticate(theirs, &report, &foreign).ok());
   EXPECT_EQ(validator_.Authenticate(theirs, &report, &foreign).reject, RejectReason::kBadProof);
 }

@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "common/proc_parsers.h"
-#include "gmock/gmock.h"
 #include "common/testing/fake_proc_tree.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::host {

@@ -441,7 +441,10 @@ int ParseBulkRecord(const virDomainStatsRecord& record, BalloonStats* out) {
 // Impl
 
 struct LibvirtHypervisor::Impl {
-  explicit Impl(std::string uri_in) : uri(std::move(uri_in)) { flag.uri = uri; }
+  Impl(std::string uri_in, ConnectionOpener opener_in)
+      : uri(std::move(uri_in)), opener(std::move(opener_in)) {
+    flag.uri = uri;
+  }
 
   ~Impl() {
     {
@@ -481,6 +484,7 @@ struct LibvirtHypervisor::Impl {
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains();
 
   const std::string uri;
+  const ConnectionOpener opener;  // null: virConnectOpen
   const std::shared_ptr<EventSink> sink = std::make_shared<EventSink>();
   // Read by IsConnected() without the mutex, so a slow call never blocks it.
   ConnectionFlag flag;
@@ -520,7 +524,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
   }
   CloseLocked();  // A lost connection still holds callbacks and memory.
 
-  conn = virConnectOpen(uri.empty() ? nullptr : uri.c_str());
+  conn = opener ? opener(uri) : virConnectOpen(uri.empty() ? nullptr : uri.c_str());
   if (conn == nullptr) {
     LibvirtError e = TakeLastError();
     return MakeStatus(MapErrorCode(e.code), absl::StrCat("virConnectOpen(\"", uri, "\")"), e);
@@ -792,8 +796,8 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
 // ---------------------------------------------------------------------------
 // LibvirtHypervisor
 
-LibvirtHypervisor::LibvirtHypervisor(std::string uri)
-    : impl_(std::make_unique<Impl>(std::move(uri))) {}
+LibvirtHypervisor::LibvirtHypervisor(std::string uri, ConnectionOpener opener)
+    : impl_(std::make_unique<Impl>(std::move(uri), std::move(opener))) {}
 
 LibvirtHypervisor::~LibvirtHypervisor() = default;
 
@@ -850,17 +854,6 @@ absl::Status LibvirtHypervisor::SetBalloonTarget(const std::string& uuid, int64_
 
 void LibvirtHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {
   impl_->sink->Set(std::move(callback));
-}
-
-absl::Status LibvirtHypervisor::DestroyDomainForTest(const std::string& uuid) {
-  absl::MutexLock l(&impl_->mu);
-  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
-  absl::StatusOr<DomainPtr> dom = impl_->LookupLocked(uuid, "DestroyDomainForTest");
-  if (!dom.ok()) return dom.status();
-  if (virDomainDestroy(dom->get()) < 0) {
-    return impl_->FailLocked(absl::StrCat("virDomainDestroy uuid=", uuid));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace plimsoll::hypervisor

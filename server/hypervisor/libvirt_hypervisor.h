@@ -15,7 +15,19 @@
 #include "absl/status/statusor.h"
 #include "server/hypervisor/hypervisor.h"
 
+// libvirt's connection (virConnectPtr is a _virConnect*), declared so that this header needs no
+// libvirt include.
+struct _virConnect;
+
 namespace plimsoll::hypervisor {
+
+// Opens the connection Connect() uses, as virConnectOpen(uri) would: nullptr when it failed, with
+// libvirt's last error saying why. The caller hands the reference to LibvirtHypervisor, which
+// closes it. Callers that need another kind of open (virConnectOpenAuth, a read-only probe) pass
+// their own; tests of the in-process test driver pass one that keeps a reference, because that
+// driver's domains live per connection and only the same connection can change them
+// (testing/test_driver_control.h).
+using ConnectionOpener = std::function<_virConnect*(const std::string& uri)>;
 
 // Talks to libvirt over one read-write connection to `uri`.
 //
@@ -43,9 +55,9 @@ namespace plimsoll::hypervisor {
 //   INTERNAL           anything else.
 class LibvirtHypervisor final : public Hypervisor {
  public:
-  // `uri` is passed to virConnectOpen unchanged; "" means libvirt's default.
-  // Nothing is opened until Connect().
-  explicit LibvirtHypervisor(std::string uri);
+  // `uri` is passed to virConnectOpen (or `opener`, when given) unchanged; "" means libvirt's
+  // default. Nothing is opened until Connect(), which opens anew after a lost connection.
+  explicit LibvirtHypervisor(std::string uri, ConnectionOpener opener = nullptr);
   // Closes the connection and deregisters all callbacks; after it returns the
   // event callback is not running and will not be called.
   ~LibvirtHypervisor() override;
@@ -70,11 +82,6 @@ class LibvirtHypervisor final : public Hypervisor {
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;
 
   const std::string& uri() const;
-
-  // TEST ONLY. Hard-stops a domain (virDomainDestroy). The test driver keeps
-  // its state per connection, so a test can only change that state through
-  // this object's own connection. Never call this from production code.
-  absl::Status DestroyDomainForTest(const std::string& uuid);
 
  private:
   struct Impl;

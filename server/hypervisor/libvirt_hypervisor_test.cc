@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/hypervisor/testing/test_driver_control.h"
 
 namespace plimsoll::hypervisor {
 namespace {
@@ -110,12 +111,13 @@ const DomainInfo* FindDomain(const std::vector<DomainInfo>& list, const std::str
 
 class FixtureTest : public ::testing::Test {
  protected:
-  FixtureTest() : hv_(FixtureUri()) {}
+  FixtureTest() : hv_(FixtureUri(), driver_.Opener()) {}
   void SetUp() override {
     hv_.SetEventCallback(recorder_.Callback());
     ASSERT_OK(hv_.Connect());
   }
   EventRecorder recorder_;  // Outlives hv_, whose destructor stops deliveries.
+  testing::TestDriverControl driver_;
   LibvirtHypervisor hv_;
 };
 
@@ -307,7 +309,7 @@ TEST_F(FixtureTest, EnableStatsIsAcceptedByTheTestDriver) {
 }
 
 TEST_F(FixtureTest, DestroyDeliversStoppedEventAndDomainDisappears) {
-  ASSERT_OK(hv_.DestroyDomainForTest(kBeta));
+  ASSERT_OK(driver_.DestroyDomain(kBeta));
   ASSERT_TRUE(recorder_.WaitFor(Is(DomainEvent::Kind::kStopped, kBeta), absl::Seconds(10)));
   for (const DomainEvent& e : recorder_.events()) {
     if (e.uuid == kBeta) {
@@ -324,7 +326,7 @@ TEST_F(FixtureTest, DestroyDeliversStoppedEventAndDomainDisappears) {
   absl::Status set = hv_.SetBalloonTarget(kBeta, 512 * kMiB);
   EXPECT_TRUE(absl::IsFailedPrecondition(set)) << set;
   EXPECT_THAT(std::string(set.message()), HasSubstr("domain is not running"));
-  EXPECT_TRUE(absl::IsNotFound(hv_.DestroyDomainForTest(kUnknown)));
+  EXPECT_TRUE(absl::IsNotFound(driver_.DestroyDomain(kUnknown)));
 }
 
 // The calls after a list use the listed domains (no lookup per call): one that
@@ -333,7 +335,7 @@ TEST_F(FixtureTest, GuestStoppedAfterTheListFailsItsOwnCallsOnly) {
   auto list = hv_.ListActiveDomains();
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 3u);
-  ASSERT_OK(hv_.DestroyDomainForTest(kBeta));
+  ASSERT_OK(driver_.DestroyDomain(kBeta));
   auto stats = hv_.GetBalloonStats({kAlpha, kBeta, kGamma});
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_THAT(*stats, UnorderedElementsAre(Key(kAlpha), Key(kGamma)));
@@ -350,7 +352,7 @@ TEST_F(FixtureTest, GuestStoppedAfterTheListFailsItsOwnCallsOnly) {
 // before the stopped event that follows the set.
 TEST_F(FixtureTest, TestDriverEmitsNoBalloonChangeEvent) {
   ASSERT_OK(hv_.SetBalloonTarget(kGamma, 128 * kMiB));
-  ASSERT_OK(hv_.DestroyDomainForTest(kGamma));
+  ASSERT_OK(driver_.DestroyDomain(kGamma));
   ASSERT_TRUE(recorder_.WaitFor(Is(DomainEvent::Kind::kStopped, kGamma), absl::Seconds(10)));
   for (const DomainEvent& e : recorder_.events()) {
     EXPECT_NE(e.kind, DomainEvent::Kind::kBalloonChange) << e.uuid;
@@ -360,9 +362,9 @@ TEST_F(FixtureTest, TestDriverEmitsNoBalloonChangeEvent) {
 TEST_F(FixtureTest, ClearedCallbackReceivesNothing) {
   hv_.SetEventCallback(nullptr);
   EventRecorder second;
-  ASSERT_OK(hv_.DestroyDomainForTest(kAlpha));
+  ASSERT_OK(driver_.DestroyDomain(kAlpha));
   hv_.SetEventCallback(second.Callback());
-  ASSERT_OK(hv_.DestroyDomainForTest(kGamma));
+  ASSERT_OK(driver_.DestroyDomain(kGamma));
   ASSERT_TRUE(second.WaitFor(Is(DomainEvent::Kind::kStopped, kGamma), absl::Seconds(10)));
   // alpha's event was queued before gamma's; it reached no callback or the
   // new one, never the old recorder.
@@ -372,32 +374,36 @@ TEST_F(FixtureTest, ClearedCallbackReceivesNothing) {
 TEST(LibvirtHypervisorTest, TwoInstancesShareTheEventLoop) {
   EventRecorder rec_a;
   EventRecorder rec_b;
-  auto a = std::make_unique<LibvirtHypervisor>(FixtureUri());
-  auto b = std::make_unique<LibvirtHypervisor>(FixtureUri());
+  testing::TestDriverControl driver_a;
+  testing::TestDriverControl driver_b;
+  testing::TestDriverControl driver_c;
+  auto a = std::make_unique<LibvirtHypervisor>(FixtureUri(), driver_a.Opener());
+  auto b = std::make_unique<LibvirtHypervisor>(FixtureUri(), driver_b.Opener());
   a->SetEventCallback(rec_a.Callback());
   b->SetEventCallback(rec_b.Callback());
   ASSERT_OK(a->Connect());
   ASSERT_OK(b->Connect());
   // Separate connections, separate test-driver state.
-  ASSERT_OK(a->DestroyDomainForTest(kAlpha));
+  ASSERT_OK(driver_a.DestroyDomain(kAlpha));
   ASSERT_TRUE(rec_a.WaitFor(Is(DomainEvent::Kind::kStopped, kAlpha), absl::Seconds(10)));
   EXPECT_EQ(b->ListActiveDomains()->size(), 3u);
   // Destroying one instance leaves the loop running for the other.
   a.reset();
-  ASSERT_OK(b->DestroyDomainForTest(kBeta));
+  ASSERT_OK(driver_b.DestroyDomain(kBeta));
   ASSERT_TRUE(rec_b.WaitFor(Is(DomainEvent::Kind::kStopped, kBeta), absl::Seconds(10)));
   b.reset();
   // And a new instance after all were gone restarts it.
-  LibvirtHypervisor c(FixtureUri());
+  LibvirtHypervisor c(FixtureUri(), driver_c.Opener());
   EventRecorder rec_c;
   c.SetEventCallback(rec_c.Callback());
   ASSERT_OK(c.Connect());
-  ASSERT_OK(c.DestroyDomainForTest(kGamma));
+  ASSERT_OK(driver_c.DestroyDomain(kGamma));
   ASSERT_TRUE(rec_c.WaitFor(Is(DomainEvent::Kind::kStopped, kGamma), absl::Seconds(10)));
 }
 
 TEST(LibvirtHypervisorTest, CallbackMayCallBackIn) {
-  LibvirtHypervisor hv(FixtureUri());
+  testing::TestDriverControl driver;
+  LibvirtHypervisor hv(FixtureUri(), driver.Opener());
   absl::Mutex mu;
   int listed = -1;
   hv.SetEventCallback([&](const DomainEvent& e) {
@@ -407,7 +413,7 @@ TEST(LibvirtHypervisorTest, CallbackMayCallBackIn) {
     listed = list.ok() ? static_cast<int>(list->size()) : -2;
   });
   ASSERT_OK(hv.Connect());
-  ASSERT_OK(hv.DestroyDomainForTest(kAlpha));
+  ASSERT_OK(driver.DestroyDomain(kAlpha));
   absl::MutexLock l(&mu);
   EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(
                                       +[](int* v) { return *v != -1; }, &listed),

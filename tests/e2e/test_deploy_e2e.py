@@ -280,15 +280,15 @@ class DashboardStructure(unittest.TestCase):
         self.assertEqual([p["repeat"] for p in repeated], ["domain"])
 
     def test_metric_names_exist_in_plimsolld(self):
-        # Every plimsoll_* name the dashboard and rules use is declared in server/metrics.cc
+        # Every plimsoll_* name the dashboard and rules use is declared in server/metrics/metrics.cc
         # (histograms add _bucket/_sum/_count), or is listed in ABSENT_METRICS.
-        with open(os.path.join(REPO, "server", "metrics.cc")) as f:
+        with open(os.path.join(REPO, "server", "metrics", "metrics.cc")) as f:
             declared = set(re.findall(r'"(plimsoll_[a-z0-9_]+)"', f.read()))
         declared |= {n + s for n in declared for s in ("_bucket", "_sum", "_count")}
         with open(DASHBOARD) as f, open(ALERTS) as g:
             used = set(re.findall(r"\b(plimsoll_[a-z0-9_]+)\b", f.read() + g.read()))
         unknown = used - declared - set(ABSENT_METRICS)
-        self.assertFalse(unknown, "names not declared in server/metrics.cc: %s" % sorted(unknown))
+        self.assertFalse(unknown, "names not declared in server/metrics/metrics.cc: %s" % sorted(unknown))
 
 
 def _lab_skip_reason():

@@ -303,7 +303,7 @@ class FaultsE2E(unittest.TestCase):
         # libvirt refuses virDomainSetMemoryStatsPeriod on a guest without a balloon device.
         # plimsolld used to retry it every tick, forever (one WARNING and one
         # plimsoll_libvirt_errors_total{operation="enable_stats"} per tick); it now retries with
-        # a backoff of 10 s doubling to 10 min (server/control_loop.cc, Collect).
+        # a backoff of 10 s doubling to 10 min (server/loop/control_loop.cc, Collect).
         d = self.daemon
         e0 = self.libvirt_errors() - self.libvirt_errors(exclude_operation="enable_stats")
         w0 = len(line_numbers(d.read_log(), "enabling balloon stats failed guest=nob"))

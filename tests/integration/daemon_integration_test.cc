@@ -12,14 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/testing/test_certs.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "plimsoll/v1/control.grpc.pb.h"
-#include "server/config.h"
-#include "server/config_reload.h"
+#include "server/api/security/tls_credentials.h"
+#include "server/config/config.h"
+#include "server/config/config_reload.h"
 #include "server/daemon.h"
-#include "server/test_certs.h"
-#include "server/tls_credentials.h"
 #include "tests/integration/http_get.h"
 
 namespace plimsoll {
@@ -231,7 +231,7 @@ TEST_F(DaemonIntegrationTest, SocketIsOwnerOnlyAndASecondDaemonIsRefused) {
 TEST(DaemonTcpTest, ServesOverTcpWithMutualTlsAndAResolvedPort) {
   const std::string pki_dir = TestTmp() + "/pki";
   std::filesystem::create_directories(pki_dir);
-  auto pki = server::MakeTestPki(pki_dir);
+  auto pki = ::plimsoll::testing::MakeTestPki(pki_dir);
   ASSERT_TRUE(pki.ok()) << pki.status();
   server::ControlApiOptions control;
   control.unix_socket = false;
@@ -247,10 +247,10 @@ TEST(DaemonTcpTest, ServesOverTcpWithMutualTlsAndAResolvedPort) {
   ASSERT_NE(addr, "127.0.0.1:0");
   auto stub_with = [&](const std::string& cert, const std::string& key) {
     grpc::SslCredentialsOptions o;
-    o.pem_root_certs = server::ReadFileForTest(pki->ca_cert);
+    o.pem_root_certs = ::plimsoll::testing::ReadFileForTest(pki->ca_cert);
     if (!cert.empty()) {
-      o.pem_cert_chain = server::ReadFileForTest(cert);
-      o.pem_private_key = server::ReadFileForTest(key);
+      o.pem_cert_chain = ::plimsoll::testing::ReadFileForTest(cert);
+      o.pem_private_key = ::plimsoll::testing::ReadFileForTest(key);
     }
     return plimsoll::v1::Control::NewStub(grpc::CreateChannel(addr, grpc::SslCredentials(o)));
   };

@@ -14,8 +14,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "server/control_service.h"
-#include "server/fake_control_core.h"
+#include "server/api/control_service.h"
+#include "server/api/testing/fake_control_core.h"
 
 int main(int argc, char** argv) {
   std::string listen, state_file;

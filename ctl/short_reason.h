@@ -1,0 +1,26 @@
+// The one-line form of a decision's reason, for tables that must fit a terminal
+// (`plimsollctl guests` and `top`). The full reason stays in `plimsollctl guest NAME`, in `--wide`
+// tables and in plimsolld's log.
+//
+// A reason is the policy's part ("pagecache: src=agent actual=... action=backoff ... -> 1022MiB")
+// and then the loop's notes, each after " | " ("held: stale stats ...", "apply failed ...").
+// The short form keeps, in this order while they fit: what was done (the action, or a hold and
+// its cause), the target it led to, the loop's notes, then the numbers that decide a decision
+// (what was taken or granted, stall, refaults, working set, cache, free, floor), then the rest.
+#ifndef PLIMSOLL_CTL_SHORT_REASON_H_
+#define PLIMSOLL_CTL_SHORT_REASON_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace plimsoll::ctl {
+
+// At most `width` characters (a piece that does not fit ends the line with "..."); width 0 means
+// no limit, and the pieces are still put in the order above.
+std::string ShortReason(absl::string_view reason, size_t width);
+
+}  // namespace plimsoll::ctl
+
+#endif  // PLIMSOLL_CTL_SHORT_REASON_H_

@@ -1,0 +1,327 @@
+// LoopControlCore over a real ControlLoop with the project's fakes
+// (FakeHypervisor, FakeHostReader, FakeClock, the static policy's neighbour:
+// a scripted one): what each ControlCore method does to the loop, the state
+// file and the watch feed. No gRPC server: the service is a thin adapter.
+#include "server/api/loop_control_core.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "gtest/gtest.h"
+#include "server/host/testing/fake_host_reader.h"
+#include "server/hypervisor/testing/fake_hypervisor.h"
+
+namespace plimsoll::server {
+namespace {
+
+using hypervisor::BalloonStats;
+using hypervisor::FakeHypervisor;
+
+constexpr int64_t kMiB = 1LL << 20;
+constexpr char kA[] = "00000000-0000-0000-0000-00000000000a";
+constexpr char kB[] = "00000000-0000-0000-0000-00000000000b";
+
+// Holds every guest where it is.
+class HoldPolicy : public policy::Policy {
+ public:
+  absl::string_view name() const override { return "hold"; }
+  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+    policy::Decisions d;
+    for (const auto& g : s.guests) d.guests.push_back({g.uuid, g.target_bytes, "hold", ""});
+    d.next_state = state;
+    return d;
+  }
+};
+
+class LoopControlCoreTest : public ::testing::Test {
+ protected:
+  LoopControlCoreTest() : hv_(FakeHypervisor::Options{.balloon_follows_target = true}) {
+    host::HostMemory mem;
+    mem.mem_total_bytes = 16384 * kMiB;
+    mem.mem_available_bytes = 12000 * kMiB;
+    mem.mem_free_bytes = 8000 * kMiB;
+    host_.SetMemory(mem);
+    char tmpl[] = "/tmp/plimsoll-core-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    hv_.AddDomain(kA, "a", 2048 * kMiB, 2048 * kMiB);
+    hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  }
+  ~LoopControlCoreTest() override { std::filesystem::remove_all(dir_); }
+
+  void Make(bool dry_run = false) {
+    auto store = OverrideStore::Open(std::make_unique<StateStore>(state_file(), &clock_), &clock_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    actuator_ = dry_run ? std::unique_ptr<Actuator>(new DryRunActuator())
+                        : std::unique_ptr<Actuator>(new HypervisorActuator(&hv_));
+    LoopOptions o;
+    o.tick = absl::Seconds(2);
+    o.rules.stale_after = absl::Seconds(10);
+    LoopDeps deps{&hv_, &host_, &policy_, actuator_.get(), &clock_, nullptr};
+    deps.overrides = store_.get();
+    deps.hub = &hub_;
+    loop_ = std::make_unique<ControlLoop>(deps, o);
+    core_ = std::make_unique<LoopControlCore>(loop_.get(), store_.get(), &hub_, &clock_);
+  }
+
+  std::string state_file() const { return dir_ + "/state.textproto"; }
+
+  // One tick with stats that advance (usable 600 MiB in every guest).
+  void Tick() {
+    ++guest_clock_;
+    for (const char* u : {kA, kB}) {
+      if (!hv_.GetDomain(u).has_value()) continue;
+      BalloonStats s;
+      s.actual_bytes = hv_.GetDomain(u)->current_bytes;
+      s.unused_bytes = 100 * kMiB;
+      s.usable_bytes = 600 * kMiB;
+      s.disk_caches_bytes = 400 * kMiB;
+      s.last_update = guest_clock_;
+      hv_.SetStats(u, s);
+    }
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+
+  const plimsoll::v1::Guest* Published(const std::string& uuid) {
+    view_ = loop_->Published();
+    for (const auto& g : view_->guests()) {
+      if (g.uuid() == uuid) return &g;
+    }
+    return nullptr;
+  }
+
+  static Caller Admin() { return {Role::kAdmin, "unix", true}; }
+
+  absl::StatusOr<plimsoll::v1::SetGuestPolicyResponse> Set(const std::string& guest, plimsoll::v1::GuestOverride o) {
+    plimsoll::v1::SetGuestPolicyRequest r;
+    r.set_guest(guest);
+    *r.mutable_override() = std::move(o);
+    return core_->SetGuestPolicy(r, Admin());
+  }
+
+  absl::StatusOr<plimsoll::v1::ReclaimPlan> Reclaim(int64_t bytes, bool dry_run, bool require_full = false) {
+    plimsoll::v1::ReclaimRequest r;
+    r.set_bytes(bytes);
+    r.set_dry_run(dry_run);
+    r.set_require_full(require_full);
+    r.set_hold_seconds(60);
+    return core_->Reclaim(r, Admin());
+  }
+
+  FakeHypervisor hv_;
+  host::FakeHostReader host_;
+  FakeClock clock_;
+  HoldPolicy policy_;
+  WatchHub hub_{&clock_};
+  std::string dir_;
+  std::unique_ptr<OverrideStore> store_;
+  std::unique_ptr<Actuator> actuator_;
+  std::unique_ptr<ControlLoop> loop_;
+  std::unique_ptr<LoopControlCore> core_;
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view_;
+  int64_t guest_clock_ = 1000;
+};
+
+TEST_F(LoopControlCoreTest, SetGuestPolicyPersistsPublishesAndActsOnTheNextTick) {
+  Make();
+  Tick();
+  Tick();
+  WatchFilter f;
+  f.kinds = {plimsoll::v1::WATCH_EVENT_KIND_GUEST_OVERRIDE};
+  auto sub = core_->Watch(f);
+  plimsoll::v1::GuestOverride o;
+  o.set_pin_bytes(1024 * kMiB);
+  auto set = Set("A", o);  // unknown name: the UUID must be given in full
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(set.status().message().find("\"A\""), std::string::npos);
+  set = Set(absl::AsciiStrToUpper(kA), o);  // UUIDs in any case
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->override().guest_uuid(), kA);
+  EXPECT_EQ(set->override().guest_name(), "a");
+  EXPECT_EQ(set->override().updated_by(), "unix");
+  // Persisted before returning.
+  auto reloaded = StateStore(state_file(), &clock_).Load();
+  ASSERT_TRUE(reloaded.ok());
+  ASSERT_EQ(reloaded->state.guest_overrides_size(), 1);
+  EXPECT_EQ(reloaded->state.guest_overrides(0).pin_bytes(), 1024 * kMiB);
+  plimsoll::v1::WatchEvent e;
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.guest_override().guest_name(), "a");
+  EXPECT_EQ(e.guest_override().override().pin_bytes(), 1024 * kMiB);
+
+  Tick();
+  EXPECT_EQ(hv_.LastTarget(kA), 1024 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  EXPECT_EQ(Published(kA)->override().pin_bytes(), 1024 * kMiB);
+  EXPECT_EQ(view_->host().state_file(), state_file());
+  EXPECT_EQ(view_->host().guest_overrides(), 1);
+}
+
+TEST_F(LoopControlCoreTest, SizesAreCheckedAgainstTheGuestsMemory) {
+  Make();
+  Tick();
+  plimsoll::v1::GuestOverride o;
+  o.set_pin_bytes(1536 * kMiB);  // b has 1 GiB
+  auto set = Set("b", o);
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(set.status().message().rfind("override.pin_bytes", 0), 0u) << set.status();
+  EXPECT_TRUE(core_->ListGuestPolicies()->overrides().empty());
+}
+
+TEST_F(LoopControlCoreTest, ClearWorksForAGuestThatIsGoneByItsLastName) {
+  Make();
+  Tick();
+  plimsoll::v1::GuestOverride o;
+  o.set_exclude(true);
+  o.set_note("keep out");
+  ASSERT_TRUE(Set("b", o).ok());
+  hv_.RemoveDomain(kB);
+  Tick();
+  ASSERT_EQ(Published(kB), nullptr);
+  ASSERT_EQ(core_->ListGuestPolicies()->overrides_size(), 1);
+  plimsoll::v1::ClearGuestPolicyRequest r;
+  r.set_guest("b");
+  r.add_fields("exclude");
+  auto cleared = core_->ClearGuestPolicy(r, Admin());
+  ASSERT_TRUE(cleared.ok()) << cleared.status();
+  EXPECT_TRUE(cleared->existed());
+  EXPECT_EQ(cleared->override().note(), "keep out");
+  r.clear_fields();
+  ASSERT_TRUE(core_->ClearGuestPolicy(r, Admin()).ok());
+  EXPECT_TRUE(core_->ListGuestPolicies()->overrides().empty());
+  r.set_guest("b");
+  EXPECT_EQ(core_->ClearGuestPolicy(r, Admin()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(LoopControlCoreTest, HostPolicyRefusesUnknownPoliciesAndPausesTheLoop) {
+  Make();
+  Tick();
+  plimsoll::v1::SetHostPolicyRequest r;
+  r.mutable_policy()->set_policy("magic");
+  auto bad = core_->SetHostPolicy(r, Admin());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message().rfind("policy.policy: ", 0), 0u) << bad.status();
+  r.mutable_policy()->clear_policy();
+  r.mutable_policy()->set_paused(true);
+  auto ok = core_->SetHostPolicy(r, Admin());
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->policy().paused());
+  // Refused at once, before any tick has seen the pause.
+  auto refused = Reclaim(256 * kMiB, /*dry_run=*/false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("paused"), std::string::npos) << refused.status();
+  Tick();
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PAUSED);
+  EXPECT_TRUE(view_->host().paused());
+}
+
+TEST_F(LoopControlCoreTest, ReclaimDryRunPlansAndARealOneHoldsTheGuests) {
+  Make();
+  Tick();
+  Tick();  // stats proven fresh: both guests are candidates
+  auto plan = Reclaim(300 * kMiB, /*dry_run=*/true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->dry_run());
+  EXPECT_FALSE(plan->applied());
+  EXPECT_EQ(plan->planned_bytes(), 300 * kMiB);
+  Tick();
+  EXPECT_TRUE(hv_.target_calls().empty()) << "a dry run moves nothing";
+
+  WatchFilter f;
+  f.kinds = {plimsoll::v1::WATCH_EVENT_KIND_RECLAIM};
+  auto sub = core_->Watch(f);
+  plan = Reclaim(300 * kMiB, /*dry_run=*/false);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->applied());
+  EXPECT_GT(plan->hold_until_unix_micros(), plan->created_unix_micros());
+  ASSERT_GE(plan->items_size(), 1);
+  const auto& item = plan->items(0);
+  Tick();
+  EXPECT_EQ(hv_.LastTarget(item.guest_uuid()), item.new_target_bytes());
+  const auto* g = Published(item.guest_uuid());
+  EXPECT_EQ(g->reclaim_hold().reclaim_id(), plan->id());
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 300 * kMiB);
+  plimsoll::v1::WatchEvent e;
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
+  EXPECT_EQ(e.reclaim().plan().id(), plan->id());
+  clock_.Advance(absl::Seconds(60));
+  Tick();
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_EXPIRED);
+  EXPECT_FALSE(Published(item.guest_uuid())->has_reclaim_hold());
+}
+
+TEST_F(LoopControlCoreTest, ReclaimHonoursOverridesSetSinceTheLastTickAndRequireFull) {
+  Make();
+  Tick();
+  Tick();
+  plimsoll::v1::GuestOverride o;
+  o.set_exclude(true);
+  ASSERT_TRUE(Set("a", o).ok());  // no tick since: the view does not show it yet
+  auto plan = Reclaim(4096 * kMiB, /*dry_run=*/true);
+  ASSERT_TRUE(plan.ok());
+  for (const auto& item : plan->items()) EXPECT_NE(item.guest_uuid(), kA);
+  bool skipped_a = false;
+  for (const auto& s : plan->skipped()) skipped_a |= s.guest_uuid() == kA && s.reason().find("excluded") != std::string::npos;
+  EXPECT_TRUE(skipped_a);
+  auto full = Reclaim(4096 * kMiB, /*dry_run=*/false, /*require_full=*/true);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kFailedPrecondition);
+  Tick();
+  EXPECT_TRUE(hv_.target_calls().empty()) << "a refused reclaim moves nothing";
+}
+
+TEST_F(LoopControlCoreTest, AReclaimWithNothingToTakeHoldsNothing) {
+  Make();
+  Tick();  // stats not proven fresh yet: every guest is skipped
+  auto plan = Reclaim(128 * kMiB, /*dry_run=*/false);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->items_size(), 0);
+  EXPECT_EQ(plan->skipped_size(), 2);
+  EXPECT_FALSE(plan->applied());
+  EXPECT_EQ(plan->hold_until_unix_micros(), 0);
+  Tick();
+  view_ = loop_->Published();
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 0);
+}
+
+TEST_F(LoopControlCoreTest, ReclaimIsRefusedWhenTheDaemonRunsDry) {
+  Make(/*dry_run=*/true);
+  Tick();
+  Tick();
+  auto r = Reclaim(128 * kMiB, /*dry_run=*/false);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Reclaim(128 * kMiB, /*dry_run=*/true).ok());
+}
+
+TEST_F(LoopControlCoreTest, CallsFromManyThreadsWhileTheLoopTicks) {
+  Make();
+  Tick();
+  std::atomic<bool> stop{false};
+  std::thread ticker([&] {
+    while (!stop) Tick();
+  });
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        plimsoll::v1::GuestOverride o;
+        o.set_shares(static_cast<uint32_t>(1 + t * 100 + i));
+        EXPECT_TRUE(Set(t % 2 ? "a" : "b", o).ok());
+        EXPECT_TRUE(Reclaim(64 * kMiB, /*dry_run=*/true).ok());
+        EXPECT_TRUE(core_->ListGuestPolicies().ok());
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  stop = true;
+  ticker.join();
+  EXPECT_EQ(core_->ListGuestPolicies()->overrides_size(), 2);
+}
+
+}  // namespace
+}  // namespace plimsoll::server

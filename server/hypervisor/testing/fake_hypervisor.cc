@@ -1,0 +1,253 @@
+#include "server/hypervisor/testing/fake_hypervisor.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace plimsoll::hypervisor {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+
+bool IsActive(DomainRunState state) {
+  return state == DomainRunState::kRunning || state == DomainRunState::kPaused;
+}
+
+}  // namespace
+
+FakeHypervisor::FakeHypervisor(Options options) : options_(options) {}
+
+std::optional<absl::Status> FakeHypervisor::TakeFailureLocked(Method method) {
+  auto it = failures_.find(method);
+  if (it == failures_.end() || it->second.empty()) return std::nullopt;
+  absl::Status s = std::move(it->second.front());
+  it->second.pop_front();
+  // Like the real one: UNAVAILABLE means the connection is gone.
+  if (absl::IsUnavailable(s)) connected_ = false;
+  return s;
+}
+
+absl::Status FakeHypervisor::EnterLocked(Method method) {
+  ++call_counts_[method];
+  if (std::optional<absl::Status> failure = TakeFailureLocked(method)) return *failure;
+  if (!connected_) return absl::UnavailableError("fake hypervisor: not connected");
+  return absl::OkStatus();
+}
+
+FakeHypervisor::Domain* FakeHypervisor::FindLocked(const std::string& uuid) {
+  auto it = domains_.find(uuid);
+  return it == domains_.end() ? nullptr : &it->second;
+}
+
+const FakeHypervisor::Domain* FakeHypervisor::FindLocked(const std::string& uuid) const {
+  auto it = domains_.find(uuid);
+  return it == domains_.end() ? nullptr : &it->second;
+}
+
+absl::Status FakeHypervisor::Connect() {
+  absl::MutexLock l(&mu_);
+  ++call_counts_[Method::kConnect];
+  if (std::optional<absl::Status> failure = TakeFailureLocked(Method::kConnect)) {
+    connected_ = false;
+    return *failure;
+  }
+  connected_ = true;
+  return absl::OkStatus();
+}
+
+bool FakeHypervisor::IsConnected() const {
+  absl::MutexLock l(&mu_);
+  return connected_;
+}
+
+absl::StatusOr<std::vector<DomainInfo>> FakeHypervisor::ListActiveDomains() {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = EnterLocked(Method::kListActiveDomains); !s.ok()) return s;
+  std::vector<DomainInfo> out;
+  for (const auto& [uuid, d] : domains_) {
+    if (IsActive(d.info.state)) out.push_back(d.info);
+  }
+  return out;
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> FakeHypervisor::GetBalloonStats(
+    const std::vector<std::string>& uuids) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = EnterLocked(Method::kGetBalloonStats); !s.ok()) return s;
+  absl::flat_hash_map<std::string, BalloonStats> out;
+  for (const std::string& uuid : uuids) {
+    const Domain* d = FindLocked(uuid);
+    if (d != nullptr && IsActive(d->info.state)) out[uuid] = d->stats;
+  }
+  return out;
+}
+
+absl::Status FakeHypervisor::EnableStats(const std::string& uuid, int period_seconds) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = EnterLocked(Method::kEnableStats); !s.ok()) return s;
+  if (period_seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("fake: negative period ", period_seconds));
+  }
+  Domain* d = FindLocked(uuid);
+  if (d == nullptr) return absl::NotFoundError(absl::StrCat("fake: no domain uuid=", uuid));
+  if (!IsActive(d->info.state)) {
+    return absl::FailedPreconditionError(absl::StrCat("fake: domain not running uuid=", uuid));
+  }
+  d->stats_period = period_seconds;
+  return absl::OkStatus();
+}
+
+absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t bytes) {
+  std::shared_ptr<const std::function<void(const DomainEvent&)>> callback;
+  DomainEvent event;
+  absl::Status result;
+  {
+    absl::MutexLock l(&mu_);
+    result = EnterLocked(Method::kSetBalloonTarget);
+    const int64_t rounded = bytes / kKiB * kKiB;
+    Domain* d = FindLocked(uuid);
+    if (!result.ok()) {
+      // Scripted failure or disconnected: recorded below as it is.
+    } else if (bytes < kKiB) {
+      result = absl::InvalidArgumentError(absl::StrCat("fake: target below 1 KiB: ", bytes));
+    } else if (d == nullptr) {
+      result = absl::NotFoundError(absl::StrCat("fake: no domain uuid=", uuid));
+    } else if (!IsActive(d->info.state)) {
+      result = absl::FailedPreconditionError(absl::StrCat("fake: domain not running uuid=", uuid));
+    } else if (rounded > d->info.max_bytes) {
+      result = absl::InvalidArgumentError(absl::StrCat(
+          "fake: cannot set memory higher than max memory: ", rounded, " > ", d->info.max_bytes));
+    } else {
+      d->last_target = rounded;
+      if (options_.balloon_follows_target) {
+        d->info.current_bytes = rounded;
+        d->stats.actual_bytes = rounded;
+        if (options_.emit_balloon_events && callback_ != nullptr) {
+          callback = callback_;
+          event.kind = DomainEvent::Kind::kBalloonChange;
+          event.uuid = uuid;
+          event.name = d->info.name;
+          event.balloon_bytes = rounded;
+        }
+      }
+    }
+    target_calls_.push_back({uuid, bytes, result});
+  }
+  if (callback != nullptr) (*callback)(event);
+  return result;
+}
+
+void FakeHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {
+  absl::MutexLock l(&mu_);
+  callback_ =
+      callback
+          ? std::make_shared<const std::function<void(const DomainEvent&)>>(std::move(callback))
+          : nullptr;
+}
+
+void FakeHypervisor::AddDomain(const DomainInfo& info) {
+  absl::MutexLock l(&mu_);
+  Domain d;
+  d.info = info;
+  d.stats.actual_bytes = info.current_bytes;
+  domains_[info.uuid] = std::move(d);
+}
+
+void FakeHypervisor::AddDomain(const std::string& uuid, const std::string& name, int64_t max_bytes,
+                               int64_t current_bytes) {
+  DomainInfo info;
+  info.uuid = uuid;
+  info.name = name;
+  info.state = DomainRunState::kRunning;
+  info.max_bytes = max_bytes;
+  info.current_bytes = current_bytes;
+  AddDomain(info);
+}
+
+void FakeHypervisor::RemoveDomain(const std::string& uuid) {
+  absl::MutexLock l(&mu_);
+  domains_.erase(uuid);
+}
+
+void FakeHypervisor::SetState(const std::string& uuid, DomainRunState state) {
+  absl::MutexLock l(&mu_);
+  if (Domain* d = FindLocked(uuid)) d->info.state = state;
+}
+
+void FakeHypervisor::SetActualBytes(const std::string& uuid, int64_t bytes) {
+  absl::MutexLock l(&mu_);
+  if (Domain* d = FindLocked(uuid)) {
+    d->info.current_bytes = bytes;
+    d->stats.actual_bytes = bytes;
+  }
+}
+
+void FakeHypervisor::SetStats(const std::string& uuid, const BalloonStats& stats) {
+  absl::MutexLock l(&mu_);
+  Domain* d = FindLocked(uuid);
+  if (d == nullptr) return;
+  d->stats = stats;
+  if (stats.actual_bytes.has_value()) {
+    d->info.current_bytes = *stats.actual_bytes;
+  } else {
+    d->stats.actual_bytes = d->info.current_bytes;
+  }
+}
+
+std::optional<DomainInfo> FakeHypervisor::GetDomain(const std::string& uuid) const {
+  absl::MutexLock l(&mu_);
+  const Domain* d = FindLocked(uuid);
+  if (d == nullptr) return std::nullopt;
+  return d->info;
+}
+
+std::vector<FakeHypervisor::TargetCall> FakeHypervisor::target_calls() const {
+  absl::MutexLock l(&mu_);
+  return target_calls_;
+}
+
+void FakeHypervisor::ClearTargetCalls() {
+  absl::MutexLock l(&mu_);
+  target_calls_.clear();
+}
+
+std::optional<int64_t> FakeHypervisor::LastTarget(const std::string& uuid) const {
+  absl::MutexLock l(&mu_);
+  const Domain* d = FindLocked(uuid);
+  return d == nullptr ? std::nullopt : d->last_target;
+}
+
+std::optional<int> FakeHypervisor::StatsPeriod(const std::string& uuid) const {
+  absl::MutexLock l(&mu_);
+  const Domain* d = FindLocked(uuid);
+  return d == nullptr ? std::nullopt : d->stats_period;
+}
+
+int FakeHypervisor::call_count(Method method) const {
+  absl::MutexLock l(&mu_);
+  auto it = call_counts_.find(method);
+  return it == call_counts_.end() ? 0 : it->second;
+}
+
+void FakeHypervisor::FailNext(Method method, absl::Status status, int times) {
+  if (status.ok()) return;
+  absl::MutexLock l(&mu_);
+  for (int i = 0; i < times; ++i) failures_[method].push_back(status);
+}
+
+void FakeHypervisor::SimulateDisconnect() {
+  absl::MutexLock l(&mu_);
+  connected_ = false;
+}
+
+void FakeHypervisor::EmitEvent(const DomainEvent& event) {
+  std::shared_ptr<const std::function<void(const DomainEvent&)>> callback;
+  {
+    absl::MutexLock l(&mu_);
+    callback = callback_;
+  }
+  if (callback != nullptr) (*callback)(event);
+}
+
+}  // namespace plimsoll::hypervisor

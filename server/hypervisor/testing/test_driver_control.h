@@ -1,0 +1,39 @@
+// Changes the state of libvirt's in-process test driver behind a LibvirtHypervisor, for tests of
+// the libvirt seam: stopping a domain, as a guest that shuts down or crashes would.
+//
+// The test driver (test:///path/node.xml) keeps its domains per connection, so only the
+// hypervisor's own connection can change them. A TestDriverControl hands the hypervisor an opener
+// that remembers the connection it opened. It takes no reference of its own, so the
+// connection's lifetime (and when libvirt frees what it registered in the event loop) is exactly
+// the hypervisor's: use it only while that hypervisor is alive and connected. Not thread-safe;
+// one per hypervisor.
+#ifndef PLIMSOLL_SERVER_HYPERVISOR_TESTING_TEST_DRIVER_CONTROL_H_
+#define PLIMSOLL_SERVER_HYPERVISOR_TESTING_TEST_DRIVER_CONTROL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/hypervisor/libvirt_hypervisor.h"
+
+namespace plimsoll::hypervisor::testing {
+
+class TestDriverControl {
+ public:
+  TestDriverControl() = default;
+  TestDriverControl(const TestDriverControl&) = delete;
+  TestDriverControl& operator=(const TestDriverControl&) = delete;
+
+  // For LibvirtHypervisor's constructor. Each open replaces the connection this controls.
+  ConnectionOpener Opener();
+
+  // Hard-stops the domain (virDomainDestroy) on the hypervisor's connection. NOT_FOUND for an
+  // unknown uuid, FAILED_PRECONDITION before the hypervisor connected.
+  absl::Status DestroyDomain(const std::string& uuid);
+
+ private:
+  _virConnect* conn_ = nullptr;  // borrowed from the hypervisor that opened it
+};
+
+}  // namespace plimsoll::hypervisor::testing
+
+#endif  // PLIMSOLL_SERVER_HYPERVISOR_TESTING_TEST_DRIVER_CONTROL_H_

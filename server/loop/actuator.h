@@ -1,0 +1,44 @@
+// The only way a balloon target leaves the daemon. Every actuator has a dry-run
+// twin that says what it would do and touches nothing.
+#ifndef PLIMSOLL_SERVER_LOOP_ACTUATOR_H_
+#define PLIMSOLL_SERVER_LOOP_ACTUATOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/hypervisor/hypervisor.h"
+
+namespace plimsoll::server {
+
+class Actuator {
+ public:
+  virtual ~Actuator() = default;
+  // Sets a guest's live balloon target. The caller has already clamped and
+  // safety-checked `bytes`; an error means nothing was changed.
+  virtual absl::Status SetTarget(const std::string& uuid, const std::string& name, int64_t bytes) = 0;
+  // True when SetTarget never changes anything.
+  virtual bool dry_run() const = 0;
+};
+
+// Applies targets through the hypervisor seam (virDomainSetMemoryFlags, LIVE).
+class HypervisorActuator : public Actuator {
+ public:
+  explicit HypervisorActuator(hypervisor::Hypervisor* hv) : hv_(hv) {}
+  absl::Status SetTarget(const std::string& uuid, const std::string& name, int64_t bytes) override;
+  bool dry_run() const override { return false; }
+
+ private:
+  hypervisor::Hypervisor* hv_;
+};
+
+// Logs "dry-run: would set" and succeeds without acting.
+class DryRunActuator : public Actuator {
+ public:
+  absl::Status SetTarget(const std::string& uuid, const std::string& name, int64_t bytes) override;
+  bool dry_run() const override { return true; }
+};
+
+}  // namespace plimsoll::server
+
+#endif  // PLIMSOLL_SERVER_LOOP_ACTUATOR_H_

@@ -1,0 +1,730 @@
+#include "server/loop/control_loop.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/mib_format.h"
+#include "server/api/control_validation.h"
+#include "server/events/view_events.h"
+
+namespace plimsoll::server {
+namespace {
+
+using plimsoll::v1::Direction;
+
+plimsoll::v1::GuestRunState RunState(hypervisor::DomainRunState s) {
+  switch (s) {
+    case hypervisor::DomainRunState::kRunning:
+      return plimsoll::v1::GUEST_RUN_STATE_RUNNING;
+    case hypervisor::DomainRunState::kPaused:
+      return plimsoll::v1::GUEST_RUN_STATE_PAUSED;
+    case hypervisor::DomainRunState::kShutoff:
+      return plimsoll::v1::GUEST_RUN_STATE_SHUTOFF;
+    case hypervisor::DomainRunState::kCrashed:
+      return plimsoll::v1::GUEST_RUN_STATE_CRASHED;
+    case hypervisor::DomainRunState::kOther:
+      return plimsoll::v1::GUEST_RUN_STATE_OTHER;
+  }
+  return plimsoll::v1::GUEST_RUN_STATE_OTHER;
+}
+
+const char* DirectionName(Direction d) {
+  switch (d) {
+    case plimsoll::v1::DIRECTION_INFLATE:
+      return "inflate";
+    case plimsoll::v1::DIRECTION_DEFLATE:
+      return "deflate";
+    default:
+      return "hold";
+  }
+}
+
+void SetSignal(plimsoll::v1::MemorySignal* s, int64_t bytes, double age) {
+  s->set_bytes(bytes);
+  s->set_provenance(plimsoll::v1::PROVENANCE_LIBVIRT);
+  s->set_age_seconds(age);
+}
+
+// Makes the next Collect switch stats on again at once (new period, new connection).
+void ResetStatsEnabled(TrackedGuest* g) {
+  g->stats_enabled = false;
+  g->enable_stats_retry_at = absl::InfinitePast();
+  g->enable_stats_backoff = absl::ZeroDuration();
+}
+
+// Retry window for switching balloon stats on after a failure: 10 s doubling to 10 min.
+constexpr absl::Duration kEnableStatsRetryMin = absl::Seconds(10);
+constexpr absl::Duration kEnableStatsRetryMax = absl::Minutes(10);
+
+}  // namespace
+
+int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap) {
+  int64_t budget = std::max<int64_t>(0, mem_total_bytes - reserve_bytes);
+  if (cap.has_value()) budget = std::min(budget, *cap);
+  return budget;
+}
+
+ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
+    : deps_(deps),
+      options_(options),
+      base_policy_(deps.policy),
+      policy_(deps.policy),
+      reserve_bytes_(options.host_reserve_bytes),
+      budget_cap_(options.guest_memory_budget_bytes),
+      overrides_(std::make_shared<const OverrideStore::Snapshot>()),
+      tracker_(options.rules),
+      reconnect_backoff_(options.reconnect_min),
+      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()) {}
+
+void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
+  if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
+}
+
+void ControlLoop::Reconfigure(LoopReconfig reconfig) {
+  absl::MutexLock l(&mu_);
+  if (pending_reconfig_.has_value()) {
+    if (reconfig.policy == nullptr) reconfig.policy = std::move(pending_reconfig_->policy);
+    if (reconfig.actuator == nullptr) reconfig.actuator = pending_reconfig_->actuator;
+  }
+  pending_reconfig_ = std::move(reconfig);
+  wake_ = true;
+}
+
+void ControlLoop::ApplyReconfig() {
+  std::optional<LoopReconfig> r;
+  {
+    absl::MutexLock l(&mu_);
+    r.swap(pending_reconfig_);
+  }
+  if (!r.has_value()) return;
+  const LoopOptions& n = r->options;
+  if (n.stats_period_seconds != options_.stats_period_seconds) {
+    // Collect switches the new period on in every guest this tick.
+    for (const auto& [uuid, g] : tracker_.guests()) ResetStatsEnabled(tracker_.Find(uuid));
+  }
+  options_.tick = n.tick;
+  options_.stats_period_seconds = n.stats_period_seconds;
+  options_.rules = n.rules;
+  options_.host_reserve_bytes = n.host_reserve_bytes;
+  options_.guest_memory_budget_bytes = n.guest_memory_budget_bytes;
+  options_.log_every_decision = n.log_every_decision;
+  // Floors are recomputed from the rules at the next Reconcile (this tick).
+  tracker_.set_rules(n.rules);
+  if (r->actuator != nullptr) deps_.actuator = r->actuator;
+  if (r->policy != nullptr) {
+    const std::string old(policy_->name());
+    const bool base_in_force = policy_ == base_policy_;
+    owned_base_policy_.swap(r->policy);  // r->policy now holds the previous owned base (if any)
+    base_policy_ = owned_base_policy_.get();
+    if (base_in_force) {
+      policy_ = base_policy_;
+      policy_state_ = {};
+      if (old != policy_->name()) {
+        PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name()
+                  << " by config reload; policy state reset";
+      }
+    } else {
+      PLOG_INFO << "configured policy is now " << base_policy_->name() << "; the host policy's "
+                << policy_->name() << " stays in force until it is cleared";
+    }
+  }
+  // The previous owned base policy (in r) is destroyed here; nothing points to it any more.
+}
+
+void ControlLoop::ApplyHostPolicy() {
+  if (deps_.overrides != nullptr) {
+    std::shared_ptr<const OverrideStore::Snapshot> next = deps_.overrides->snapshot();
+    if (next != overrides_) {
+      controls_.clear();  // points into the snapshot being replaced; ComputeControls refills it
+      overrides_ = std::move(next);
+    }
+  }
+  const plimsoll::v1::HostPolicy& hp = overrides_->host;
+  reserve_bytes_ = hp.has_host_reserve_bytes() ? hp.host_reserve_bytes() : options_.host_reserve_bytes;
+  budget_cap_ = hp.has_guest_memory_budget_bytes() ? std::optional<int64_t>(hp.guest_memory_budget_bytes())
+                                                   : options_.guest_memory_budget_bytes;
+  if (hp.paused() != paused_) {
+    paused_ = hp.paused();
+    PLOG_WARNING << (paused_ ? "management paused" : "management resumed") << " by host policy (by=\""
+                 << hp.updated_by() << "\")"
+                 << (paused_ ? ": deciding and reporting, moving no balloon" : ": the policy acts again");
+  }
+  const std::string wanted = hp.has_policy() ? hp.policy() : std::string(base_policy_->name());
+  if (wanted == policy_->name()) {
+    refused_policy_.clear();
+    return;
+  }
+  const std::string old(policy_->name());
+  if (wanted == base_policy_->name()) {
+    policy_ = base_policy_;
+    runtime_policy_.reset();
+  } else {
+    auto made = policy::MakePolicy(wanted);
+    if (!made.ok()) {
+      if (refused_policy_ != wanted) {
+        PLOG_ERROR << "host policy asks for policy \"" << wanted << "\": " << made.status().message()
+                   << "; keeping policy=" << old;
+        refused_policy_ = wanted;
+      }
+      return;
+    }
+    runtime_policy_ = std::move(*made);
+    policy_ = runtime_policy_.get();
+  }
+  refused_policy_.clear();
+  policy_state_ = {};
+  PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name() << " by host policy (by=\""
+            << hp.updated_by() << "\"); policy state reset";
+}
+
+void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
+  absl::MutexLock l(&mu_);
+  pending_reclaims_.push_back({std::move(plan), until});
+  wake_ = true;
+}
+
+void ControlLoop::UpdateReclaims(absl::Time now) {
+  // Expire first, so a new hold is in force for at least one tick.
+  for (auto it = reclaims_.begin(); it != reclaims_.end();) {
+    if (now < it->until) {
+      ++it;
+      continue;
+    }
+    PLOG_INFO << "reclaim hold expired id=" << it->plan.id() << " guests=" << it->plan.items_size()
+              << ": the policy decides again";
+    plimsoll::v1::WatchEvent e;
+    e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_EXPIRED);
+    *e.mutable_reclaim()->mutable_plan() = it->plan;
+    PublishEvent(std::move(e));
+    it = reclaims_.erase(it);
+  }
+  std::vector<ActiveReclaim> pending;
+  {
+    absl::MutexLock l(&mu_);
+    pending.swap(pending_reclaims_);
+  }
+  for (ActiveReclaim& r : pending) {
+    PLOG_INFO << "reclaim hold started id=" << r.plan.id() << " planned=" << FormatMib(r.plan.planned_bytes())
+              << " guests=" << r.plan.items_size() << " until=" << absl::FormatTime(r.until);
+    started_reclaims_.push_back(r.plan);
+    reclaims_.push_back(std::move(r));
+  }
+}
+
+void ControlLoop::ComputeControls() {
+  // The entries are kept from tick to tick and overwritten: rebuilding the map
+  // cost a string key per guest per tick.
+  const bool any_override = !overrides_->guests.empty();
+  for (const auto& [uuid, g] : tracker_.guests()) {
+    GuestControl& c = controls_[uuid];
+    c = GuestControl();
+    const int64_t memory = g.info.max_bytes;
+    c.ceiling = memory;
+    c.floor = g.min_bytes;
+    if (auto it = any_override ? overrides_->guests.find(absl::AsciiStrToLower(uuid)) : overrides_->guests.end();
+        it != overrides_->guests.end()) {
+      const plimsoll::v1::GuestOverride& o = it->second;
+      c.override = &o;
+      if (o.has_max_bytes()) c.ceiling = std::min(o.max_bytes(), memory);
+      if (o.has_min_bytes()) c.floor = o.min_bytes();
+      if (o.has_shares()) c.shares = static_cast<int64_t>(o.shares()) * 10;
+      if (o.has_pin_bytes()) c.pin = std::min(std::max(o.pin_bytes(), kMinGuestSizeBytes), memory);
+      c.exclude = o.exclude();
+    }
+    c.floor = std::min(c.floor, c.ceiling);
+    for (const ActiveReclaim& r : reclaims_) {
+      for (const auto& item : r.plan.items()) {
+        if (item.guest_uuid() != uuid) continue;
+        if (!c.hold.has_value() || item.new_target_bytes() < c.hold->max_target_bytes()) {
+          c.hold.emplace();
+          c.hold->set_reclaim_id(r.plan.id());
+          c.hold->set_max_target_bytes(item.new_target_bytes());
+          c.hold->set_hold_until_unix_micros(absl::ToUnixMicros(r.until));
+        }
+      }
+    }
+  }
+  // Every tracked guest has its entry; more entries means some guests left.
+  if (controls_.size() > tracker_.guests().size()) {
+    absl::erase_if(controls_, [this](const auto& entry) { return !tracker_.guests().contains(entry.first); });
+  }
+}
+
+const ControlLoop::GuestControl& ControlLoop::ControlOf(const std::string& uuid) const {
+  static const GuestControl* const kNone = new GuestControl();
+  auto it = controls_.find(uuid);
+  return it == controls_.end() ? *kNone : it->second;
+}
+
+void ControlLoop::CountError(const std::string& operation) {
+  if (deps_.metrics) deps_.metrics->CountLibvirtError(operation);
+}
+
+bool ControlLoop::EnsureConnected(absl::Time now) {
+  if (deps_.hypervisor->IsConnected()) {
+    was_connected_ = true;
+    return true;
+  }
+  if (was_connected_) {
+    PLOG_WARNING << "libvirt connection lost; guests held until it is back";
+    was_connected_ = false;
+    tracker_.MarkAllStale(now);
+  }
+  if (now < next_connect_attempt_) return false;
+  absl::Status s = deps_.hypervisor->Connect();
+  if (!s.ok()) {
+    CountError("connect");
+    next_connect_attempt_ = now + reconnect_backoff_;
+    PLOG_WARNING << "libvirt connect failed: " << s.message()
+                 << " retry_in=" << absl::FormatDuration(reconnect_backoff_);
+    reconnect_backoff_ = std::min(reconnect_backoff_ * 2, options_.reconnect_max);
+    tracker_.MarkAllStale(now);
+    return false;
+  }
+  PLOG_INFO << "libvirt connected";
+  reconnect_backoff_ = options_.reconnect_min;
+  was_connected_ = true;
+  // Re-enable stats everywhere: a restarted libvirtd or QEMU may have lost the period.
+  for (const auto& [uuid, g] : tracker_.guests()) ResetStatsEnabled(tracker_.Find(uuid));
+  return true;
+}
+
+void ControlLoop::Collect(absl::Time now, bool* collected) {
+  *collected = false;
+  auto domains = deps_.hypervisor->ListActiveDomains();
+  if (!domains.ok()) {
+    CountError("list_domains");
+    PLOG_WARNING << "listing domains failed: " << domains.status().message();
+    tracker_.MarkAllStale(now);
+    return;
+  }
+  GuestTracker::ReconcileResult changes = tracker_.Reconcile(*domains, now);
+  for (const std::string& uuid : changes.added) {
+    const TrackedGuest* g = tracker_.Find(uuid);
+    PLOG_INFO << "guest adopted guest=" << g->info.name << " uuid=" << uuid
+              << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(g->min_bytes)
+              << " target=actual=" << FormatMib(g->target_bytes);
+  }
+  for (const std::string& uuid : changes.removed) {
+    PLOG_INFO << "guest gone uuid=" << uuid;
+    policy_state_.guests.erase(uuid);
+    last_logged_.erase(uuid);
+  }
+  if (deps_.agents != nullptr &&
+      (!changes.added.empty() || !changes.removed.empty() || changes.max_changed || !agents_told_)) {
+    agents_told_ = true;
+    // The agent channel accepts reports only for guests we manage, checked against their size.
+    absl::flat_hash_map<std::string, agent::GuestLimits> known;
+    for (const auto& [uuid, g] : tracker_.guests()) known[uuid].max_bytes = g.info.max_bytes;
+    deps_.agents->SetKnownGuests(std::move(known));
+  }
+  std::vector<std::string> uuids;
+  uuids.reserve(tracker_.guests().size());
+  for (const auto& [uuid, g] : tracker_.guests()) {
+    uuids.push_back(uuid);
+    if (!g.stats_enabled && now >= g.enable_stats_retry_at) {
+      TrackedGuest* t = tracker_.Find(uuid);
+      absl::Status s = deps_.hypervisor->EnableStats(uuid, options_.stats_period_seconds);
+      if (s.ok()) {
+        t->stats_enabled = true;
+        t->enable_stats_backoff = absl::ZeroDuration();
+        t->enable_stats_retry_at = absl::InfinitePast();
+      } else {
+        CountError("enable_stats");
+        t->enable_stats_backoff = t->enable_stats_backoff == absl::ZeroDuration()
+                                      ? kEnableStatsRetryMin
+                                      : std::min(2 * t->enable_stats_backoff, kEnableStatsRetryMax);
+        t->enable_stats_retry_at = now + t->enable_stats_backoff;
+        PLOG_WARNING << "enabling balloon stats failed guest=" << g.info.name << " retry_in="
+                     << absl::FormatDuration(t->enable_stats_backoff) << ": " << s.message();
+      }
+    }
+  }
+  auto stats = deps_.hypervisor->GetBalloonStats(uuids);
+  if (!stats.ok()) {
+    CountError("balloon_stats");
+    PLOG_WARNING << "reading balloon stats failed: " << stats.status().message();
+    tracker_.UpdateStats({}, now);
+  } else {
+    tracker_.UpdateStats(*stats, now);
+  }
+  auto host = deps_.host->Read();
+  if (host.ok()) {
+    last_host_ = *host;
+  } else {
+    PLOG_WARNING << "reading host memory failed: " << host.status().message();
+  }
+  *collected = true;
+}
+
+void ControlLoop::AddAgentSignals(policy::GuestView& v) const {
+  std::optional<agent::AgentSignals> a = deps_.agents->FreshSignals(v.uuid);
+  if (!a.has_value()) return;  // no agent, or its data expired: libvirt stats only
+  v.anon_bytes = a->anon_bytes;
+  if (a->shmem_bytes || a->sunreclaim_bytes) {
+    v.unreclaimable_bytes = a->shmem_bytes.value_or(0) + a->sunreclaim_bytes.value_or(0);
+  }
+  v.active_file_bytes = a->active_file_bytes;
+  v.inactive_file_bytes = a->inactive_file_bytes;
+  v.refaults_per_second = a->file_refaults_per_second ? a->file_refaults_per_second : a->refaults_per_second;
+  v.psi_some_avg10 = a->psi_some_avg10;
+  v.psi_some_total_us = a->psi_some_total_us;
+  v.balloon_inflate_pages = a->balloon_inflate;
+  v.balloon_deflate_pages = a->balloon_deflate;
+  v.oom_kill = a->oom_kill;
+  v.agent_age_seconds = a->age_seconds;
+}
+
+std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
+  if (!last_host_.has_value()) return std::nullopt;
+  policy::Snapshot snap;
+  snap.now = now;
+  snap.tick = tick_.load();
+  const host::HostMemory& h = *last_host_;
+  snap.host.mem_total_bytes = h.mem_total_bytes;
+  snap.host.mem_free_bytes = h.mem_free_bytes;
+  snap.host.mem_available_bytes = h.mem_available_bytes;
+  snap.host.buffers_bytes = h.buffers_bytes;
+  snap.host.cached_bytes = h.cached_bytes;
+  snap.host.host_reserve_bytes = reserve_bytes_;
+  snap.host.guest_budget_bytes = GuestBudget(h.mem_total_bytes, reserve_bytes_, budget_cap_);
+  snap.host.psi_some_avg10 = h.psi_some_avg10;
+  snap.host.psi_full_avg10 = h.psi_full_avg10;
+  snap.guests = tracker_.Views();
+  for (policy::GuestView& v : snap.guests) {
+    if (deps_.agents != nullptr) AddAgentSignals(v);
+    const GuestControl& c = ControlOf(v.uuid);
+    if (c.floor == 0 && c.ceiling == 0) continue;  // not tracked: cannot happen
+    v.min_bytes = c.floor;
+    v.max_bytes = c.ceiling;
+    v.shares = c.shares;
+    // Guests the operator fixed are fixed for the policy too, so it counts them as such.
+    if (c.pin.has_value()) {
+      v.min_bytes = v.max_bytes = *c.pin;
+    } else if (c.exclude) {
+      v.min_bytes = v.max_bytes = v.target_bytes;
+    }
+  }
+  return snap;
+}
+
+void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
+                        absl::Time now) {
+  for (size_t i = 0; i < decisions.guests.size(); ++i) {
+    const policy::GuestDecision& d = decisions.guests[i];
+    TrackedGuest* g = tracker_.Find(d.uuid);
+    if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
+    const GuestControl& c = ControlOf(d.uuid);
+    const int64_t previous = g->target_bytes;
+    int64_t target = d.target_bytes;
+    std::string reason = d.reason;
+    if (c.pin.has_value()) {
+      target = *c.pin;
+      reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override");
+    } else {
+      if (c.hold.has_value() && target > c.hold->max_target_bytes()) {
+        target = c.hold->max_target_bytes();
+        absl::StrAppend(&reason, " | reclaim ", c.hold->reclaim_id(), " holds it at <= ", FormatMib(target));
+      }
+      const int64_t wanted = target;
+      target = std::clamp(target, c.floor, c.ceiling);
+      if (target != wanted) {
+        absl::StrAppend(&reason, " | clamped to [", FormatMib(c.floor), ", ", FormatMib(c.ceiling), "]",
+                        c.override != nullptr && (c.override->has_min_bytes() || c.override->has_max_bytes())
+                            ? " (override)"
+                            : "");
+      }
+    }
+    if (c.exclude) {
+      target = previous;
+      reason = "excluded by override: never moved";
+    }
+    // Safety net under every policy: no stats, no move; stale stats, no shrink.
+    if (!g->has_stats && target != previous) {
+      absl::StrAppend(&reason, " | held: no balloon stats from guest");
+      target = previous;
+    } else if (!g->stats_fresh && target < previous) {
+      absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
+                                               g->stats_age_seconds));
+      target = previous;
+    }
+    Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
+                          : target > previous ? plimsoll::v1::DIRECTION_DEFLATE
+                                              : plimsoll::v1::DIRECTION_HOLD;
+    bool applied = false;
+    bool failed = false;
+    if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
+      absl::StrAppend(&reason, " | management paused: not applied");
+    } else if (direction != plimsoll::v1::DIRECTION_HOLD) {
+      absl::Status s = deps_.actuator->SetTarget(g->info.uuid, g->info.name, target);
+      if (s.ok()) {
+        applied = !deps_.actuator->dry_run();
+        if (applied) {
+          g->target_bytes = target;
+          g->detail.clear();
+        } else {
+          g->management = plimsoll::v1::MANAGEMENT_STATE_DRY_RUN;
+        }
+      } else {
+        CountError("set_target");
+        failed = true;
+        g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
+        g->detail = std::string(s.message());
+        absl::StrAppend(&reason, " | apply failed, retried next tick: ", s.message());
+        direction = plimsoll::v1::DIRECTION_HOLD;
+      }
+    }
+    if (c.exclude) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_EXCLUDED;
+    } else if (paused_) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_PAUSED;
+    } else if (c.pin.has_value() && !failed && g->management != plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_PINNED;
+    }
+    if (deps_.metrics) deps_.metrics->CountDecision(direction);
+    plimsoll::v1::Decision& rec = g->last_decision;
+    rec.set_tick(tick_.load());
+    rec.set_unix_micros(absl::ToUnixMicros(now));
+    rec.set_policy(std::string(policy_->name()));
+    rec.set_direction(direction);
+    rec.set_previous_target_bytes(previous);
+    rec.set_target_bytes(target);
+    rec.set_reason(reason);
+    rec.set_applied(applied);
+    // "" (not yet tracked) reads as "ok": only real changes are worth a warning.
+    if (!d.state.empty() && d.state != (g->balloon_state.empty() ? "ok" : g->balloon_state)) {
+      PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)
+                   << " -> " << d.state << " target=" << FormatMib(target) << " actual=" << FormatMib(g->actual_bytes);
+    }
+    g->balloon_state = d.state;
+
+    // Every move is logged; a hold only when it follows a move or a minute of silence,
+    // so a quiet host does not write one line per guest per tick (unless asked to).
+    LoggedDecision& logged = last_logged_[g->info.uuid];
+    if (options_.log_every_decision || direction != plimsoll::v1::DIRECTION_HOLD ||
+        logged.direction != plimsoll::v1::DIRECTION_HOLD || now - logged.at >= absl::Minutes(1)) {
+      logged.direction = direction;
+      logged.at = now;
+      PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid
+                << " policy=" << policy_->name() << " direction=" << DirectionName(direction)
+                << " prev_target=" << FormatMib(previous) << " target=" << FormatMib(target)
+                << " actual=" << FormatMib(g->actual_bytes) << " max=" << FormatMib(g->info.max_bytes)
+                << " min=" << FormatMib(c.floor) << " unused=" << FormatMib(g->stats.unused_bytes)
+                << " usable=" << FormatMib(g->stats.usable_bytes)
+                << " cache=" << FormatMib(g->stats.disk_caches_bytes)
+                << absl::StrFormat(" stats_age=%.1fs", g->stats_age_seconds)
+                << " applied=" << (applied ? "true" : "false") << " reason=\"" << reason << "\"";
+    }
+  }
+  (void)snapshot;
+}
+
+void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const {
+  std::optional<agent::AgentSignals> a = deps_.agents->Signals(uuid);
+  if (!a.has_value()) return;
+  auto* st = out->mutable_agent();
+  st->set_connected(a->connected);
+  st->set_fresh(a->fresh);
+  st->set_age_seconds(a->age_seconds);
+  st->set_reports_accepted(a->reports_accepted);
+  st->set_last_reject_reason(a->last_reject_reason);
+  if (!a->fresh) return;  // stale agent data is shown as status only, never as signals
+  auto* s = out->mutable_stats();
+  auto agent_signal = [&](plimsoll::v1::MemorySignal* m, std::optional<int64_t> v) {
+    if (!v) return;
+    m->set_bytes(*v);
+    m->set_provenance(plimsoll::v1::PROVENANCE_AGENT);
+    m->set_age_seconds(a->age_seconds);
+  };
+  agent_signal(s->mutable_active_file(), a->active_file_bytes);
+  agent_signal(s->mutable_inactive_file(), a->inactive_file_bytes);
+  agent_signal(s->mutable_anon(), a->anon_bytes);
+  if (a->shmem_bytes || a->sunreclaim_bytes) {
+    agent_signal(s->mutable_unreclaimable(), a->shmem_bytes.value_or(0) + a->sunreclaim_bytes.value_or(0));
+  }
+  if (a->psi_some_avg10) s->set_psi_some_avg10(*a->psi_some_avg10);
+  if (a->psi_full_avg10) s->set_psi_full_avg10(*a->psi_full_avg10);
+  if (a->refaults_per_second) s->set_refaults_per_second(*a->refaults_per_second);
+  if (a->oom_kill) s->set_oom_kill(*a->oom_kill);
+  if (a->balloon_inflate) s->set_balloon_inflate_pages(*a->balloon_inflate);
+  if (a->balloon_deflate) s->set_balloon_deflate_pages(*a->balloon_deflate);
+}
+
+void ControlLoop::Publish(absl::Time now) {
+  auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
+  int64_t actual_sum = 0;
+  for (const TrackedGuest* g : tracker_.ByName()) {
+    plimsoll::v1::Guest* out = view->add_guests();
+    out->set_name(g->info.name);
+    out->set_uuid(g->info.uuid);
+    out->set_run_state(RunState(g->info.state));
+    out->set_management_state(g->management);
+    out->set_max_bytes(g->info.max_bytes);
+    const GuestControl& c = ControlOf(g->info.uuid);
+    out->set_min_bytes(c.ceiling > 0 ? c.floor : g->min_bytes);
+    if (c.override != nullptr) *out->mutable_override() = *c.override;
+    if (c.hold.has_value()) *out->mutable_reclaim_hold() = *c.hold;
+    out->set_target_bytes(g->target_bytes);
+    out->set_actual_bytes(g->actual_bytes);
+    out->set_state_detail(g->detail);
+    actual_sum += g->actual_bytes;
+    auto* s = out->mutable_stats();
+    const double age = g->stats_age_seconds;
+    if (g->stats.unused_bytes) SetSignal(s->mutable_unused(), *g->stats.unused_bytes, age);
+    if (g->stats.usable_bytes) SetSignal(s->mutable_usable(), *g->stats.usable_bytes, age);
+    if (g->stats.available_bytes) SetSignal(s->mutable_available(), *g->stats.available_bytes, age);
+    if (g->stats.disk_caches_bytes) SetSignal(s->mutable_disk_caches(), *g->stats.disk_caches_bytes, age);
+    if (g->stats.rss_bytes) {
+      SetSignal(s->mutable_rss(), *g->stats.rss_bytes, 0);
+      s->mutable_rss()->set_provenance(plimsoll::v1::PROVENANCE_HOST);
+    }
+    s->set_swap_in(g->stats.swap_in.value_or(0));
+    s->set_swap_out(g->stats.swap_out.value_or(0));
+    s->set_major_fault(g->stats.major_fault.value_or(0));
+    s->set_minor_fault(g->stats.minor_fault.value_or(0));
+    s->set_last_update_unix_seconds(g->stats.last_update.value_or(0));
+    s->set_stats_age_seconds(age);
+    s->set_stats_fresh(g->stats_fresh);
+    if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
+    out->set_balloon_state(g->balloon_state);
+    if (deps_.agents != nullptr) PublishAgent(g->info.uuid, out);
+  }
+  auto* host = view->mutable_host();
+  if (last_host_) {
+    host->set_mem_total_bytes(last_host_->mem_total_bytes);
+    host->set_mem_available_bytes(last_host_->mem_available_bytes);
+    host->set_psi_memory_some_avg10(last_host_->psi_some_avg10.value_or(0));
+    host->set_psi_memory_full_avg10(last_host_->psi_full_avg10.value_or(0));
+    host->set_guest_budget_bytes(GuestBudget(last_host_->mem_total_bytes, reserve_bytes_, budget_cap_));
+  }
+  host->set_host_reserve_bytes(reserve_bytes_);
+  host->set_guests_actual_bytes(actual_sum);
+  host->set_policy(std::string(policy_->name()));
+  host->set_paused(paused_);
+  if (deps_.overrides != nullptr) {
+    *host->mutable_host_policy() = overrides_->host;
+    host->set_guest_overrides(static_cast<int64_t>(overrides_->guests.size()));
+    host->set_state_file(deps_.overrides->state_file());
+    host->set_state_problem(std::string(deps_.overrides->load_problem().message()));
+  }
+  if (deps_.hub != nullptr) {
+    host->set_watch_subscribers(deps_.hub->subscribers());
+    host->set_watch_events_dropped(static_cast<int64_t>(deps_.hub->dropped_total()));
+  }
+  int64_t held = 0;
+  for (const ActiveReclaim& r : reclaims_) {
+    for (const auto& item : r.plan.items()) {
+      if (tracker_.guests().contains(item.guest_uuid())) held += item.reclaim_bytes();
+    }
+  }
+  host->set_reclaim_held_bytes(held);
+  host->set_dry_run(deps_.actuator->dry_run());
+  host->set_libvirt_connected(deps_.hypervisor->IsConnected());
+  host->set_tick(tick_.load());
+  host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
+  (void)now;
+  if (deps_.metrics) {
+    deps_.metrics->Publish(*view);
+    if (deps_.agents != nullptr) {
+      const agent::AgentCounters c = deps_.agents->counters();
+      std::vector<std::pair<std::string, uint64_t>> rejected;
+      for (agent::RejectReason r : agent::AllRejectReasons()) {
+        rejected.emplace_back(std::string(agent::RejectReasonName(r)), c.rejected_for(r));
+      }
+      deps_.metrics->PublishAgentCounters(c.accepted, rejected);
+    }
+  }
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> previous;
+  {
+    absl::MutexLock l(&mu_);
+    previous = std::move(published_);
+    published_ = view;
+  }
+  // After the swap: a watcher that reacts to an event reads the view it describes.
+  if (deps_.hub != nullptr) {
+    for (plimsoll::v1::WatchEvent& e : EventsBetween(previous.get(), *view)) deps_.hub->Publish(std::move(e));
+    for (plimsoll::v1::ReclaimPlan& plan : started_reclaims_) {
+      plimsoll::v1::WatchEvent e;
+      e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
+      *e.mutable_reclaim()->mutable_plan() = std::move(plan);
+      deps_.hub->Publish(std::move(e));
+    }
+  }
+  started_reclaims_.clear();
+}
+
+void ControlLoop::Tick() {
+  const absl::Time start = deps_.clock->Now();
+  TickTimes times;
+  ++tick_;
+  ApplyReconfig();
+  ApplyHostPolicy();
+  UpdateReclaims(start);
+  absl::Time lap = deps_.clock->Now();
+  // The time since the previous lap, which becomes now.
+  auto since_lap = [&] {
+    const absl::Time now = deps_.clock->Now();
+    const absl::Duration d = now - lap;
+    lap = now;
+    return d;
+  };
+  bool collected = false;
+  if (EnsureConnected(start)) Collect(start, &collected);
+  ComputeControls();
+  times.collect = since_lap();
+  if (collected) {
+    std::optional<policy::Snapshot> snap = BuildSnapshot(start);
+    if (snap.has_value()) {
+      policy::Decisions decisions = policy_->Decide(*snap, policy_state_);
+      times.decide = since_lap();
+      if (decisions.guests.size() != snap->guests.size()) {
+        PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
+                   << " decisions for " << snap->guests.size() << " guests; nothing applied";
+      } else {
+        policy_state_ = std::move(decisions.next_state);
+        Apply(*snap, decisions, start);
+      }
+    } else {
+      PLOG_WARNING << "no host memory reading yet; nothing decided this tick";
+    }
+  }
+  times.apply = since_lap();  // also frees the snapshot and the decisions
+  Publish(start);
+  times.publish = since_lap();
+  times.total = lap - start;
+  last_tick_times_ = times;
+  if (deps_.metrics) deps_.metrics->ObserveTick(absl::ToDoubleSeconds(times.total));
+}
+
+void ControlLoop::Run() {
+  while (true) {
+    const absl::Time started = absl::Now();
+    Tick();
+    absl::MutexLock l(&mu_);
+    const absl::Time deadline = started + options_.tick;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stop_; };
+    mu_.AwaitWithDeadline(absl::Condition(&woken), deadline);
+    if (stop_) return;
+    wake_ = false;
+  }
+}
+
+void ControlLoop::Stop() {
+  absl::MutexLock l(&mu_);
+  stop_ = true;
+}
+
+void ControlLoop::Wake() {
+  absl::MutexLock l(&mu_);
+  wake_ = true;
+}
+
+std::shared_ptr<const plimsoll::v1::ListGuestsResponse> ControlLoop::Published() const {
+  absl::MutexLock l(&mu_);
+  return published_;
+}
+
+}  // namespace plimsoll::server

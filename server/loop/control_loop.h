@@ -1,0 +1,226 @@
+// The control loop: one tick is Collect -> Snapshot -> Decide -> Apply -> Publish.
+// Only Collect (hypervisor, host /proc) and Apply (actuator) touch the world;
+// Decide is the policy's pure function. The loop runs on one thread; other
+// threads only call Wake(), Stop(), Published() and AddReclaimHold().
+//
+// The operator's runtime settings (OverrideStore, read once per tick through
+// snapshot(), never waiting for the disk) are applied every tick:
+//   - host policy: host_reserve_bytes and guest_memory_budget_bytes replace
+//     the configured ones; `policy` switches the running policy (built with
+//     policy::MakePolicy, its state reset); `paused` keeps deciding and
+//     reporting but moves no balloon (guests PAUSED, decisions applied=false);
+//   - guest overrides: min_bytes/max_bytes replace the configured floor and
+//     the <memory> ceiling; shares go to GuestView.shares (API shares x 10:
+//     the API's default 100 is the policies' default 1000); exclude: never
+//     moved, EXCLUDED, still reported; pin_bytes: the target is held at the
+//     pin (clamped to [64 MiB, <memory>]), PINNED. The policy sees a pinned
+//     guest with floor = ceiling = pin and an excluded one with floor =
+//     ceiling = its current target, so budget-sharing policies count them as
+//     fixed. `priority` is not read by any policy yet: only the Reclaim
+//     planner uses it (lower gives first).
+//   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
+//     target is min(policy target, held target); then ReclaimEvent EXPIRED.
+// The safety net is applied after all of these: no stats, no move; stale
+// stats, no shrink (a pin below the current size waits for fresh stats).
+//
+// Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the
+// reloaded settings to the loop from any thread; they take effect at the start
+// of the next tick, beneath the host-policy overlay (a SetHostPolicy reserve,
+// budget or policy still wins over the reloaded config).
+//
+// With a WatchHub, every Publish also publishes EventsBetween(previous view,
+// new view) (decisions, guest changes) and the Reclaim APPLIED/EXPIRED events.
+#ifndef PLIMSOLL_SERVER_LOOP_CONTROL_LOOP_H_
+#define PLIMSOLL_SERVER_LOOP_CONTROL_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "plimsoll/v1/control.pb.h"
+#include "policy/policy.h"
+#include "server/agent/agent_store.h"
+#include "server/events/watch_hub.h"
+#include "server/host/host_reader.h"
+#include "server/hypervisor/hypervisor.h"
+#include "server/loop/actuator.h"
+#include "server/loop/guest_tracker.h"
+#include "server/metrics/metrics.h"
+#include "server/state/overrides.h"
+
+namespace plimsoll::server {
+
+struct LoopOptions {
+  absl::Duration tick = absl::Seconds(5);
+  int stats_period_seconds = 2;
+  GuestRules rules;
+  int64_t host_reserve_bytes = 1LL << 30;
+  std::optional<int64_t> guest_memory_budget_bytes;
+  // Log holds as well as moves, every tick (config log_every_decision).
+  bool log_every_decision = false;
+  // Reconnect backoff after the libvirt connection is lost.
+  absl::Duration reconnect_min = absl::Seconds(1);
+  absl::Duration reconnect_max = absl::Seconds(30);
+};
+
+// Dependencies are borrowed and must outlive the loop. `metrics` and `agents` may be null.
+struct LoopDeps {
+  hypervisor::Hypervisor* hypervisor = nullptr;
+  host::HostReader* host = nullptr;
+  const policy::Policy* policy = nullptr;
+  Actuator* actuator = nullptr;
+  Clock* clock = nullptr;
+  Metrics* metrics = nullptr;
+  // Latest validated in-guest agent reports; null when the agent channel is off.
+  agent::AgentStore* agents = nullptr;
+  // The operator's overrides and runtime host policy; null: none (config only).
+  const OverrideStore* overrides = nullptr;
+  // Where decisions, guest changes and reclaim events are published; null: nowhere.
+  WatchHub* hub = nullptr;
+};
+
+// Where one tick's time went, by the loop's clock. The phases follow each
+// other and cover the tick but for the bookkeeping between them (reconfig, host
+// policy, reclaim holds), so their sum is at most `total`.
+struct TickTimes {
+  absl::Duration total;
+  absl::Duration collect;  // connect check, domain list, balloon stats, host /proc, controls
+  absl::Duration decide;   // the snapshot and the policy's Decide (zero when nothing was collected)
+  absl::Duration apply;    // the safety net, actuator calls, decision records and logs
+  absl::Duration publish;  // the published view, metrics, watch events
+};
+
+// What a configuration reload changes in a running loop.
+struct LoopReconfig {
+  // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes
+  // (reconnect_* are not configurable and are kept).
+  LoopOptions options;
+  // The new base policy (the one in force when the host policy names none);
+  // null: unchanged. Switching it resets the policy state.
+  std::unique_ptr<policy::Policy> policy;
+  // The actuator from now on (borrowed, must outlive the loop); null: unchanged.
+  Actuator* actuator = nullptr;
+};
+
+class ControlLoop {
+ public:
+  ControlLoop(LoopDeps deps, LoopOptions options);
+
+  // Runs one tick now. Not thread-safe against itself: call from one thread.
+  void Tick();
+
+  // Ticks every options.tick until Stop(); Wake() starts the next tick early.
+  void Run();
+  void Stop();
+  // Asks for an early tick (a guest started or stopped). Thread-safe, cheap.
+  void Wake();
+
+  // The latest published view: immutable, swapped once per tick. Thread-safe.
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> Published() const;
+
+  // Holds the plan's guests at or below their new targets until `until`,
+  // from the next tick on (which publishes ReclaimEvent APPLIED); the hold's
+  // end publishes EXPIRED. Thread-safe, never waits for a tick.
+  void AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until);
+
+  // Hands reloaded settings to the loop: applied at the start of the next
+  // tick (and that tick is started early). Thread-safe; a second call before
+  // that tick replaces the options and keeps a pending policy/actuator that
+  // the second call leaves unchanged.
+  void Reconfigure(LoopReconfig reconfig);
+
+  int64_t ticks() const { return tick_; }
+
+  // The phases of the last tick (zeros before the first). Loop thread only, like
+  // Tick(): benchmarks read it between ticks to split a tick's cost.
+  const TickTimes& last_tick_times() const { return last_tick_times_; }
+
+ private:
+  // What the operator's settings make of one guest this tick.
+  struct GuestControl {
+    int64_t floor = 0;    // effective floor (override min_bytes or configured)
+    int64_t ceiling = 0;  // effective ceiling (override max_bytes or <memory>)
+    int64_t shares = 1000;  // in GuestView units
+    std::optional<int64_t> pin;  // clamped to [64 MiB, <memory>]
+    bool exclude = false;
+    const plimsoll::v1::GuestOverride* override = nullptr;  // into overrides_
+    std::optional<plimsoll::v1::ReclaimHold> hold;          // the tightest active hold
+  };
+  struct ActiveReclaim {
+    plimsoll::v1::ReclaimPlan plan;
+    absl::Time until;
+  };
+
+  // Takes a pending Reconfigure() into use (loop thread, start of a tick).
+  void ApplyReconfig();
+  // Reads the host policy overlay; switches the policy when asked.
+  void ApplyHostPolicy();
+  // Starts pending reclaims and ends expired ones (publishing EXPIRED).
+  void UpdateReclaims(absl::Time now);
+  // Fills controls_ for every tracked guest from overrides_ and reclaims_.
+  void ComputeControls();
+  const GuestControl& ControlOf(const std::string& uuid) const;
+  void PublishEvent(plimsoll::v1::WatchEvent event);
+  bool EnsureConnected(absl::Time now);
+  void Collect(absl::Time now, bool* collected);
+  std::optional<policy::Snapshot> BuildSnapshot(absl::Time now);
+  void Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions, absl::Time now);
+  void Publish(absl::Time now);
+  // Fills a view with the guest's fresh agent signals (nothing when there are none).
+  void AddAgentSignals(policy::GuestView& v) const;
+  void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
+  void CountError(const std::string& operation);
+
+  LoopDeps deps_;
+  LoopOptions options_;
+  // The configured policy: deps_.policy, or the one a reload built (owned_base_policy_).
+  const policy::Policy* base_policy_;
+  std::unique_ptr<policy::Policy> owned_base_policy_;
+  // The policy in force: base_policy_, or one built for the host policy's name.
+  const policy::Policy* policy_;
+  std::unique_ptr<policy::Policy> runtime_policy_;
+  std::string refused_policy_;  // a host-policy name MakePolicy refused (logged once)
+  // The host settings in force this tick (config overlaid with the host policy).
+  int64_t reserve_bytes_;
+  std::optional<int64_t> budget_cap_;
+  bool paused_ = false;
+  std::shared_ptr<const OverrideStore::Snapshot> overrides_;
+  absl::flat_hash_map<std::string, GuestControl> controls_;  // by uuid, this tick
+  std::vector<ActiveReclaim> reclaims_;                      // loop thread only
+  std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
+  GuestTracker tracker_;
+  bool agents_told_ = false;  // the agent store has been given the tracked guests once
+  policy::PolicyState policy_state_;
+  std::atomic<int64_t> tick_{0};
+  TickTimes last_tick_times_;
+
+  bool was_connected_ = false;
+  absl::Duration reconnect_backoff_;
+  absl::Time next_connect_attempt_ = absl::InfinitePast();
+  std::optional<host::HostMemory> last_host_;
+  // When and what was last logged per guest, so unchanged holds are not logged every tick.
+  struct LoggedDecision {
+    plimsoll::v1::Direction direction = plimsoll::v1::DIRECTION_UNSPECIFIED;
+    absl::Time at = absl::InfinitePast();
+  };
+  absl::flat_hash_map<std::string, LoggedDecision> last_logged_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
+  std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);
+};
+
+// Budget for all guests: min(MemTotal - reserve, cap), never negative.
+int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap);
+
+}  // namespace plimsoll::server
+
+#endif  // PLIMSOLL_SERVER_LOOP_CONTROL_LOOP_H_

@@ -1,0 +1,680 @@
+// The control loop against the project's fakes: FakeHypervisor, FakeHostReader,
+// FakeClock, and a scripted policy. Each test is one property of the tick.
+#include "server/loop/control_loop.h"
+
+#include "gtest/gtest.h"
+#include "server/host/testing/fake_host_reader.h"
+#include "server/hypervisor/testing/fake_hypervisor.h"
+
+namespace plimsoll::server {
+namespace {
+
+using hypervisor::BalloonStats;
+using hypervisor::FakeHypervisor;
+
+constexpr int64_t kMiB = 1LL << 20;
+constexpr char kA[] = "00000000-0000-0000-0000-00000000000a";
+constexpr char kB[] = "00000000-0000-0000-0000-00000000000b";
+
+// Returns whatever targets the test scripted (default: hold), so the loop's own
+// safety rules can be tested independently of any real policy.
+class ScriptedPolicy : public policy::Policy {
+ public:
+  absl::string_view name() const override { return "scripted"; }
+  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+    policy::Decisions d;
+    for (const auto& g : s.guests) {
+      auto it = targets.find(g.uuid);
+      policy::GuestDecision decision;
+      decision.uuid = g.uuid;
+      decision.target_bytes = it == targets.end() ? g.target_bytes : it->second;
+      decision.reason = "scripted";
+      d.guests.push_back(decision);
+    }
+    d.next_state = state;
+    last_snapshot = s;
+    return d;
+  }
+  absl::flat_hash_map<std::string, int64_t> targets;
+  mutable policy::Snapshot last_snapshot;
+};
+
+class ControlLoopTest : public ::testing::Test {
+ protected:
+  ControlLoopTest() : hv_(FakeHypervisor::Options{.balloon_follows_target = true}) {
+    host::HostMemory mem;
+    mem.mem_total_bytes = 16384 * kMiB;
+    mem.mem_available_bytes = 12000 * kMiB;
+    mem.mem_free_bytes = 8000 * kMiB;
+    host_.SetMemory(mem);
+  }
+
+  void MakeLoop(bool dry_run = false) {
+    actuator_ = dry_run ? std::unique_ptr<Actuator>(new DryRunActuator())
+                        : std::unique_ptr<Actuator>(new HypervisorActuator(&hv_));
+    LoopOptions o;
+    o.tick = absl::Seconds(2);
+    o.host_reserve_bytes = 1024 * kMiB;
+    o.guest_memory_budget_bytes = 2048 * kMiB;
+    o.rules.min_bytes = 256 * kMiB;
+    o.rules.min_fraction = 0.25;
+    o.rules.stale_after = absl::Seconds(10);
+    o.rules.no_balloon_after = absl::Seconds(6);
+    LoopDeps deps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_};
+    deps.overrides = &store_;
+    deps.hub = &hub_;
+    loop_ = std::make_unique<ControlLoop>(deps, o);
+  }
+
+  // Sets an override as the control core would (validated against the guest's <memory>).
+  void SetOverride(const std::string& uuid, const std::string& name, plimsoll::v1::GuestOverride o) {
+    plimsoll::v1::Guest g;
+    g.set_uuid(uuid);
+    g.set_max_bytes(hv_.GetDomain(uuid)->max_bytes);
+    auto set = store_.Set({uuid, name}, o, /*replace=*/true, "test", &g);
+    ASSERT_TRUE(set.ok()) << set.status();
+  }
+
+  void SetHostPolicy(plimsoll::v1::HostPolicy hp, std::vector<std::string> clear = {}) {
+    plimsoll::v1::SetHostPolicyRequest r;
+    *r.mutable_policy() = std::move(hp);
+    for (auto& f : clear) r.add_clear_fields(f);
+    ASSERT_TRUE(store_.SetHostPolicy(r, "test").ok());
+  }
+
+  // The policy's view of `uuid` in the last snapshot it was given.
+  const policy::GuestView* SnapshotView(const std::string& uuid) {
+    for (const auto& v : policy_.last_snapshot.guests) {
+      if (v.uuid == uuid) return &v;
+    }
+    return nullptr;
+  }
+
+  // Stats as a guest with a working balloon driver reports them.
+  void Report(const std::string& uuid, int64_t actual, int64_t last_update) {
+    BalloonStats s;
+    s.actual_bytes = actual;
+    s.unused_bytes = 100 * kMiB;
+    s.usable_bytes = 400 * kMiB;
+    s.available_bytes = actual;
+    s.disk_caches_bytes = 300 * kMiB;
+    s.last_update = last_update;
+    hv_.SetStats(uuid, s);
+  }
+
+  // Advances time by one tick, with fresh stats from every listed guest.
+  void TickWithFreshStats(const std::vector<std::string>& uuids) {
+    ++guest_clock_;
+    for (const auto& u : uuids) Report(u, hv_.GetDomain(u)->current_bytes, guest_clock_);
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+
+  const plimsoll::v1::Guest* Published(const std::string& uuid) {
+    view_ = loop_->Published();
+    for (const auto& g : view_->guests()) {
+      if (g.uuid() == uuid) return &g;
+    }
+    return nullptr;
+  }
+
+  FakeHypervisor hv_;
+  host::FakeHostReader host_;
+  FakeClock clock_;
+  ScriptedPolicy policy_;
+  Metrics metrics_;
+  OverrideStore store_{&clock_};
+  WatchHub hub_{&clock_};
+  std::unique_ptr<Actuator> actuator_;
+  std::unique_ptr<ControlLoop> loop_;
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view_;
+  int64_t guest_clock_ = 1000;
+};
+
+TEST_F(ControlLoopTest, AdoptsCurrentBalloonSizesAndMovesNothingOnStart) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 700 * kMiB);
+  hv_.AddDomain(kB, "b", 2048 * kMiB, 2048 * kMiB);
+  MakeLoop();
+  loop_->Tick();
+  EXPECT_TRUE(hv_.target_calls().empty());
+  ASSERT_NE(Published(kA), nullptr);
+  EXPECT_EQ(Published(kA)->target_bytes(), 700 * kMiB);
+  EXPECT_EQ(Published(kB)->target_bytes(), 2048 * kMiB);
+  EXPECT_EQ(hv_.StatsPeriod(kA), 2);  // stats switched on for every adopted guest
+  EXPECT_EQ(view_->host().guest_budget_bytes(), 2048 * kMiB);
+  EXPECT_TRUE(view_->host().libvirt_connected());
+}
+
+TEST_F(ControlLoopTest, NeverShrinksOnStatsThatDoNotAdvance) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 600 * kMiB;
+  Report(kA, 1024 * kMiB, 5000);
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();  // last_update stays 5000: its first value proves nothing
+  }
+  EXPECT_TRUE(hv_.target_calls().empty());
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_STALE_STATS);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("stale stats"), std::string::npos);
+
+  TickWithFreshStats({kA});  // last_update moves: now fresh
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  EXPECT_EQ(hv_.target_calls()[0].bytes, 600 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_EQ(Published(kA)->last_decision().direction(), plimsoll::v1::DIRECTION_INFLATE);
+
+  // The guest stops reporting: after stale_after, a further shrink is refused, growth is not.
+  hv_.ClearTargetCalls();
+  policy_.targets[kA] = 500 * kMiB;
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+  ASSERT_EQ(hv_.target_calls().size(), 1u) << "shrinks while fresh, then stops";
+  hv_.ClearTargetCalls();
+  EXPECT_FALSE(Published(kA)->stats().stats_fresh());
+  policy_.targets[kA] = 900 * kMiB;
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  EXPECT_EQ(hv_.target_calls()[0].bytes, 900 * kMiB);
+}
+
+TEST_F(ControlLoopTest, GuestWithoutBalloonStatsIsReportedNotPushed) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 512 * kMiB;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+  EXPECT_TRUE(hv_.target_calls().empty());
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("no balloon stats"), std::string::npos);
+}
+
+TEST_F(ControlLoopTest, ClampsToFloorAndCeiling) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 4096 * kMiB, 2048 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 10 * kMiB;     // under the floor max(256MiB, 0.25 * 1024MiB)
+  policy_.targets[kB] = 9999 * kMiB;   // over <memory>
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});
+  EXPECT_EQ(hv_.LastTarget(kA), 256 * kMiB);
+  EXPECT_EQ(hv_.LastTarget(kB), 4096 * kMiB);
+  EXPECT_EQ(Published(kB)->min_bytes(), 1024 * kMiB);  // 0.25 * 4096MiB
+  EXPECT_NE(Published(kA)->last_decision().reason().find("clamped"), std::string::npos);
+}
+
+TEST_F(ControlLoopTest, LibvirtFailureIsReportedRetriedAndNeverRecordedAsTarget) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 700 * kMiB;
+  TickWithFreshStats({kA});  // makes stats fresh (first value is not proof)
+  hv_.ClearTargetCalls();
+  hv_.FailNext(FakeHypervisor::Method::kSetBalloonTarget, absl::InternalError("qemu monitor busy"));
+  TickWithFreshStats({kA});
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  EXPECT_FALSE(hv_.target_calls()[0].result.ok());
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB) << "a failed target must not be recorded";
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED);
+  EXPECT_NE(Published(kA)->state_detail().find("qemu monitor busy"), std::string::npos);
+  EXPECT_NE(metrics_.Render().find("plimsoll_libvirt_errors_total{operation=\"set_target\"} 1"),
+            std::string::npos);
+  TickWithFreshStats({kA});  // retried on the next tick
+  EXPECT_EQ(hv_.target_calls().size(), 2u);
+  EXPECT_EQ(Published(kA)->target_bytes(), 700 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+}
+
+TEST_F(ControlLoopTest, ReconnectsWithBackoffKeepsGuestsAndRequiresFreshStatsAgain) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_TRUE(Published(kA)->stats().stats_fresh());
+  hv_.SimulateDisconnect();
+  hv_.FailNext(FakeHypervisor::Method::kConnect, absl::UnavailableError("libvirtd down"), 2);
+  policy_.targets[kA] = 600 * kMiB;
+  const int connects_before = hv_.call_count(FakeHypervisor::Method::kConnect);
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    loop_->Tick();
+  }
+  // 1 s, then 2 s of backoff: two failed attempts in these 2 s, not four.
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kConnect) - connects_before, 2);
+  EXPECT_FALSE(loop_->Published()->host().libvirt_connected());
+  ASSERT_NE(Published(kA), nullptr) << "guests survive a lost connection";
+  EXPECT_FALSE(Published(kA)->stats().stats_fresh());
+  EXPECT_TRUE(hv_.target_calls().empty());
+  clock_.Advance(absl::Seconds(3));
+  loop_->Tick();  // reconnects; the same stats value again is not fresh
+  EXPECT_TRUE(loop_->Published()->host().libvirt_connected());
+  EXPECT_TRUE(hv_.target_calls().empty()) << "no shrink before stats prove fresh after reconnect";
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 600 * kMiB);
+}
+
+TEST_F(ControlLoopTest, GuestThatGoesAwayLeavesViewAndMetrics) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA, kB});
+  std::string text = metrics_.Render();
+  EXPECT_NE(text.find("plimsoll_guest_balloon_actual_bytes{domain=\"b\""), std::string::npos) << text;
+  hv_.RemoveDomain(kB);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(Published(kB), nullptr);
+  text = metrics_.Render();
+  EXPECT_EQ(text.find("domain=\"b\""), std::string::npos) << text;
+  EXPECT_NE(text.find("plimsoll_guest_balloon_actual_bytes{domain=\"a\""), std::string::npos);
+}
+
+TEST_F(ControlLoopTest, DryRunDecidesButNeverTouchesABalloon) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/true);
+  policy_.targets[kA] = 512 * kMiB;
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_TRUE(hv_.target_calls().empty());
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->last_decision().target_bytes(), 512 * kMiB);
+  EXPECT_FALSE(g->last_decision().applied());
+  EXPECT_EQ(g->management_state(), plimsoll::v1::MANAGEMENT_STATE_DRY_RUN);
+  EXPECT_TRUE(view_->host().dry_run());
+}
+
+TEST_F(ControlLoopTest, SnapshotCarriesBudgetAndStats) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 900 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  const policy::Snapshot& s = policy_.last_snapshot;
+  EXPECT_EQ(s.host.guest_budget_bytes, 2048 * kMiB);  // min(16GiB - 1GiB, 2GiB)
+  ASSERT_EQ(s.guests.size(), 1u);
+  EXPECT_EQ(s.guests[0].actual_bytes, 900 * kMiB);
+  EXPECT_EQ(s.guests[0].disk_caches_bytes, 300 * kMiB);
+  EXPECT_EQ(s.guests[0].min_bytes, 256 * kMiB);
+}
+
+// ---- The operator's overrides, host policy and reclaim holds (control_loop.h) ----
+
+TEST_F(ControlLoopTest, OverrideFloorCeilingAndSharesReplaceTheConfiguredOnes) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::GuestOverride o;
+  o.set_min_bytes(128 * kMiB);  // below the configured floor (256 MiB): replaces it downwards
+  o.set_max_bytes(900 * kMiB);
+  o.set_shares(400);
+  SetOverride(kA, "a", o);
+  policy_.targets[kA] = 10 * kMiB;
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 128 * kMiB);
+  const policy::GuestView* v = SnapshotView(kA);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->min_bytes, 128 * kMiB);
+  EXPECT_EQ(v->max_bytes, 900 * kMiB);
+  EXPECT_EQ(v->shares, 4000) << "API shares x 10: the API's default 100 is the policies' 1000";
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->min_bytes(), 128 * kMiB);
+  EXPECT_EQ(g->max_bytes(), 1024 * kMiB) << "max_bytes stays <memory>";
+  EXPECT_EQ(g->override().shares(), 400u);
+  EXPECT_NE(g->last_decision().reason().find("(override)"), std::string::npos) << g->last_decision().reason();
+  EXPECT_EQ(view_->host().guest_overrides(), 1);
+
+  policy_.targets[kA] = 9999 * kMiB;  // the override's ceiling, not <memory>
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 900 * kMiB);
+}
+
+TEST_F(ControlLoopTest, PinHoldsTheTargetWhateverThePolicySays) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::GuestOverride pin_a;
+  pin_a.set_pin_bytes(700 * kMiB);
+  SetOverride(kA, "a", pin_a);
+  plimsoll::v1::GuestOverride pin_b;
+  pin_b.set_pin_bytes(1536 * kMiB);
+  SetOverride(kB, "b", pin_b);
+  policy_.targets[kA] = 300 * kMiB;
+  policy_.targets[kB] = 300 * kMiB;
+  // b's stats never advance: growing it to its pin is allowed, a shrink would not be.
+  Report(kB, 1024 * kMiB, 1);
+  Report(kA, 1024 * kMiB, guest_clock_);
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();  // a has not proven fresh stats yet: a shrinking pin waits
+  EXPECT_EQ(hv_.LastTarget(kB), 1536 * kMiB);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("stale stats"), std::string::npos);
+  TickWithFreshStats({kA});  // a's stats advance: fresh, the pin is applied
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
+  EXPECT_EQ(hv_.target_calls().size(), 2u) << "one call per guest, none after the pin is reached";
+  const auto* a = Published(kA);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  EXPECT_EQ(a->target_bytes(), 700 * kMiB);
+  EXPECT_NE(a->last_decision().reason().find("pinned at 700MiB"), std::string::npos) << a->last_decision().reason();
+  EXPECT_EQ(Published(kB)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  // The policy sees pinned guests as fixed at their pin.
+  EXPECT_EQ(SnapshotView(kA)->min_bytes, 700 * kMiB);
+  EXPECT_EQ(SnapshotView(kA)->max_bytes, 700 * kMiB);
+}
+
+TEST_F(ControlLoopTest, ExcludedGuestIsReportedButNeverMoved) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::GuestOverride o;
+  o.set_exclude(true);
+  SetOverride(kA, "a", o);
+  policy_.targets[kA] = 500 * kMiB;
+  for (int i = 0; i < 3; ++i) TickWithFreshStats({kA});
+  EXPECT_TRUE(hv_.target_calls().empty());
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->management_state(), plimsoll::v1::MANAGEMENT_STATE_EXCLUDED);
+  EXPECT_EQ(g->last_decision().direction(), plimsoll::v1::DIRECTION_HOLD);
+  EXPECT_NE(g->last_decision().reason().find("excluded"), std::string::npos);
+  EXPECT_TRUE(g->stats().has_usable()) << "still reported";
+  EXPECT_TRUE(g->override().exclude());
+
+  ASSERT_TRUE(store_.Clear({kA, "a"}, {}, "test").ok());
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_FALSE(Published(kA)->has_override());
+}
+
+TEST_F(ControlLoopTest, PausedManagementDecidesAndReportsButMovesNoBalloon) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::HostPolicy hp;
+  hp.set_paused(true);
+  SetHostPolicy(hp);
+  policy_.targets[kA] = 500 * kMiB;
+  for (int i = 0; i < 3; ++i) TickWithFreshStats({kA});
+  EXPECT_TRUE(hv_.target_calls().empty());
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->management_state(), plimsoll::v1::MANAGEMENT_STATE_PAUSED);
+  EXPECT_EQ(g->last_decision().target_bytes(), 500 * kMiB) << "the decision is still taken and shown";
+  EXPECT_FALSE(g->last_decision().applied());
+  EXPECT_NE(g->last_decision().reason().find("paused"), std::string::npos);
+  EXPECT_EQ(g->target_bytes(), 1024 * kMiB);
+  EXPECT_TRUE(view_->host().paused());
+  EXPECT_TRUE(view_->host().host_policy().paused());
+
+  hp.set_paused(false);
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_FALSE(view_->host().paused());
+}
+
+TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::HostPolicy hp;
+  hp.set_host_reserve_bytes(15 * 1024 * kMiB);  // 16 GiB - 15 GiB = 1 GiB < the 2 GiB cap
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(policy_.last_snapshot.host.host_reserve_bytes, 15 * 1024 * kMiB);
+  EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 1024 * kMiB);
+  EXPECT_EQ(loop_->Published()->host().guest_budget_bytes(), 1024 * kMiB);
+  EXPECT_EQ(loop_->Published()->host().host_reserve_bytes(), 15 * 1024 * kMiB);
+
+  SetHostPolicy({}, {"host_reserve_bytes"});
+  hp.Clear();
+  hp.set_guest_memory_budget_bytes(512 * kMiB);
+  hp.set_policy("static");
+  SetHostPolicy(hp);
+  const int64_t before = policy_.last_snapshot.tick;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(policy_.last_snapshot.tick, before) << "the scripted policy is no longer asked";
+  EXPECT_EQ(loop_->Published()->host().policy(), "static");
+  EXPECT_EQ(loop_->Published()->host().guest_budget_bytes(), 512 * kMiB);
+  EXPECT_EQ(Published(kA)->last_decision().policy(), "static");
+
+  SetHostPolicy({}, {"policy", "guest_memory_budget_bytes"});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host().policy(), "scripted");
+  EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 2048 * kMiB);
+}
+
+// A held guest is logged after a move or a minute of silence; log_every_decision (a live
+// config field) logs every tick's decision, holds included, for following a policy step by step.
+TEST_F(ControlLoopTest, LogEveryDecisionLogsHoldsEveryTick) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  auto decision_lines = [](const std::string& log) {
+    int n = 0;
+    for (size_t at = log.find("decision tick="); at != std::string::npos; at = log.find("decision tick=", at + 1)) ++n;
+    return n;
+  };
+  TickWithFreshStats({kA});  // the first decision is logged
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});
+  EXPECT_EQ(decision_lines(::testing::internal::GetCapturedStderr()), 0) << "holds within a minute are quiet";
+
+  LoopReconfig r;
+  r.options.tick = absl::Seconds(2);
+  r.options.host_reserve_bytes = 1024 * kMiB;
+  r.options.guest_memory_budget_bytes = 2048 * kMiB;
+  r.options.rules.min_bytes = 256 * kMiB;
+  r.options.rules.stale_after = absl::Seconds(10);
+  r.options.rules.no_balloon_after = absl::Seconds(6);
+  r.options.log_every_decision = true;
+  loop_->Reconfigure(std::move(r));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(decision_lines(log), 4) << log;
+  EXPECT_NE(log.find("direction=hold"), std::string::npos) << log;
+}
+
+// A config reload (Reconfigure) replaces the configured layer from the next tick; the
+// host policy set through the control API still wins over it.
+TEST_F(ControlLoopTest, ReconfigureIsTheBaseLayerBeneathTheHostPolicy) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.StatsPeriod(kA), 2);
+  DryRunActuator dry_run;
+  auto reconfig = [&](const std::string& policy, int64_t reserve) {
+    LoopReconfig r;
+    r.options.tick = absl::Seconds(1);
+    r.options.stats_period_seconds = 5;
+    r.options.rules.min_bytes = 600 * kMiB;
+    r.options.rules.min_fraction = 0.5;
+    r.options.rules.stale_after = absl::Seconds(10);
+    r.options.rules.no_balloon_after = absl::Seconds(6);
+    r.options.host_reserve_bytes = reserve;
+    r.options.guest_memory_budget_bytes = std::nullopt;
+    if (!policy.empty()) r.policy = *policy::MakePolicy(policy);
+    r.actuator = &dry_run;
+    loop_->Reconfigure(std::move(r));
+  };
+  reconfig("mom", 14 * 1024 * kMiB);
+  EXPECT_EQ(loop_->Published()->host().tick_seconds(), 2) << "nothing changes before the next tick";
+  TickWithFreshStats({kA});
+  auto host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "mom");
+  EXPECT_EQ(host.tick_seconds(), 1);
+  EXPECT_EQ(host.host_reserve_bytes(), 14 * 1024 * kMiB);
+  EXPECT_EQ(host.guest_budget_bytes(), 2 * 1024 * kMiB);  // 16 - 14 GiB, the 2 GiB cap is gone
+  EXPECT_TRUE(host.dry_run());
+  EXPECT_EQ(Published(kA)->min_bytes(), 600 * kMiB);  // max(600 MiB, 0.5 * 1 GiB)
+  EXPECT_EQ(hv_.StatsPeriod(kA), 5);                  // re-enabled with the new period
+
+  plimsoll::v1::HostPolicy hp;
+  hp.set_policy("static");
+  hp.set_host_reserve_bytes(15 * 1024 * kMiB);
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  reconfig("proxmox", 13 * 1024 * kMiB);
+  TickWithFreshStats({kA});
+  host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "static") << "the host policy wins over the reloaded config";
+  EXPECT_EQ(host.host_reserve_bytes(), 15 * 1024 * kMiB);
+
+  SetHostPolicy({}, {"policy", "host_reserve_bytes"});
+  TickWithFreshStats({kA});
+  host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "proxmox") << "cleared: the reloaded base shows through";
+  EXPECT_EQ(host.host_reserve_bytes(), 13 * 1024 * kMiB);
+
+  // Two reloads before a tick: the second keeps the first's pending policy.
+  reconfig("pagecache", 13 * 1024 * kMiB);
+  reconfig("", 12 * 1024 * kMiB);
+  TickWithFreshStats({kA});
+  host = loop_->Published()->host();
+  EXPECT_EQ(host.policy(), "pagecache");
+  EXPECT_EQ(host.host_reserve_bytes(), 12 * 1024 * kMiB);
+}
+
+TEST_F(ControlLoopTest, ReclaimHoldCapsThePolicyUntilItExpires) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  WatchFilter reclaims;
+  reclaims.kinds = {plimsoll::v1::WATCH_EVENT_KIND_RECLAIM};
+  auto sub = hub_.Subscribe(reclaims);
+  TickWithFreshStats({kA});
+  plimsoll::v1::ReclaimPlan plan;
+  plan.set_id("reclaim-1");
+  plan.set_planned_bytes(424 * kMiB);
+  auto* item = plan.add_items();
+  item->set_guest_name("a");
+  item->set_guest_uuid(kA);
+  item->set_current_target_bytes(1024 * kMiB);
+  item->set_new_target_bytes(600 * kMiB);
+  item->set_reclaim_bytes(424 * kMiB);
+  loop_->AddReclaimHold(plan, clock_.Now() + absl::Seconds(10));
+  policy_.targets[kA] = 1000 * kMiB;  // wants more than the hold allows
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 600 * kMiB);
+  const auto* g = Published(kA);
+  EXPECT_EQ(g->reclaim_hold().reclaim_id(), "reclaim-1");
+  EXPECT_EQ(g->reclaim_hold().max_target_bytes(), 600 * kMiB);
+  EXPECT_NE(g->last_decision().reason().find("reclaim reclaim-1 holds it"), std::string::npos);
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 424 * kMiB);
+  plimsoll::v1::WatchEvent e;
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
+  EXPECT_EQ(e.reclaim().plan().id(), "reclaim-1");
+
+  policy_.targets[kA] = 500 * kMiB;  // below the hold: the policy may go lower
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
+
+  policy_.targets[kA] = 1000 * kMiB;
+  for (int i = 0; i < 5; ++i) TickWithFreshStats({kA});  // 10 s later the hold ends
+  EXPECT_EQ(hv_.LastTarget(kA), 1000 * kMiB);
+  EXPECT_FALSE(Published(kA)->has_reclaim_hold());
+  EXPECT_EQ(view_->host().reclaim_held_bytes(), 0);
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_EXPIRED);
+}
+
+TEST_F(ControlLoopTest, PublishesGuestChangesAndDecisionsToWatchers) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  WatchFilter all;
+  all.include_holds = true;
+  auto sub = hub_.Subscribe(all);
+  policy_.targets[kA] = 600 * kMiB;
+  TickWithFreshStats({kA});  // appears (stale: first value), a held decision
+  TickWithFreshStats({kA});  // fresh: MANAGED, inflates
+  std::vector<plimsoll::v1::WatchEvent> events;
+  plimsoll::v1::WatchEvent e;
+  while (sub->Next(&e, absl::Milliseconds(50)) == WatchSubscription::Result::kEvent) events.push_back(e);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0].guest().change(), plimsoll::v1::GuestEvent::CHANGE_APPEARED);
+  bool changed = false, inflated = false;
+  for (const auto& ev : events) {
+    changed |= ev.guest().change() == plimsoll::v1::GuestEvent::CHANGE_CHANGED &&
+               ev.guest().detail().find("STALE_STATS -> MANAGED") != std::string::npos;
+    inflated |= ev.decision().decision().direction() == plimsoll::v1::DIRECTION_INFLATE;
+  }
+  EXPECT_TRUE(changed);
+  EXPECT_TRUE(inflated);
+  EXPECT_EQ(loop_->Published()->host().watch_subscribers(), 1);
+}
+
+TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) {
+  // A guest without a balloon device: libvirt refuses the stats period every time.
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  hv_.FailNext(FakeHypervisor::Method::kEnableStats,
+               absl::InternalError("No memory balloon device configured"), 1000);
+  loop_->Tick();
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 1);
+  for (int i = 0; i < 9; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    loop_->Tick();
+  }
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 1) << "retried before 10 s";
+  clock_.Advance(absl::Seconds(1));
+  loop_->Tick();
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 2);  // at 10 s
+  for (int i = 0; i < 19; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    loop_->Tick();
+  }
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 2) << "backoff doubles to 20 s";
+  clock_.Advance(absl::Seconds(1));
+  loop_->Tick();
+  EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 3);
+  EXPECT_NE(metrics_.Render().find("plimsoll_libvirt_errors_total{operation=\"enable_stats\"} 3"),
+            std::string::npos);
+}
+
+// Every reading moves time on by 1 ms, so each phase of a tick takes at least one.
+class SteppingClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock l(&mu_);
+    now_ += absl::Milliseconds(1);
+    return now_;
+  }
+  void SleepFor(absl::Duration d) override {
+    absl::MutexLock l(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
+};
+
+TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  SteppingClock clock;
+  HypervisorActuator actuator(&hv_);
+  LoopDeps deps{&hv_, &host_, &policy_, &actuator, &clock, &metrics_};
+  ControlLoop loop(deps, LoopOptions{});
+  EXPECT_EQ(loop.last_tick_times().total, absl::ZeroDuration()) << "no tick yet";
+  loop.Tick();
+  const TickTimes t = loop.last_tick_times();
+  EXPECT_GE(t.collect, absl::Milliseconds(1));
+  EXPECT_GE(t.decide, absl::Milliseconds(1));
+  EXPECT_GE(t.apply, absl::Milliseconds(1));
+  EXPECT_GE(t.publish, absl::Milliseconds(1));
+  EXPECT_LE(t.collect + t.decide + t.apply + t.publish, t.total);
+
+  hv_.SimulateDisconnect();
+  hv_.FailNext(FakeHypervisor::Method::kConnect, absl::UnavailableError("libvirtd is down"));
+  loop.Tick();
+  EXPECT_EQ(loop.last_tick_times().decide, absl::ZeroDuration()) << "nothing collected, nothing decided";
+  EXPECT_GE(loop.last_tick_times().publish, absl::Milliseconds(1));
+}
+
+TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
+  EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, std::nullopt), 12 * kMiB);
+  EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 8 * kMiB), 8 * kMiB);
+  EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 20 * kMiB), 12 * kMiB);
+  EXPECT_EQ(GuestBudget(2 * kMiB, 4 * kMiB, std::nullopt), 0);
+}
+
+}  // namespace
+}  // namespace plimsoll::server

@@ -1,0 +1,149 @@
+#include "server/loop/guest_tracker.h"
+
+#include <algorithm>
+
+
+namespace plimsoll::server {
+
+int64_t GuestTracker::FloorFor(int64_t max_bytes) const {
+  const int64_t by_fraction = static_cast<int64_t>(rules_.min_fraction * static_cast<double>(max_bytes));
+  return std::min(max_bytes, std::max(rules_.min_bytes, by_fraction));
+}
+
+GuestTracker::ReconcileResult GuestTracker::Reconcile(
+    const std::vector<hypervisor::DomainInfo>& domains, absl::Time now) {
+  ReconcileResult result;
+  // Marks each listed guest with this reconcile's number: what is left unmarked
+  // is gone, found without a set of the listed uuids (10,000 strings a tick).
+  const uint64_t pass = ++reconciles_;
+  size_t listed = 0;  // distinct tracked guests in `domains`
+  bool renamed = false;
+  for (const hypervisor::DomainInfo& d : domains) {
+    auto it = by_uuid_.find(d.uuid);
+    if (it == by_uuid_.end()) {
+      TrackedGuest g;
+      g.info = d;
+      g.first_seen = now;
+      g.actual_bytes = d.current_bytes;
+      g.target_bytes = d.current_bytes;
+      g.min_bytes = FloorFor(d.max_bytes);
+      g.listed_in = pass;
+      by_uuid_.emplace(d.uuid, std::move(g));
+      result.added.push_back(d.uuid);
+      ++listed;
+    } else {
+      if (it->second.listed_in != pass) ++listed;
+      it->second.listed_in = pass;
+      renamed = renamed || it->second.info.name != d.name;
+      result.max_changed = result.max_changed || it->second.info.max_bytes != d.max_bytes;
+      it->second.info = d;
+      it->second.min_bytes = FloorFor(d.max_bytes);
+    }
+  }
+  if (listed != by_uuid_.size()) {  // the usual tick has nobody leaving
+    for (auto it = by_uuid_.begin(); it != by_uuid_.end();) {
+      if (it->second.listed_in != pass) {
+        result.removed.push_back(it->first);
+        it = by_uuid_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (renamed || !result.added.empty() || !result.removed.empty()) {
+    by_name_.clear();
+    by_name_.reserve(by_uuid_.size());
+    for (const auto& [uuid, g] : by_uuid_) by_name_.push_back(&g);
+    std::sort(by_name_.begin(), by_name_.end(), [](const TrackedGuest* a, const TrackedGuest* b) {
+      return a->info.name != b->info.name ? a->info.name < b->info.name : a->info.uuid < b->info.uuid;
+    });
+  }
+  return result;
+}
+
+void GuestTracker::RefreshFreshness(TrackedGuest& g, absl::Time now) const {
+  const bool reporting = g.stats.last_update.has_value() && *g.stats.last_update > 0 &&
+                         (g.stats.unused_bytes.has_value() || g.stats.usable_bytes.has_value());
+  g.has_stats = reporting;
+  if (!reporting) {
+    g.stats_fresh = false;
+    g.stats_age_seconds = absl::ToDoubleSeconds(now - g.first_seen);
+    return;
+  }
+  if (!g.last_update_value.has_value() || *g.last_update_value != *g.stats.last_update) {
+    // The first value we ever see proves nothing about freshness (it may be
+    // hours old after a daemon restart): only a change does.
+    if (g.last_update_value.has_value()) g.last_update_changed_at = now;
+    g.last_update_value = *g.stats.last_update;
+  }
+  if (!g.last_update_changed_at.has_value()) {
+    g.stats_fresh = false;
+    g.stats_age_seconds = absl::ToDoubleSeconds(now - g.first_seen);
+    return;
+  }
+  const absl::Duration age = now - *g.last_update_changed_at;
+  g.stats_age_seconds = absl::ToDoubleSeconds(age);
+  g.stats_fresh = age <= rules_.stale_after;
+}
+
+void GuestTracker::UpdateStats(
+    const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats, absl::Time now) {
+  for (auto& [uuid, g] : by_uuid_) {
+    auto it = stats.find(uuid);
+    if (it != stats.end()) {
+      g.stats = it->second;
+      if (it->second.actual_bytes.has_value()) g.actual_bytes = *it->second.actual_bytes;
+    }
+    RefreshFreshness(g, now);
+    if (g.has_stats && g.stats_fresh) {
+      g.management = plimsoll::v1::MANAGEMENT_STATE_MANAGED;
+    } else if (!g.has_stats && now - g.first_seen >= rules_.no_balloon_after) {
+      g.management = plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON;
+    } else {
+      g.management = plimsoll::v1::MANAGEMENT_STATE_STALE_STATS;
+    }
+  }
+}
+
+void GuestTracker::MarkAllStale(absl::Time now) {
+  for (auto& [uuid, g] : by_uuid_) {
+    g.stats_fresh = false;
+    // Forget the last change: after reconnecting, freshness must be proven anew.
+    g.last_update_changed_at.reset();
+    g.last_update_value.reset();
+    g.management = plimsoll::v1::MANAGEMENT_STATE_STALE_STATS;
+  }
+}
+
+std::vector<policy::GuestView> GuestTracker::Views() const {
+  std::vector<policy::GuestView> views;
+  views.reserve(by_name_.size());
+  for (const TrackedGuest* g : by_name_) {
+    policy::GuestView v;
+    v.name = g->info.name;
+    v.uuid = g->info.uuid;
+    v.max_bytes = g->info.max_bytes;
+    v.min_bytes = g->min_bytes;
+    v.actual_bytes = g->actual_bytes;
+    v.target_bytes = g->target_bytes;
+    v.has_stats = g->has_stats;
+    v.stats_fresh = g->stats_fresh;
+    v.stats_age_seconds = g->stats_age_seconds;
+    v.unused_bytes = g->stats.unused_bytes;
+    v.usable_bytes = g->stats.usable_bytes;
+    v.total_bytes = g->stats.available_bytes;
+    v.disk_caches_bytes = g->stats.disk_caches_bytes;
+    v.major_fault = g->stats.major_fault;
+    v.swap_in = g->stats.swap_in;
+    v.swap_out = g->stats.swap_out;
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+TrackedGuest* GuestTracker::Find(const std::string& uuid) {
+  auto it = by_uuid_.find(uuid);
+  return it == by_uuid_.end() ? nullptr : &it->second;
+}
+
+}  // namespace plimsoll::server

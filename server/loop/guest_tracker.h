@@ -1,0 +1,109 @@
+// Per-guest bookkeeping that outlives a tick: which guests exist, the target we
+// last set, when their stats last advanced, and the last decision. The control
+// loop owns one instance and is its only caller (not thread-safe by design).
+#ifndef PLIMSOLL_SERVER_LOOP_GUEST_TRACKER_H_
+#define PLIMSOLL_SERVER_LOOP_GUEST_TRACKER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/time/time.h"
+#include "plimsoll/v1/types.pb.h"
+#include "policy/policy.h"
+#include "server/hypervisor/hypervisor.h"
+
+namespace plimsoll::server {
+
+// How guests' floors and freshness are judged; from Options.
+struct GuestRules {
+  int64_t min_bytes = 256LL << 20;
+  double min_fraction = 0.25;
+  absl::Duration stale_after = absl::Seconds(30);
+  // A guest that has not produced balloon stats this long after we first saw it
+  // is reported as having no balloon driver.
+  absl::Duration no_balloon_after = absl::Seconds(20);
+};
+
+struct TrackedGuest {
+  hypervisor::DomainInfo info;
+  int64_t min_bytes = 0;
+  int64_t target_bytes = 0;  // last target applied; adopted from the live size at first sight
+  int64_t actual_bytes = 0;
+  hypervisor::BalloonStats stats;
+  bool has_stats = false;
+  bool stats_fresh = false;
+  double stats_age_seconds = 0;
+  absl::Time first_seen;
+  // Staleness: the guest's last_update value and when we saw it change.
+  std::optional<int64_t> last_update_value;
+  std::optional<absl::Time> last_update_changed_at;
+  bool stats_enabled = false;
+  // Switching stats on failed (e.g. the guest has no balloon device): retried with a
+  // doubling backoff, not every tick, so such a guest does not flood errors and logs.
+  absl::Time enable_stats_retry_at = absl::InfinitePast();
+  absl::Duration enable_stats_backoff = absl::ZeroDuration();
+  plimsoll::v1::ManagementState management = plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED;
+  std::string detail;
+  plimsoll::v1::Decision last_decision;
+  std::string balloon_state;  // from the policy's last decision ("" when not tracked)
+  uint64_t listed_in = 0;     // the last Reconcile that listed the guest
+};
+
+class GuestTracker {
+ public:
+  explicit GuestTracker(GuestRules rules) : rules_(rules) {}
+
+  // New rules (config reload): floors follow at the next Reconcile, freshness
+  // at the next UpdateStats.
+  void set_rules(GuestRules rules) { rules_ = rules; }
+
+  struct ReconcileResult {
+    std::vector<std::string> added;    // uuids seen for the first time: target adopted
+    std::vector<std::string> removed;  // uuids no longer active: forgotten
+    bool max_changed = false;          // a known guest's <memory> changed
+  };
+
+  // Makes the tracked set equal to `domains`. A new guest adopts its current
+  // balloon size as its target, so a daemon (re)start never moves a balloon by
+  // itself. Identity and limits of known guests are refreshed.
+  ReconcileResult Reconcile(const std::vector<hypervisor::DomainInfo>& domains, absl::Time now);
+
+  // Records this tick's stats. A guest missing from `stats` keeps its old
+  // stats, which then age into staleness.
+  void UpdateStats(const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats,
+                   absl::Time now);
+
+  // Marks every guest's stats as not fresh (e.g. the libvirt connection is lost).
+  void MarkAllStale(absl::Time now);
+
+  // The policy's view of every guest, in a stable order (ByName()).
+  std::vector<policy::GuestView> Views() const;
+
+  // Every guest by name, then uuid. Kept from one Reconcile to the next (sorting
+  // thousands of names twice a tick was a visible share of it); valid until the
+  // next Reconcile.
+  const std::vector<const TrackedGuest*>& ByName() const { return by_name_; }
+
+  TrackedGuest* Find(const std::string& uuid);
+  const absl::btree_map<std::string, TrackedGuest>& guests() const { return by_uuid_; }
+
+  // Floor for a guest of this size: max(min_bytes, min_fraction * max), capped at max.
+  int64_t FloorFor(int64_t max_bytes) const;
+
+ private:
+  void RefreshFreshness(TrackedGuest& g, absl::Time now) const;
+
+  GuestRules rules_;
+  absl::btree_map<std::string, TrackedGuest> by_uuid_;
+  // Rebuilt by Reconcile whenever a guest came, went or was renamed: a btree_map
+  // insert or erase may move its values.
+  std::vector<const TrackedGuest*> by_name_;
+  uint64_t reconciles_ = 0;
+};
+
+}  // namespace plimsoll::server
+
+#endif  // PLIMSOLL_SERVER_LOOP_GUEST_TRACKER_H_

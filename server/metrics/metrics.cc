@@ -1,0 +1,376 @@
+#include "server/metrics/metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+
+namespace plimsoll::server {
+namespace {
+
+using prometheus::Family;
+using prometheus::Gauge;
+
+// The per-guest gauges, one family each; the order of GuestSeries::gauges.
+enum GuestMetric {
+  kTarget,
+  kActual,
+  kMax,
+  kMin,
+  kUsable,
+  kDiskCaches,
+  kUnused,
+  kStatsAge,
+  kStatsFresh,
+  kManaged,
+  kPsiSome,
+  kRefaults,
+  kActiveFile,
+  kInactiveFile,
+  kAnon,
+  kAgentConnected,
+  kGuestMetrics,  // the count
+};
+
+constexpr const char* kBalloonStates[] = {"ok", "stuck", "churning", "self_deflated"};
+
+// Every series of one guest. Kept between publishes so that a tick only sets
+// values: with thousands of guests, looking each series up by name and labels
+// every tick was most of the cost of publishing.
+struct GuestSeries {
+  std::string domain;                            // the "domain" label the series carry
+  std::array<Gauge*, kGuestMetrics> gauges{};    // null: not exported (the stat is absent)
+  std::vector<Gauge*> states;                    // plimsoll_guest_state, in kBalloonStates order
+  uint64_t published = 0;                        // the last Publish() that had this guest
+};
+
+}  // namespace
+
+struct Metrics::Impl {
+  // What the exposer and Render collect: refreshes the series read at scrape time, then
+  // collects the registry.
+  class ScrapeCollectable final : public prometheus::Collectable {
+   public:
+    explicit ScrapeCollectable(Impl* impl) : impl_(impl) {}
+    std::vector<prometheus::MetricFamily> Collect() const override {
+      impl_->RefreshAgentStreams();
+      return impl_->registry->Collect();
+    }
+
+   private:
+    Impl* const impl_;
+  };
+
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<ScrapeCollectable> scrape = std::make_shared<ScrapeCollectable>(this);
+  std::unique_ptr<prometheus::Exposer> exposer;
+
+  absl::Mutex mu;  // guards the guest series (families are themselves thread-safe)
+  std::array<Family<Gauge>*, kGuestMetrics> guest_families{};
+  absl::flat_hash_map<std::string, GuestSeries> guest_series ABSL_GUARDED_BY(mu);  // by uuid
+  uint64_t publishes ABSL_GUARDED_BY(mu) = 0;
+
+  Family<Gauge>* host_budget;
+  Family<Gauge>* host_available;
+  Family<Gauge>* host_total;
+  Family<Gauge>* host_reserve;
+  Family<Gauge>* host_guests_actual;
+  Family<Gauge>* host_psi_some;
+  Family<Gauge>* host_psi_full;
+  Family<Gauge>* libvirt_connected;
+  Family<Gauge>* guests;
+  Family<prometheus::Counter>* decisions;
+  prometheus::Counter* decisions_inflate;
+  prometheus::Counter* decisions_deflate;
+  prometheus::Counter* decisions_hold;
+  Family<prometheus::Counter>* libvirt_errors;
+  prometheus::Histogram* tick_duration;
+  prometheus::Counter* config_reloads_success;
+  prometheus::Counter* config_reloads_failure;
+  Gauge* config_last_reload_success;
+  Gauge* config_last_reload_timestamp;
+
+  Family<Gauge>* guest_state;  // {domain, uuid, state}: 1 for the guest's balloon state
+  Family<prometheus::Counter>* agent_reports;
+  Family<prometheus::Counter>* agent_rejected;
+  uint64_t agent_accepted_seen ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<std::string, uint64_t> agent_rejected_seen ABSL_GUARDED_BY(mu);
+
+  // The agent listener's stream counts, read at scrape time. The source runs under
+  // stream_mu, so detaching it waits for a scrape in progress.
+  absl::Mutex stream_mu;
+  std::function<AgentStreamCounts()> stream_source ABSL_GUARDED_BY(stream_mu);
+  AgentStreamCounts streams_seen ABSL_GUARDED_BY(stream_mu);
+  Gauge* streams_active;
+  prometheus::Counter* streams_opened;
+  prometheus::Counter* streams_refused;
+  prometheus::Counter* streams_timed_out;
+  prometheus::Counter* streams_superseded;
+  prometheus::Counter* streams_denied;
+  prometheus::Counter* streams_flooded;
+
+  void RefreshAgentStreams() ABSL_LOCKS_EXCLUDED(stream_mu) {
+    absl::MutexLock l(&stream_mu);
+    if (!stream_source) return;
+    const AgentStreamCounts now = stream_source();
+    streams_active->Set(static_cast<double>(now.active));
+    // prometheus-cpp counters only increment: add what is new since the last scrape.
+    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
+      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
+      seen = std::max(seen, now_value);
+    };
+    add(streams_opened, now.opened, streams_seen.opened);
+    add(streams_refused, now.refused, streams_seen.refused);
+    add(streams_timed_out, now.timed_out, streams_seen.timed_out);
+    add(streams_superseded, now.superseded, streams_seen.superseded);
+    add(streams_denied, now.denied, streams_seen.denied);
+    add(streams_flooded, now.flooded, streams_seen.flooded);
+  }
+
+  Family<Gauge>* G(const std::string& name, const std::string& help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
+  }
+  void GuestFamily(GuestMetric metric, const std::string& name, const std::string& help) {
+    guest_families[metric] = G(name, help);
+  }
+
+  // Removes every series of one guest.
+  void RemoveGuest(GuestSeries& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (int m = 0; m < kGuestMetrics; ++m) {
+      if (s.gauges[m] != nullptr) guest_families[m]->Remove(s.gauges[m]);
+      s.gauges[m] = nullptr;
+    }
+    for (Gauge* g : s.states) guest_state->Remove(g);
+    s.states.clear();
+  }
+
+  // Sets (or, with no value, removes) one series of one guest.
+  void SetGuest(GuestSeries& s, GuestMetric metric, const plimsoll::v1::Guest& g, bool present, double value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Gauge*& gauge = s.gauges[metric];
+    if (!present) {
+      if (gauge != nullptr) {
+        guest_families[metric]->Remove(gauge);
+        gauge = nullptr;
+      }
+      return;
+    }
+    if (gauge == nullptr) gauge = &guest_families[metric]->Add({{"domain", g.name()}, {"uuid", g.uuid()}});
+    gauge->Set(value);
+  }
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.GuestFamily(kTarget, "plimsoll_guest_balloon_target_bytes", "Balloon target plimsolld last set (guest size, bytes).");
+  m.GuestFamily(kActual, "plimsoll_guest_balloon_actual_bytes", "Current balloon size reported by libvirt (bytes).");
+  m.GuestFamily(kMax, "plimsoll_guest_max_bytes", "Balloon ceiling: the domain's <memory> (bytes).");
+  m.GuestFamily(kMin, "plimsoll_guest_min_bytes", "Floor plimsolld never balloons the guest below (bytes).");
+  m.GuestFamily(kUsable, "plimsoll_guest_usable_bytes", "Guest MemAvailable from virtio-balloon stats (bytes).");
+  m.GuestFamily(kDiskCaches, "plimsoll_guest_disk_caches_bytes", "Guest page cache (Cached) from virtio-balloon stats (bytes).");
+  m.GuestFamily(kUnused, "plimsoll_guest_unused_bytes", "Guest MemFree from virtio-balloon stats (bytes).");
+  m.GuestFamily(kStatsAge, "plimsoll_guest_stats_age_seconds", "Seconds since the guest's balloon stats last advanced.");
+  m.GuestFamily(kStatsFresh, "plimsoll_guest_stats_fresh", "1 when the guest's stats are fresh enough to shrink it on.");
+  m.GuestFamily(kManaged, "plimsoll_guest_managed", "1 when plimsolld is applying targets to the guest.");
+  m.GuestFamily(kPsiSome, "plimsoll_guest_psi_some_avg10", "Guest memory PSI 'some' avg10 (percent), from plimsoll-agent.");
+  m.GuestFamily(kRefaults, "plimsoll_guest_refaults_per_second", "Guest workingset refaults per second, from plimsoll-agent.");
+  m.GuestFamily(kActiveFile, "plimsoll_guest_active_file_bytes", "Guest Active(file) page cache (bytes), from plimsoll-agent.");
+  m.GuestFamily(kInactiveFile, "plimsoll_guest_inactive_file_bytes", "Guest Inactive(file) page cache (bytes), from plimsoll-agent.");
+  m.GuestFamily(kAnon, "plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
+  m.GuestFamily(kAgentConnected, "plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
+  m.guest_state = m.G("plimsoll_guest_state", "1 for the guest's balloon state: ok, stuck, churning or self_deflated.");
+  m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
+  m.agent_reports->Add({});
+  m.agent_rejected = &prometheus::BuildCounter().Name("plimsoll_agent_reports_rejected_total").Help("Agent reports rejected, by reason.").Register(*m.registry);
+  m.streams_active = &m.G("plimsoll_agent_streams_active", "Agent streams open now, proven or not (the listener refuses more than its limit).")->Add({});
+  m.streams_opened = &prometheus::BuildCounter().Name("plimsoll_agent_streams_opened_total").Help("Agent streams accepted by the stream limit.").Register(*m.registry).Add({});
+  m.streams_refused = &prometheus::BuildCounter().Name("plimsoll_agent_streams_refused_total").Help("Agent streams refused because the listener was at its stream limit.").Register(*m.registry).Add({});
+  {
+    auto& ended = prometheus::BuildCounter().Name("plimsoll_agent_streams_ended_total").Help("Agent streams ended by plimsolld, by reason: timeout, superseded, denied, flood.").Register(*m.registry);
+    m.streams_timed_out = &ended.Add({{"reason", "timeout"}});
+    m.streams_superseded = &ended.Add({{"reason", "superseded"}});
+    m.streams_denied = &ended.Add({{"reason", "denied"}});
+    m.streams_flooded = &ended.Add({{"reason", "flood"}});
+  }
+  m.host_budget = m.G("plimsoll_host_guest_budget_bytes", "Memory all guests may use together: min(MemTotal - reserve, configured budget).");
+  m.host_available = m.G("plimsoll_host_mem_available_bytes", "Host MemAvailable (bytes).");
+  m.host_total = m.G("plimsoll_host_mem_total_bytes", "Host MemTotal (bytes).");
+  m.host_reserve = m.G("plimsoll_host_reserve_bytes", "Memory kept for the host itself (bytes).");
+  m.host_guests_actual = m.G("plimsoll_host_guests_actual_bytes", "Sum of all guests' current balloon sizes (bytes).");
+  m.host_psi_some = m.G("plimsoll_host_psi_memory_some_avg10", "Host memory PSI 'some' avg10 (percent of time stalled).");
+  m.host_psi_full = m.G("plimsoll_host_psi_memory_full_avg10", "Host memory PSI 'full' avg10 (percent of time stalled).");
+  m.libvirt_connected = m.G("plimsoll_libvirt_connected", "1 while the libvirt connection is up.");
+  m.guests = m.G("plimsoll_guests", "Guests plimsolld knows, by management state.");
+  m.decisions = &prometheus::BuildCounter().Name("plimsoll_decisions_total").Help("Balloon decisions by direction (inflate = guest shrinks).").Register(*m.registry);
+  m.decisions_inflate = &m.decisions->Add({{"direction", "inflate"}});
+  m.decisions_deflate = &m.decisions->Add({{"direction", "deflate"}});
+  m.decisions_hold = &m.decisions->Add({{"direction", "hold"}});
+  m.libvirt_errors = &prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
+  auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
+  auto& reloads = prometheus::BuildCounter().Name("plimsoll_config_reloads_total").Help("Configuration reloads (SIGHUP), by result: success or failure (the old config is kept).").Register(*m.registry);
+  m.config_reloads_success = &reloads.Add({{"result", "success"}});
+  m.config_reloads_failure = &reloads.Add({{"result", "failure"}});
+  m.config_last_reload_success = &m.G("plimsoll_config_last_reload_success", "1 when the last configuration load or reload succeeded, 0 when the last reload failed and the previous config is still in use.")->Add({});
+  m.config_last_reload_timestamp = &m.G("plimsoll_config_last_reload_timestamp_seconds", "Unix time of the last configuration load or reload attempt.")->Add({});
+  m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+}
+
+Metrics::~Metrics() {
+  // Stop serving before anything a scrape reads goes away.
+  impl_->exposer.reset();
+}
+
+absl::Status Metrics::Serve(const std::string& listen) {
+  try {
+    impl_->exposer = std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  impl_->exposer->RegisterCollectable(impl_->scrape);
+  return absl::OkStatus();
+}
+
+int Metrics::bound_port() const {
+  if (!impl_->exposer) return 0;
+  auto ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+void Metrics::ConfigLoaded(double unix_seconds) {
+  impl_->config_last_reload_success->Set(1);
+  impl_->config_last_reload_timestamp->Set(unix_seconds);
+}
+
+void Metrics::ConfigReloaded(bool success, double unix_seconds) {
+  (success ? impl_->config_reloads_success : impl_->config_reloads_failure)->Increment();
+  impl_->config_last_reload_success->Set(success ? 1 : 0);
+  impl_->config_last_reload_timestamp->Set(unix_seconds);
+}
+
+std::shared_ptr<prometheus::Registry> Metrics::registry() const { return impl_->registry; }
+
+void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
+  Impl& m = *impl_;
+  absl::MutexLock l(&m.mu);
+  const uint64_t publish = ++m.publishes;
+  std::array<int, plimsoll::v1::ManagementState_ARRAYSIZE> by_state{};
+  for (const auto& g : view.guests()) {
+    GuestSeries& gs = m.guest_series[g.uuid()];
+    if (gs.domain != g.name()) {
+      // New, or renamed: the series carry the name as a label, so they are made anew.
+      m.RemoveGuest(gs);
+      gs.domain = g.name();
+    }
+    gs.published = publish;
+    const auto& s = g.stats();
+    m.SetGuest(gs, kTarget, g, true, g.target_bytes());
+    m.SetGuest(gs, kActual, g, true, g.actual_bytes());
+    m.SetGuest(gs, kMax, g, true, g.max_bytes());
+    m.SetGuest(gs, kMin, g, true, g.min_bytes());
+    m.SetGuest(gs, kUsable, g, s.has_usable(), s.usable().bytes());
+    m.SetGuest(gs, kDiskCaches, g, s.has_disk_caches(), s.disk_caches().bytes());
+    m.SetGuest(gs, kUnused, g, s.has_unused(), s.unused().bytes());
+    m.SetGuest(gs, kStatsAge, g, true, s.stats_age_seconds());
+    m.SetGuest(gs, kStatsFresh, g, true, s.stats_fresh() ? 1 : 0);
+    m.SetGuest(gs, kManaged, g, true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
+    m.SetGuest(gs, kPsiSome, g, s.has_psi_some_avg10(), s.psi_some_avg10());
+    m.SetGuest(gs, kRefaults, g, s.has_refaults_per_second(), s.refaults_per_second());
+    m.SetGuest(gs, kActiveFile, g, s.has_active_file(), s.active_file().bytes());
+    m.SetGuest(gs, kInactiveFile, g, s.has_inactive_file(), s.inactive_file().bytes());
+    m.SetGuest(gs, kAnon, g, s.has_anon(), s.anon().bytes());
+    m.SetGuest(gs, kAgentConnected, g, g.has_agent(), g.agent().connected() ? 1 : 0);
+    if (g.management_state() >= 0 && g.management_state() < plimsoll::v1::ManagementState_ARRAYSIZE) {
+      by_state[g.management_state()]++;
+    }
+    // One series per balloon state, 1 for the current one (absent until a policy tracks it).
+    if (!g.balloon_state().empty() && gs.states.empty()) {
+      for (const char* st : kBalloonStates) {
+        gs.states.push_back(&m.guest_state->Add({{"domain", g.name()}, {"uuid", g.uuid()}, {"state", st}}));
+      }
+    }
+    for (size_t i = 0; i < gs.states.size(); ++i) gs.states[i]->Set(g.balloon_state() == kBalloonStates[i] ? 1 : 0);
+  }
+  // Drop every series of guests that went away.
+  for (auto it = m.guest_series.begin(); it != m.guest_series.end();) {
+    if (it->second.published != publish) {
+      m.RemoveGuest(it->second);
+      m.guest_series.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  const auto& h = view.host();
+  m.host_budget->Add({}).Set(h.guest_budget_bytes());
+  m.host_available->Add({}).Set(h.mem_available_bytes());
+  m.host_total->Add({}).Set(h.mem_total_bytes());
+  m.host_reserve->Add({}).Set(h.host_reserve_bytes());
+  m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
+  m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
+  m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
+  m.libvirt_connected->Add({}).Set(h.libvirt_connected() ? 1 : 0);
+  for (int s = plimsoll::v1::ManagementState_MIN; s <= plimsoll::v1::ManagementState_MAX; ++s) {
+    if (s == plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED) continue;
+    const std::string name = plimsoll::v1::ManagementState_Name(static_cast<plimsoll::v1::ManagementState>(s));
+    std::string label = name.substr(std::string("MANAGEMENT_STATE_").size());
+    for (char& c : label) c = static_cast<char>(std::tolower(c));
+    m.guests->Add({{"state", label}}).Set(by_state[s]);
+  }
+}
+
+void Metrics::PublishAgentCounters(uint64_t accepted,
+                                   const std::vector<std::pair<std::string, uint64_t>>& rejected_by_reason) {
+  Impl& m = *impl_;
+  absl::MutexLock l(&m.mu);
+  // prometheus-cpp counters only increment: add what is new since the last publish.
+  if (accepted > m.agent_accepted_seen) {
+    m.agent_reports->Add({}).Increment(static_cast<double>(accepted - m.agent_accepted_seen));
+    m.agent_accepted_seen = accepted;
+  }
+  for (const auto& [reason, count] : rejected_by_reason) {
+    auto& counter = m.agent_rejected->Add({{"reason", reason}});
+    uint64_t& seen = m.agent_rejected_seen[reason];
+    if (count > seen) {
+      counter.Increment(static_cast<double>(count - seen));
+      seen = count;
+    }
+  }
+}
+
+void Metrics::SetAgentStreamSource(std::function<AgentStreamCounts()> source) {
+  absl::MutexLock l(&impl_->stream_mu);
+  impl_->stream_source = std::move(source);
+}
+
+void Metrics::CountDecision(plimsoll::v1::Direction direction) {
+  prometheus::Counter* c = direction == plimsoll::v1::DIRECTION_INFLATE   ? impl_->decisions_inflate
+                           : direction == plimsoll::v1::DIRECTION_DEFLATE ? impl_->decisions_deflate
+                                                                          : impl_->decisions_hold;
+  c->Increment();
+}
+
+void Metrics::CountLibvirtError(const std::string& operation) {
+  impl_->libvirt_errors->Add({{"operation", operation}}).Increment();
+}
+
+void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(seconds); }
+
+std::string Metrics::Render() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(impl_->scrape->Collect());
+}
+
+}  // namespace plimsoll::server

@@ -1,0 +1,88 @@
+// Every Prometheus series plimsolld exports is declared in metrics.cc, once.
+// Guest series carry labels {domain, uuid} and disappear with the guest.
+// Thread-safe: the control loop writes, prometheus-cpp's exposer thread reads.
+#ifndef PLIMSOLL_SERVER_METRICS_METRICS_H_
+#define PLIMSOLL_SERVER_METRICS_METRICS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plimsoll/v1/control.pb.h"
+
+namespace prometheus {
+class Registry;
+class Exposer;
+}  // namespace prometheus
+
+namespace plimsoll::server {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Serves /metrics on "host:port". Port 0 picks a free port; see bound_port().
+  absl::Status Serve(const std::string& listen);
+  int bound_port() const;
+
+  // Sets every guest and host gauge from the published view; removes the series
+  // of guests that are no longer in it and of stats a guest no longer reports.
+  void Publish(const plimsoll::v1::ListGuestsResponse& view);
+
+  // Agent channel totals (cumulative, as AgentStore counts them): exported as counters
+  // plimsoll_agent_reports_total and plimsoll_agent_reports_rejected_total{reason}.
+  void PublishAgentCounters(uint64_t accepted,
+                            const std::vector<std::pair<std::string, uint64_t>>& rejected_by_reason);
+
+  // The agent listener's stream counts (AgentService::counters()), as plain numbers so this
+  // file needs nothing from server/agent.
+  struct AgentStreamCounts {
+    int64_t active = 0;
+    uint64_t opened = 0;      // accepted by the stream limit
+    uint64_t refused = 0;     // over the stream limit
+    uint64_t timed_out = 0;   // no proven report within auth_timeout, or silent for idle_timeout
+    uint64_t superseded = 0;  // replaced by a newer stream of the same guest
+    uint64_t denied = 0;      // bad proof, another stream's nonce, or a uuid switch
+    uint64_t flooded = 0;     // over the per-stream frame budget
+  };
+  // Reads the stream counts from `source` at every scrape (and Render), not once per tick:
+  // a listener under attack is seen even while the control loop is slow. Exported as
+  // plimsoll_agent_streams_active, plimsoll_agent_streams_opened_total,
+  // plimsoll_agent_streams_refused_total and plimsoll_agent_streams_ended_total{reason}.
+  // `source` must be thread-safe. Passing nullptr detaches it (the series keep their last
+  // values); once that call returns, `source` is not running and will not be called again, so
+  // the owner of what it reads may go away.
+  void SetAgentStreamSource(std::function<AgentStreamCounts()> source);
+
+  void CountDecision(plimsoll::v1::Direction direction);
+  void CountLibvirtError(const std::string& operation);
+  void ObserveTick(double seconds);
+
+  // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
+  // now, no reload counted); ConfigReloaded for every reload attempt
+  // (plimsoll_config_reloads_total{result="success|failure"},
+  // plimsoll_config_last_reload_success 1/0,
+  // plimsoll_config_last_reload_timestamp_seconds).
+  void ConfigLoaded(double unix_seconds);
+  void ConfigReloaded(bool success, double unix_seconds);
+
+  // The text exposition, for tests that do not want a socket.
+  std::string Render() const;
+
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plimsoll::server
+
+#endif  // PLIMSOLL_SERVER_METRICS_METRICS_H_

@@ -1,0 +1,172 @@
+#include "server/metrics/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace plimsoll::server {
+namespace {
+
+// GET /metrics over a real socket, so the exposer's path (not only Render) is covered.
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+bool Has(const std::string& text, const std::string& line) { return text.find(line + "\n") != std::string::npos; }
+
+TEST(MetricsTest, AgentStreamSeriesExistBeforeAnySource) {
+  Metrics m;
+  const std::string text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_active 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_refused_total 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_ended_total{reason=\"flood\"} 0")) << text;
+}
+
+TEST(MetricsTest, AgentStreamCountsAreReadAtEveryScrape) {
+  Metrics m;
+  Metrics::AgentStreamCounts counts;
+  counts.active = 3;
+  counts.opened = 10;
+  counts.refused = 4;
+  counts.timed_out = 5;
+  counts.superseded = 1;
+  counts.denied = 2;
+  counts.flooded = 7;
+  std::atomic<int> calls{0};
+  m.SetAgentStreamSource([&] {
+    calls.fetch_add(1);
+    return counts;
+  });
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_active 3")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_opened_total 10")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_refused_total 4")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_ended_total{reason=\"timeout\"} 5")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_ended_total{reason=\"superseded\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_ended_total{reason=\"denied\"} 2")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_ended_total{reason=\"flood\"} 7")) << text;
+
+  // No tick in between: the next scrape sees the new numbers.
+  counts.active = 0;
+  counts.refused = 1000;
+  counts.flooded = 8;
+  text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_active 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_refused_total 1000")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_streams_ended_total{reason=\"flood\"} 8")) << text;
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(MetricsTest, CountersNeverGoBackwardsAndKeepTheirValueWhenDetached) {
+  Metrics m;
+  Metrics::AgentStreamCounts counts;
+  counts.denied = 9;
+  m.SetAgentStreamSource([&] { return counts; });
+  m.Render();
+  counts.denied = 2;  // a source that restarted from zero must not make a counter decrease
+  EXPECT_TRUE(Has(m.Render(), "plimsoll_agent_streams_ended_total{reason=\"denied\"} 9"));
+  m.SetAgentStreamSource(nullptr);
+  counts.denied = 50;
+  EXPECT_TRUE(Has(m.Render(), "plimsoll_agent_streams_ended_total{reason=\"denied\"} 9"));
+}
+
+TEST(MetricsTest, TheHttpEndpointServesTheScrapeTimeCounts) {
+  Metrics m;
+  ASSERT_TRUE(m.Serve("127.0.0.1:0").ok());
+  ASSERT_GT(m.bound_port(), 0);
+  Metrics::AgentStreamCounts counts;
+  counts.refused = 77;
+  m.SetAgentStreamSource([&] { return counts; });
+  const std::string body = Scrape(m.bound_port());
+  EXPECT_NE(body.find("plimsoll_agent_streams_refused_total 77\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("plimsoll_agent_reports_total"), std::string::npos) << body;
+  m.SetAgentStreamSource(nullptr);
+}
+
+v1::ListGuestsResponse View(const std::string& text) {
+  v1::ListGuestsResponse v;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &v)) << text;
+  return v;
+}
+
+// Metrics::Publish keeps one set of series per guest between publishes: what is
+// exported must still follow the published view exactly.
+TEST(MetricsTest, GuestSeriesFollowTheViewAcrossPublishes) {
+  Metrics m;
+  m.Publish(View(R"(
+    guests { name: "web" uuid: "u1" management_state: MANAGEMENT_STATE_MANAGED target_bytes: 100
+             stats { usable { bytes: 40 } stats_fresh: true } balloon_state: "ok" }
+    guests { name: "db" uuid: "u2" management_state: MANAGEMENT_STATE_STALE_STATS target_bytes: 200 })"));
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_balloon_target_bytes{domain="web",uuid="u1"} 100)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_usable_bytes{domain="web",uuid="u1"} 40)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_managed{domain="web",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_managed{domain="db",uuid="u2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="ok",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="stuck",uuid="u1"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="stale_stats"} 1)")) << text;
+  EXPECT_EQ(text.find(R"(plimsoll_guest_usable_bytes{domain="db")"), std::string::npos) << "db reports no usable";
+
+  // web stops reporting usable and changes state; db is renamed; a guest appears.
+  m.Publish(View(R"(
+    guests { name: "web" uuid: "u1" management_state: MANAGEMENT_STATE_MANAGED target_bytes: 90
+             balloon_state: "stuck" }
+    guests { name: "db2" uuid: "u2" management_state: MANAGEMENT_STATE_MANAGED target_bytes: 200 }
+    guests { name: "new" uuid: "u3" management_state: MANAGEMENT_STATE_MANAGED })"));
+  text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_balloon_target_bytes{domain="web",uuid="u1"} 90)")) << text;
+  EXPECT_EQ(text.find("plimsoll_guest_usable_bytes{"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="stuck",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_state{domain="web",state="ok",uuid="u1"} 0)")) << text;
+  EXPECT_EQ(text.find(R"(domain="db")"), std::string::npos) << "the old name's series are gone: " << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_max_bytes{domain="db2",uuid="u2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_managed{domain="new",uuid="u3"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 3)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="stale_stats"} 0)")) << text;
+
+  // Every guest gone: no guest series left at all.
+  m.Publish(View(""));
+  text = m.Render();
+  EXPECT_EQ(text.find("plimsoll_guest_balloon_target_bytes{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("plimsoll_guest_state{"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 0)")) << text;
+}
+
+TEST(MetricsTest, DecisionsAreCountedByDirection) {
+  Metrics m;
+  m.CountDecision(v1::DIRECTION_INFLATE);
+  m.CountDecision(v1::DIRECTION_HOLD);
+  m.CountDecision(v1::DIRECTION_HOLD);
+  m.CountDecision(v1::DIRECTION_UNSPECIFIED);
+  const std::string text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="inflate"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="deflate"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="hold"} 3)")) << text;
+}
+
+}  // namespace
+}  // namespace plimsoll::server
