@@ -1,3 +1,6 @@
+// agent/: plimsoll-agent, the in-guest reporter (reader, PSI trigger, dialer, reporter). It runs
+// in the guest, so it must never include server/; what it shares with the daemon is protocol/.
+//
 // The agent's one job: keep one long-lived AgentChannel.Report stream to plimsolld and send a
 // proven sample every interval, and at once when the PSI trigger fires.
 //

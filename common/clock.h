@@ -1,3 +1,6 @@
+// common/: small pieces every folder shares (clock, log, /proc parsers, bounded file reads, the
+// MiB formatter) and, in testing/, test helpers. It must not depend on any other plimsoll folder.
+//
 // The daemon's only source of time. Logic takes a Clock& so tests can move
 // time by hand (FakeClock) instead of sleeping.
 #ifndef PLIMSOLL_COMMON_CLOCK_H_

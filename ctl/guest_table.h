@@ -1,3 +1,6 @@
+// ctl/: plimsollctl, the operator's command line. It talks to plimsolld only over the control API
+// (proto/); nothing here may depend on server/ outside tests.
+//
 // Renders the control API's guest view as a fixed-width text table, the one
 // format shared by `plimsollctl guests`, `top` and the demo.
 #ifndef PLIMSOLL_CTL_GUEST_TABLE_H_

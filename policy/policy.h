@@ -1,3 +1,6 @@
+// policy/: the pure policies and their shared pieces. No I/O, no clock, no logging, and no
+// dependency on server/: the daemon and the simulator (sim/) both drive policies through this seam.
+//
 // The policy seam: a pure function from a snapshot of the world to balloon
 // targets. Policies do no I/O, read no clock and log nothing; everything they
 // need is in the Snapshot and everything they want to remember between ticks

@@ -1,3 +1,6 @@
+// protocol/: what the agent and the daemon must compute alike. Pure functions over bytes; nothing
+// here may depend on agent/ or server/.
+//
 // The identity proof both ends of the agent channel compute (docs/security.md):
 //
 //   guest token = HMAC-SHA256(host key, "plimsoll-agent-token-v1\0" || guest uuid)

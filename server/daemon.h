@@ -1,3 +1,6 @@
+// server/: plimsolld's wiring only (main.cc, daemon.*). It builds the parts that live in the
+// folders below it and connects them; no decision, RPC handler or libvirt call is written here.
+//
 // Wiring of plimsolld: builds the real seams (libvirt, host /proc), the policy,
 // the control loop, the control plane (overrides persisted in the state file,
 // the watch hub, the loop-backed ControlCore, authorization), the gRPC server

@@ -1,3 +1,7 @@
+// server/agent/: plimsolld's side of the agent channel (service, listener, validator, store, host
+// key, and the token and sink tools). It must not include the guest agent (agent/): what both
+// ends compute alike is in protocol/.
+//
 // The gRPC face of the agent channel: a thin adapter from AgentChannel.Report streams to
 // AgentStore::Ingest, plus the stream-level defences the store cannot provide because they
 // concern connections, not guests:

@@ -1,3 +1,7 @@
+// server/api/: the control API: the gRPC adapter (control_service), the core it calls
+// (control_core, loop_control_core), validation, lookup and the reclaim planner; security/ holds
+// authorisation and TLS. It never calls libvirt or /proc: it knows the loop's published view.
+//
 // ControlCore: what the Control gRPC service needs from the daemon to change
 // things. The service (control_service.h) is a thin adapter: it authorizes
 // the caller, validates the request with control_validation.h, calls one

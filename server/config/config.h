@@ -1,3 +1,6 @@
+// server/config/: the DaemonConfig from text and flags (config) and its SIGHUP reload
+// (config_reload). Pure over text and protos; no running part of the daemon lives here.
+//
 // plimsolld's configuration: a DaemonConfig proto read from text format, overlaid
 // with command-line flags of the same names, filled with defaults and validated
 // into typed Options. Every error names the offending field.

@@ -1,3 +1,6 @@
+// server/events/: the change stream of the published view (watch_hub, view_events): made by the
+// loop, served by the API's Watch. It must not depend on the loop, the API or the hypervisor.
+//
 // Fan-out of control-plane events (decisions, guest changes, overrides, host
 // policy, reclaims) from the control loop to Watch streams.
 //

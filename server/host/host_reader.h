@@ -1,3 +1,6 @@
+// server/host/: the host /proc seam (this interface, ProcHostReader, and in testing/ the one
+// fake). It knows nothing of guests, policies or the loop.
+//
 // The host-side /proc seam: the only place the daemon reads the host's /proc.
 #ifndef PLIMSOLL_SERVER_HOST_HOST_READER_H_
 #define PLIMSOLL_SERVER_HOST_HOST_READER_H_

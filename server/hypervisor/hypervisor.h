@@ -1,5 +1,9 @@
-// The hypervisor seam. Only libvirt_hypervisor.cc includes <libvirt/libvirt.h>;
-// everything else sees this interface, and unit tests use FakeHypervisor.
+// server/hypervisor/: the libvirt seam (this interface, LibvirtHypervisor, and in testing/ the one
+// fake). The only folder that includes libvirt; it knows nothing of policies, the loop or the API.
+//
+// The hypervisor seam. Only libvirt_hypervisor.cc includes <libvirt/libvirt.h> (and, in tests,
+// testing/test_driver_control.cc); everything else sees this interface, and unit tests use
+// FakeHypervisor.
 // Sizes are bytes (libvirt's KiB are converted at the boundary).
 #ifndef PLIMSOLL_SERVER_HYPERVISOR_HYPERVISOR_H_
 #define PLIMSOLL_SERVER_HYPERVISOR_HYPERVISOR_H_

@@ -1,3 +1,7 @@
+// server/loop/: the tick (control_loop), what it collects into (guest_tracker) and what it applies
+// through (actuator). It reaches libvirt and /proc only through server/hypervisor and server/host,
+// and serves no RPC: the API reads the view it publishes.
+//
 // The control loop: one tick is Collect -> Snapshot -> Decide -> Apply -> Publish.
 // Only Collect (hypervisor, host /proc) and Apply (actuator) touch the world;
 // Decide is the policy's pure function. The loop runs on one thread; other

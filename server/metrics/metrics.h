@@ -1,3 +1,6 @@
+// server/metrics/: every Prometheus series, declared once. It decides nothing and reads nothing
+// but what the loop and the agent channel hand it.
+//
 // Every Prometheus series plimsolld exports is declared in metrics.cc, once.
 // Guest series carry labels {domain, uuid} and disappear with the guest.
 // Thread-safe: the control loop writes, prometheus-cpp's exposer thread reads.

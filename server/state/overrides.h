@@ -1,3 +1,6 @@
+// server/state/: what the operator set and plimsolld must not forget (overrides, state_store).
+// No RPC and no libvirt: the API writes it, the loop reads its snapshot each tick.
+//
 // The operator's runtime settings: one GuestOverride per guest (by UUID) and
 // the runtime HostPolicy, persisted through a StateStore on every change.
 //

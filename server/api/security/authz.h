@@ -1,3 +1,6 @@
+// server/api/security/: who may call the control API (authz) and its listener's TLS
+// (tls_credentials). Nothing here knows about guests or policies.
+//
 // Who may call which Control RPC.
 //
 // Two kinds of peers reach the control API:
