@@ -1,6 +1,6 @@
 // LoopControlCore over a real ControlLoop with the project's fakes
-// (FakeHypervisor, FakeHostReader, FakeClock, the static policy's neighbour:
-// a scripted one): what each ControlCore method does to the loop, the state
+// (FakeHypervisor, FakeHostReader, FakeClock, and a scripted policy that
+// holds every guest): what each ControlCore method does to the loop, the state
 // file and the watch feed. No gRPC server: the service is a thin adapter.
 #include "server/api/loop_control_core.h"
 
@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
+#include "policy/testing/scripted_policy.h"
 #include "server/host/testing/fake_host_reader.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
 
@@ -24,17 +25,8 @@ constexpr int64_t kMiB = 1LL << 20;
 constexpr char kA[] = "00000000-0000-0000-0000-00000000000a";
 constexpr char kB[] = "00000000-0000-0000-0000-00000000000b";
 
-// Holds every guest where it is.
-class HoldPolicy : public policy::Policy {
- public:
-  absl::string_view name() const override { return "hold"; }
-  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
-    policy::Decisions d;
-    for (const auto& g : s.guests) d.guests.push_back({g.uuid, g.target_bytes, "hold", ""});
-    d.next_state = state;
-    return d;
-  }
-};
+// No targets scripted: every guest holds where it is.
+using policy::testing::ScriptedPolicy;
 
 class LoopControlCoreTest : public ::testing::Test {
  protected:
@@ -115,7 +107,7 @@ class LoopControlCoreTest : public ::testing::Test {
   FakeHypervisor hv_;
   host::FakeHostReader host_;
   FakeClock clock_;
-  HoldPolicy policy_;
+  ScriptedPolicy policy_;
   WatchHub hub_{&clock_};
   std::string dir_;
   std::unique_ptr<OverrideStore> store_;

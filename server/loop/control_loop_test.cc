@@ -3,6 +3,7 @@
 #include "server/loop/control_loop.h"
 
 #include "gtest/gtest.h"
+#include "policy/testing/scripted_policy.h"
 #include "server/host/testing/fake_host_reader.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
 
@@ -16,28 +17,7 @@ constexpr int64_t kMiB = 1LL << 20;
 constexpr char kA[] = "00000000-0000-0000-0000-00000000000a";
 constexpr char kB[] = "00000000-0000-0000-0000-00000000000b";
 
-// Returns whatever targets the test scripted (default: hold), so the loop's own
-// safety rules can be tested independently of any real policy.
-class ScriptedPolicy : public policy::Policy {
- public:
-  absl::string_view name() const override { return "scripted"; }
-  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
-    policy::Decisions d;
-    for (const auto& g : s.guests) {
-      auto it = targets.find(g.uuid);
-      policy::GuestDecision decision;
-      decision.uuid = g.uuid;
-      decision.target_bytes = it == targets.end() ? g.target_bytes : it->second;
-      decision.reason = "scripted";
-      d.guests.push_back(decision);
-    }
-    d.next_state = state;
-    last_snapshot = s;
-    return d;
-  }
-  absl::flat_hash_map<std::string, int64_t> targets;
-  mutable policy::Snapshot last_snapshot;
-};
+using policy::testing::ScriptedPolicy;
 
 class ControlLoopTest : public ::testing::Test {
  protected:
