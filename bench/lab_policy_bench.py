@@ -1,25 +1,38 @@
 #!/usr/bin/python3
 """Real-guest policy benchmark: every policy on the same lab, the same workloads, the same time.
 
-Three 1 GiB TCG guests under a private libvirtd:
-  stream  reads a --stream-mib file (default 700 MiB) through its page cache in a loop: a file
-          that fits in the guest is re-read from cache (hot); a larger one streams (cold cache)
-  hot     re-reads a 128 MiB file and reports its read throughput (hot cache: demand)
-  anon    idles, then allocates --anon-mib of anonymous memory after --anon-after seconds
-The guests may use --budget-mib together (default 2048 MiB, under their 3072 MiB). Every guest
-runs plimsoll-agent (2 s interval) unless --no-agent; every policy sees the same inputs.
+Mixes of TCG guests under a private libvirtd (--mix, comma-separated):
+  trio    three 1 GiB guests (the first benchmark):
+            stream  reads a --stream-mib file (default 700 MiB) through its page cache in a loop:
+                    a file that fits in the guest is re-read from cache (hot); a larger one
+                    streams (cold cache)
+            hot     re-reads a 128 MiB file and reports its read throughput (hot cache: demand)
+            anon    idles, then allocates --anon-mib of anonymous memory after --anon-after s
+          budget 2048 MiB (of 3072)
+  sizes4  four guests of different sizes, each hot set a different share of its guest:
+            hot768   768 MiB, re-reads 128 MiB (17%)
+            hot1536  1536 MiB, re-reads 384 MiB (25%)
+            stream   1024 MiB, streams the --stream-mib file
+            anon     1280 MiB, idles, then allocates 400 MiB after --anon-after s
+          budget 3200 MiB (of 4608, 69%)
+--budget-mib overrides a mix's budget. Every guest runs plimsoll-agent (2 s interval) with
+--agent=on, none with off, and both modes are run with both (--no-agent is --agent=off).
 
-For each policy it starts a fresh lab, runs plimsolld for --seconds, samples libvirt's `actual`
-and each guest's heartbeat (meminfo, vmstat, PSI) every 2 s, and reports:
+For each mix, agent mode and repetition (--repeat) it runs an unconstrained baseline (static
+policy, no budget) and then each policy, each on a fresh lab for --seconds; samples libvirt's
+`actual` and each guest's heartbeat (meminfo, vmstat, PSI) every 2 s, and reports:
   reclaimed GiB*s (sum over guests of (max - actual) over time), reclaimed at the end,
-  hot guest throughput vs the unconstrained run (static policy, no budget), PSI stall seconds
-  and file refaults per guest, balloon inflate/deflate pages (churn), OOM kills in any guest,
-  time until the guests' total first fits the budget.
+  each hot guest's throughput against its own unconstrained run of the same repetition, PSI
+  stall seconds and file refaults per guest, balloon inflate/deflate pages (churn), OOM kills in
+  any guest, time until the guests' total first fits the budget.
+With --repeat > 1 the table gives each figure's median over the repetitions and its range.
 
   sudo python3 bench/lab_policy_bench.py --policies=mom,proxmox,pagecache --seconds=150 \
       --out=docs/bench/lab_policy.json
+  sudo python3 bench/lab_policy_bench.py --mix=trio,sizes4 --agent=both --repeat=3 \
+      --policies=mom,proxmox,pagecache --stream-mib=1536 --out=/tmp/mixes.json
 
-Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per policy.
+Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per run.
 """
 
 import argparse
@@ -35,24 +48,54 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 import harness  # noqa: E402
 from harness import MIB  # noqa: E402
 
-GUESTS = ("stream", "hot", "anon")
+# name: (workload, memory MiB, hot set MiB or None, anonymous MiB allocated later or None)
+MIXES = {
+    "trio": {"budget_mib": 2048, "guests": [
+        ("stream", "stream", 1024, None, None),
+        ("hot", "hot", 1024, 128, None),
+        ("anon", "anon", 1024, None, "arg"),  # --anon-mib
+    ]},
+    "sizes4": {"budget_mib": 3200, "guests": [
+        ("hot768", "hot", 768, 128, None),
+        ("hot1536", "hot", 1536, 384, None),
+        ("stream", "stream", 1024, None, None),
+        ("anon", "anon", 1280, None, 400),
+    ]},
+}
 
 
-def run_policy(policy, args, budget_mib):
+def mix_guests(mix, args):
+    """[(name, add_guest kwargs, max bytes)] of a mix."""
+    out = []
+    for name, workload, mem, hot, anon in MIXES[mix]["guests"]:
+        kw = dict(workload=workload, memory_mib=mem)
+        if hot is not None:
+            kw["hot_mib"] = hot
+        if anon is not None:
+            kw.update(anon_mib=args.anon_mib if anon == "arg" else anon, anon_after=args.anon_after)
+        out.append((name, kw, mem * MIB))
+    return out
+
+
+def mix_hot_mib(mix):
+    return max(g[3] or 0 for g in MIXES[mix]["guests"]) or 128
+
+
+def run_policy(policy, args, budget_mib, mix="trio", agent=True):
+    guests = mix_guests(mix, args)
+    GUESTS = [g[0] for g in guests]
+    maxb = {g[0]: g[2] for g in guests}
     workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % policy)
     keys = harness.AgentKeys(workdir)
     lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD,
-                             stream_mib=args.stream_mib)
+                             stream_mib=args.stream_mib, hot_mib=mix_hot_mib(mix))
     daemon = None
     samples = []
     try:
         lab.start()
-        extra = {}
-        for name in GUESTS:
-            kw = dict(workload=name, memory_mib=1024)
-            if name == "anon":
-                kw.update(anon_mib=args.anon_mib, anon_after=args.anon_after)
-            if not args.no_agent:
+        for name, kw, _ in guests:
+            kw = dict(kw)
+            if agent:
                 kw.update(keys.guest_kwargs(interval="2s"))
             lab.add_guest(name, **kw)
         for name in GUESTS:
@@ -87,7 +130,8 @@ def run_policy(policy, args, budget_mib):
         log = daemon.read_log()
         if args.keep_logs:
             os.makedirs(args.keep_logs, exist_ok=True)
-            with open(os.path.join(args.keep_logs, "plimsolld-%s.log" % policy), "w") as f:
+            with open(os.path.join(args.keep_logs, "plimsolld-%s-%s-%s.log" % (
+                    mix, "agent" if agent else "noagent", policy)), "w") as f:
                 f.write(log)
     finally:
         if daemon:
@@ -95,12 +139,19 @@ def run_policy(policy, args, budget_mib):
         lab.stop()
 
     dt = 2.0
-    reclaimed_gibs = sum((1024 * MIB - (row[n] or 1024 * MIB)) * dt for row in samples for n in GUESTS) / (1 << 30)
+    reclaimed_gibs = sum((maxb[n] - (row[n] or maxb[n])) * dt for row in samples for n in GUESTS) / (1 << 30)
     end = samples[-1]
-    reclaimed_end = sum(1024 * MIB - (end[n] or 1024 * MIB) for n in GUESTS)
+    reclaimed_end = sum(maxb[n] - (end[n] or maxb[n]) for n in GUESTS)
     fits = next((row["t"] for row in samples
                  if budget_mib and sum(row[n] or 0 for n in GUESTS) <= budget_mib * MIB), None)
-    hot_mbps = [w["mbps"] for w in wl["hot"] if "mbps" in w and w.get("t", 0) > 10]
+    hot_guests = [g[0] for g in guests if g[1]["workload"] == "hot"]
+    hot_mbps_by_guest = {}
+    for n in hot_guests:
+        series = [w["mbps"] for w in wl[n] if "mbps" in w and w.get("t", 0) > 10]
+        hot_mbps_by_guest[n] = statistics.mean(series) if series else None
+    # The first benchmark's single hot guest ("hot"), kept under its old keys.
+    first_hot = hot_guests[0]
+    hot_mbps = [w["mbps"] for w in wl[first_hot] if "mbps" in w and w.get("t", 0) > 10]
     per_guest = {}
     for n in GUESTS:
         a, b = first_hb.get(n), last_hb.get(n)
@@ -119,6 +170,8 @@ def run_policy(policy, args, budget_mib):
         }
     return {
         "policy": policy,
+        "mix": mix,
+        "agent": agent,
         "budget_mib": budget_mib,
         "seconds": args.seconds,
         "reclaimed_gib_s": reclaimed_gibs,
@@ -127,7 +180,9 @@ def run_policy(policy, args, budget_mib):
         "hot_mbps_mean": statistics.mean(hot_mbps) if hot_mbps else None,
         "hot_mbps_samples": len(hot_mbps),
         # (guest seconds since the workload started, MB/s): where a policy costs throughput.
-        "hot_mbps_series": [[w.get("t"), w["mbps"]] for w in wl["hot"] if "mbps" in w],
+        "hot_mbps_series": [[w.get("t"), w["mbps"]] for w in wl[first_hot] if "mbps" in w],
+        "hot_mbps_by_guest": hot_mbps_by_guest,
+        "guest_max_mib": {n: maxb[n] / MIB for n in GUESTS},
         "decisions_moved": log.count("direction=inflate") + log.count("direction=deflate"),
         "guests": per_guest,
         "samples": samples,
@@ -135,65 +190,133 @@ def run_policy(policy, args, budget_mib):
 
 
 def svg(results, path):
-    """Actual guest sizes over time, one panel per policy (hand-written SVG, no dependencies)."""
-    colors = {"stream": "#1f77b4", "hot": "#d62728", "anon": "#2ca02c"}
+    """Actual guest sizes over time, one panel per run (hand-written SVG, no dependencies)."""
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     w, h, pad = 420, 200, 30
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
              'font-size="11">' % (w * len(results), h + 40)]
     for i, r in enumerate(results):
         x0 = i * w
-        parts.append('<text x="%d" y="14">%s (budget %s MiB)</text>' % (x0 + pad, r["policy"], r["budget_mib"] or "none"))
+        names = list(r["guest_max_mib"])
+        top = max(r["guest_max_mib"].values()) * MIB
+        parts.append('<text x="%d" y="14">%s %s%s (budget %s MiB)</text>' % (
+            x0 + pad, r["mix"], r["policy"], "" if r["agent"] else " no agent", r["budget_mib"] or "none"))
         tmax = max(row["t"] for row in r["samples"]) or 1
-        for n in GUESTS:
+        for k, n in enumerate(names):
             pts = " ".join("%.1f,%.1f" % (x0 + pad + (w - 2 * pad) * row["t"] / tmax,
-                                          20 + h - (h - 20) * (row[n] or 0) / (1024 * MIB))
+                                          20 + h - (h - 20) * (row[n] or 0) / top)
                            for row in r["samples"])
-            parts.append('<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>' % (colors[n], pts))
-        parts.append('<text x="%d" y="%d">0..%ds, 0..1024 MiB; stream blue, hot red, anon green</text>'
-                     % (x0 + pad, h + 35, tmax))
+            parts.append('<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>'
+                         % (palette[k % len(palette)], pts))
+        parts.append('<text x="%d" y="%d">0..%ds, 0..%d MiB; %s</text>' % (
+            x0 + pad, h + 35, tmax, top / MIB,
+            ", ".join("%s %s" % (n, ["blue", "red", "green", "purple", "orange", "brown"][k % 6])
+                      for k, n in enumerate(names))))
     parts.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(parts))
 
 
+def median_range(values, fmt="%.1f"):
+    """'median (min..max)' of the values that are there; '-' when none is."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    if len(vals) == 1:
+        return fmt % vals[0]
+    return (fmt + " (" + fmt + ".." + fmt + ")") % (statistics.median(vals), min(vals), max(vals))
+
+
+def hot_change(r, base):
+    """Each hot guest's mean MB/s against the same guest in the unconstrained run, in percent."""
+    out = {}
+    for n, v in r.get("hot_mbps_by_guest", {}).items():
+        b = base["hot_mbps_by_guest"].get(n) if base else None
+        out[n] = 100 * (v / b - 1) if v and b else None
+    return out
+
+
+def print_table(results, repeat):
+    """One Markdown table per mix and agent mode; with several repetitions, medians and ranges."""
+    groups = {}
+    for r in results:
+        groups.setdefault((r["mix"], r["agent"]), []).append(r)
+    for (mix, agent), rs in groups.items():
+        names = list(rs[0]["guest_max_mib"])
+        hot = [n for n in rs[0].get("hot_mbps_by_guest", {})]
+        print("\n%s, %s, %d repetition(s)%s\n" % (mix, "agent" if agent else "no agent", repeat,
+                                                  ": median (min..max)" if repeat > 1 else ""))
+        print("| policy | reclaimed GiB*s | x MoM | reclaimed at end MiB | fits budget after s | %s | PSI stall s (%s) "
+              "| file refaults (%s) | balloon deflate pages | OOM kills |" % (
+                  " | ".join("%s MB/s vs unconstrained" % n for n in hot), "/".join(names), "/".join(names)))
+        print("|---" * (9 + len(hot)) + "|")
+        by_policy = {}
+        for r in rs:
+            by_policy.setdefault((r["policy"], r["budget_mib"]), []).append(r)
+        bases = {r["rep"]: r for r in rs if r["budget_mib"] is None}
+        moms = {r["rep"]: r for r in rs if r["policy"] == "mom" and r["budget_mib"] is not None}
+        for (policy, budget), runs in by_policy.items():
+            g = lambda r, n, k: r["guests"][n].get(k)
+            ratio = [r["reclaimed_gib_s"] / moms[r["rep"]]["reclaimed_gib_s"]
+                     for r in runs if r["rep"] in moms and moms[r["rep"]]["reclaimed_gib_s"] > 0]
+            cells = [policy + ("" if budget else " (no budget)"),
+                     median_range([r["reclaimed_gib_s"] for r in runs]),
+                     median_range(ratio, "%.2f") if budget else "-",
+                     median_range([r["reclaimed_end_mib"] for r in runs], "%.0f"),
+                     median_range([r["fits_budget_after_s"] for r in runs], "%.0f")]
+            for n in hot:
+                cells.append(median_range([hot_change(r, bases.get(r["rep"])).get(n) for r in runs], "%+.1f%%")
+                             if budget else median_range([r["hot_mbps_by_guest"].get(n) for r in runs], "%.0f"))
+            cells.append("/".join(median_range([g(r, n, "psi_stall_s") for r in runs]) for n in names))
+            cells.append("/".join(median_range([g(r, n, "refaults") for r in runs], "%.0f") for n in names))
+            cells.append(median_range([sum(r["guests"][n].get("balloon_deflate_pages", 0) for n in names) for r in runs], "%.0f"))
+            cells.append(median_range([sum(r["guests"][n].get("oom_kill", 0) for n in names) for r in runs], "%.0f"))
+            print("| " + " | ".join(cells) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policies", default="mom,proxmox,pagecache")
+    ap.add_argument("--mix", default="trio", help="comma-separated: " + ", ".join(MIXES))
+    ap.add_argument("--agent", default="on", choices=("on", "off", "both"))
+    ap.add_argument("--repeat", type=int, default=1, help="repetitions of every run (medians and ranges)")
     ap.add_argument("--seconds", type=int, default=150)
-    ap.add_argument("--budget-mib", type=int, default=2048)
-    ap.add_argument("--anon-mib", type=int, default=300)
+    ap.add_argument("--budget-mib", type=int, default=None, help="default: the mix's own budget")
+    ap.add_argument("--anon-mib", type=int, default=300, help="the trio's anon guest's allocation")
     ap.add_argument("--stream-mib", type=int, default=700,
-                    help="size of the streamed file; above the guest's 1024 MiB it cannot stay cached")
+                    help="size of the streamed file; above the guest's memory it cannot stay cached")
     ap.add_argument("--anon-after", type=int, default=60)
     ap.add_argument("--tick", default="2s")
     ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent")
+    ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent (--agent=off)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each policy's plimsolld log here, every decision included")
     args = ap.parse_args()
+    mixes = [m for m in args.mix.split(",") if m]
+    for m in mixes:
+        if m not in MIXES:
+            sys.exit("unknown mix %r (one of %s)" % (m, ", ".join(MIXES)))
+    if args.repeat < 1:
+        sys.exit("--repeat must be at least 1")
+    agent_modes = {"on": [True], "off": [False], "both": [True, False]}["off" if args.no_agent else args.agent]
     reason = harness.skip_reason()
     if reason:
         sys.exit("cannot run: " + reason)
     results = []
-    if not args.no_baseline:
-        results.append(run_policy("static", args, None))
-    for p in args.policies.split(","):
-        results.append(run_policy(p, args, args.budget_mib))
-    base = results[0]["hot_mbps_mean"] if not args.no_baseline else None
-    print("| policy | reclaimed GiB*s | reclaimed at end MiB | fits budget after s | hot MB/s (vs unconstrained) "
-          "| PSI stall s (stream/hot/anon) | file refaults (stream/hot/anon) | balloon deflate pages | OOM kills |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        g = r["guests"]
-        rel = ("%+.1f%%" % (100 * (r["hot_mbps_mean"] / base - 1))) if base and r["hot_mbps_mean"] else "-"
-        print("| %s | %.1f | %.0f | %s | %s (%s) | %s | %s | %s | %s |" % (
-            r["policy"] + ("" if r["budget_mib"] else " (no budget)"), r["reclaimed_gib_s"],
-            r["reclaimed_end_mib"], "%.0f" % r["fits_budget_after_s"] if r["fits_budget_after_s"] is not None else "-",
-            "%.0f" % r["hot_mbps_mean"] if r["hot_mbps_mean"] else "-", rel,
-            "/".join("%.1f" % g[n]["psi_stall_s"] if g[n].get("psi_stall_s") is not None else "-" for n in GUESTS),
-            "/".join(str(g[n].get("refaults", "-")) for n in GUESTS),
-            sum(g[n].get("balloon_deflate_pages", 0) for n in GUESTS),
-            sum(g[n].get("oom_kill", 0) for n in GUESTS)))
+    t0 = time.monotonic()
+    for mix in mixes:
+        budget = args.budget_mib or MIXES[mix]["budget_mib"]
+        for agent in agent_modes:
+            for rep in range(args.repeat):
+                plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in args.policies.split(",")]
+                for policy, b in plan:
+                    r = run_policy(policy, args, b, mix=mix, agent=agent)
+                    r["rep"] = rep
+                    results.append(r)
+                    print("done: %s %s %s rep %d: %.1f GiB*s (%.0f s so far)" % (
+                        mix, "agent" if agent else "no-agent", policy if b else "static (no budget)", rep,
+                        r["reclaimed_gib_s"], time.monotonic() - t0), file=sys.stderr, flush=True)
+    print_table(results, args.repeat)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

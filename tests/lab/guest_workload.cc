@@ -6,7 +6,9 @@
 // console do not interleave.
 //
 //   guest_workload stream FILE            read FILE sequentially in a loop
-//   guest_workload hot FILE               re-read the (small) FILE in a loop
+//   guest_workload hot FILE               re-read the (small) FILE in a loop; with
+//                                         plimsoll.hot_mib=N on the kernel command line, only
+//                                         its first N MiB (each guest of a lab its own hot set)
 //   guest_workload anon --mib N --after S touch N MiB of anonymous memory after S s
 //   guest_workload idle                   sleep forever
 //
@@ -24,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,10 +77,25 @@ void SleepSeconds(double s) {
   }
 }
 
-// Reads `path` from start to end over and over with buffered read(2), reporting
-// throughput every kReportIntervalS seconds. Used by both "stream" and "hot": the
-// difference is only the file size relative to guest memory.
-int ReadLoop(const char* mode, const char* path) {
+// plimsoll.hot_mib=N from the kernel command line, in bytes; 0 when absent (the whole file). Read
+// here rather than passed by the initramfs's script, so that the cached initramfs stays as it is.
+uint64_t HotLimitFromCmdline() {
+  FILE* f = fopen("/proc/cmdline", "r");
+  if (f == nullptr) return 0;
+  char line[4096] = {0};
+  const bool ok = fgets(line, sizeof(line), f) != nullptr;
+  fclose(f);
+  if (!ok) return 0;
+  const char* p = strstr(line, "plimsoll.hot_mib=");
+  if (p == nullptr) return 0;
+  const long mib = strtol(p + strlen("plimsoll.hot_mib="), nullptr, 10);
+  return mib > 0 ? static_cast<uint64_t>(mib) << 20 : 0;
+}
+
+// Reads `path` from start to end (or its first `limit` bytes, when not 0) over and over with
+// buffered read(2), reporting throughput every kReportIntervalS seconds. Used by both "stream"
+// and "hot": the difference is only the size read relative to guest memory.
+int ReadLoop(const char* mode, const char* path, uint64_t limit) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     EmitLine("PLIMSOLL-WL mode=%s error=open errno=%d path=%s", mode, errno, path);
@@ -87,8 +105,11 @@ int ReadLoop(const char* mode, const char* path) {
   const double start = MonotonicSeconds();
   double interval_start = start;
   uint64_t interval_bytes = 0;
+  uint64_t offset = 0;
   for (;;) {
-    ssize_t n = read(fd, buf.data(), buf.size());
+    size_t want = buf.size();
+    if (limit > 0) want = static_cast<size_t>(std::min<uint64_t>(want, limit - offset));
+    ssize_t n = want == 0 ? 0 : read(fd, buf.data(), want);
     if (n < 0) {
       if (errno == EINTR) continue;
       EmitLine("PLIMSOLL-WL mode=%s error=read errno=%d", mode, errno);
@@ -96,6 +117,7 @@ int ReadLoop(const char* mode, const char* path) {
       return 1;
     }
     if (n == 0) {
+      offset = 0;
       if (lseek(fd, 0, SEEK_SET) < 0) {
         EmitLine("PLIMSOLL-WL mode=%s error=lseek errno=%d", mode, errno);
         close(fd);
@@ -104,6 +126,7 @@ int ReadLoop(const char* mode, const char* path) {
       continue;
     }
     interval_bytes += static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
     const double now = MonotonicSeconds();
     if (now - interval_start >= kReportIntervalS) {
       const double mbps = static_cast<double>(interval_bytes) / (now - interval_start) / 1e6;
@@ -158,7 +181,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "stream" || mode == "hot") {
     if (argc != 3) return Usage();
-    return ReadLoop(mode.c_str(), argv[2]);
+    return ReadLoop(mode.c_str(), argv[2], mode == "hot" ? HotLimitFromCmdline() : 0);
   }
   if (mode == "anon") {
     long mib = -1;

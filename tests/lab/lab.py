@@ -958,10 +958,13 @@ class Lab:
 
     # ---- guests --------------------------------------------------------------------
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
-                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True):
+                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
+                   hot_mib=None):
         """The libvirt XML add_guest() would create (exposed for tests and debugging).
 
-        balloon=False gives the guest no balloon device (`<memballoon model='none'/>`)."""
+        balloon=False gives the guest no balloon device (`<memballoon model='none'/>`).
+        hot_mib: the "hot" workload re-reads only the first hot_mib MiB of the lab's hot file
+        (at most the lab's hot_mib), so guests of one lab can have hot sets of their own."""
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
             raise LabError("bad guest name %r" % name)
         if workload not in WORKLOADS:
@@ -976,6 +979,10 @@ class Lab:
                 "plimsoll.anon_mib=%d" % int(anon_mib), "plimsoll.anon_after=%g" % anon_after]
         if self.workload_bin:
             args.append("plimsoll.wl=%s" % self.workload_bin)
+        if hot_mib is not None:
+            if not 0 < int(hot_mib) <= self.hot_mib:
+                raise LabError("hot_mib=%r must be in (0, %d], the lab's hot file" % (hot_mib, self.hot_mib))
+            args.append("plimsoll.hot_mib=%d" % int(hot_mib))
         if run:
             if not os.path.isabs(run) or not os.access(run, os.X_OK):
                 raise LabError("run=%r must be an absolute path to an executable" % run)
@@ -1049,7 +1056,8 @@ class Lab:
            aio=" io='native'" if cache_mode == "none" else "")
 
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
-                  autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True):
+                  autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
+                  hot_mib=None):
         """Creates and starts a transient guest; returns at once (see wait_ready).
 
         guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot.
@@ -1060,7 +1068,7 @@ class Lab:
         if self.artefacts is None:
             self.artefacts = prepare(self.cache_dir, self.stream_mib, self.hot_mib)
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
-                              anon_mib, anon_after, guest_uuid, balloon=balloon)
+                              anon_mib, anon_after, guest_uuid, balloon=balloon, hot_mib=hot_mib)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
         with contextlib.suppress(FileNotFoundError):
