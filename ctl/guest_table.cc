@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctl/short_reason.h"
@@ -61,8 +62,28 @@ std::string RenderHost(const plimsoll::v1::HostStatus& h) {
          (h.state_problem().empty() ? "" : absl::StrCat("host: STATE FILE PROBLEM: ", h.state_problem(), "\n"));
 }
 
+// Breaks each line longer than `width` at spaces; continuation lines start with `indent`. A word
+// longer than a line stays whole (it cannot be broken without losing it).
+std::string WrapLines(const std::string& text, size_t width, const std::string& indent) {
+  if (width == 0) return text;
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty()) continue;
+    std::string current;
+    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      if (!current.empty() && current.size() + 1 + word.size() > width) {
+        absl::StrAppend(&out, current, "\n");
+        current = indent;
+      }
+      absl::StrAppend(&current, current.empty() || current == indent ? "" : " ", word);
+    }
+    absl::StrAppend(&out, current, "\n");
+  }
+  return out;
+}
+
 std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, size_t line_width) {
-  std::string out = RenderHost(view.host());
+  std::string out = WrapLines(RenderHost(view.host()), line_width, "      ");
   size_t name_w = 5;
   for (const auto& g : view.guests()) name_w = std::max(name_w, g.name().size());
   // Every cell but the reason: name and state left-aligned, sizes right-aligned.

@@ -15,8 +15,9 @@ namespace plimsoll::ctl {
 
 // A header line about the host, then one line per guest:
 // GUEST STATE MAX MIN TARGET ACTUAL CACHE USABLE AGE REASON.
-// `line_width` > 0: every guest line fits in it, the reason in its short form
-// (ctl/short_reason.h) in what the columns before it leave. 0: full reasons.
+// `line_width` > 0: every line fits in it: host lines wrap, and each guest's reason takes its
+// short form (ctl/short_reason.h) in what the columns before it leave (guest names and columns
+// wider than the line are not cut). 0: full reasons, unwrapped.
 std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, size_t line_width = 0);
 
 // One guest, every field on its own line.

@@ -137,7 +137,7 @@ TEST_F(PlimsollctlTest, TablesFitTheTerminal) {
   auto widest = [](const std::string& out) {
     size_t w = 0;
     for (absl::string_view line : absl::StrSplit(out, '\n')) {
-      if (absl::StartsWith(line, "host:") || absl::StartsWith(line, "---")) continue;
+      if (absl::StartsWith(line, "---")) continue;  // top's timestamp line
       w = std::max(w, line.size());
     }
     return w;
@@ -146,10 +146,11 @@ TEST_F(PlimsollctlTest, TablesFitTheTerminal) {
     Result r = Ctl(Unix() + " " + command, "COLUMNS=100");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_LE(widest(r.out), 100u) << r.out;
-    EXPECT_THAT(r.out, HasSubstr("reclaim ->1408MiB"));
+    EXPECT_THAT(r.out, HasSubstr(" reclaim "));  // what was done leads, in any width
     r = Ctl(Unix() + " " + command, "env -u COLUMNS");  // a pipe: no terminal to ask
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_LE(widest(r.out), 120u) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("reclaim taken=128MiB stall_pct=0.00"));
     EXPECT_GT(widest(r.out), 100u) << "120 columns are used: " << r.out;
     r = Ctl(Unix() + " " + command + " --wide", "COLUMNS=100");
     EXPECT_THAT(r.out, HasSubstr(full_tail));

@@ -73,7 +73,6 @@ std::string ShortReason(absl::string_view reason, size_t width) {
 
   std::vector<std::string> pieces;
   if (!lead.empty()) pieces.push_back(lead);
-  if (!target.empty()) pieces.push_back(target);
   if (!state.empty()) pieces.push_back(state);
   for (size_t i = 1; i < parts.size(); ++i) {
     absl::string_view note = absl::StripAsciiWhitespace(parts[i]);
@@ -87,6 +86,8 @@ std::string ShortReason(absl::string_view reason, size_t width) {
   for (const auto& [k, text] : numbers) {
     if (!Contains(kDecidingKeys, k)) pieces.push_back(text);
   }
+  // Last: a table shows the target in its own column.
+  if (!target.empty()) pieces.push_back(target);
 
   std::string out;
   for (const std::string& piece : pieces) {

@@ -5,8 +5,9 @@
 // A reason is the policy's part ("pagecache: src=agent actual=... action=backoff ... -> 1022MiB")
 // and then the loop's notes, each after " | " ("held: stale stats ...", "apply failed ...").
 // The short form keeps, in this order while they fit: what was done (the action, or a hold and
-// its cause), the target it led to, the loop's notes, then the numbers that decide a decision
-// (what was taken or granted, stall, refaults, working set, cache, free, floor), then the rest.
+// its cause), a state other than ok, the loop's notes, the numbers that decide a decision (what
+// was taken or granted, stall, refaults, working set, cache, free, floor), the rest, and last the
+// target it led to (a table shows that in its own column).
 #ifndef PLIMSOLL_CTL_SHORT_REASON_H_
 #define PLIMSOLL_CTL_SHORT_REASON_H_
 
