@@ -16,6 +16,8 @@ constexpr double kReclaimRate = 2 * kGib;  // bytes/s direct reclaim frees clean
 constexpr double kSpikeStall = 0.15;       // PSI trigger: 150 ms stalled in a 1 s window
 constexpr double kSpikeGapSeconds = 1;     // at most one early report per second
 constexpr double kChurnGiveBack = 0.97;    // share of an inflation the shrinker hands back
+constexpr double kRandomRequestBytes = 4096;        // one hot-set miss, one page
+constexpr double kStreamRequestBytes = 128 * 1024;  // Linux's default read_ahead_kb
 
 }  // namespace
 
@@ -133,6 +135,13 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
   }
 }
 
+void GuestModel::ReadDisk(double bytes, double request_bytes) {
+  if (bytes <= 0) return;
+  disk_read_bytes_ += bytes;
+  disk_read_requests_ += bytes / request_bytes;
+  last_.disk_read_bytes += bytes;
+}
+
 void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
   // The hot set shrank: what left it is cold now.
   if (hot_ > phase.hot) {
@@ -160,6 +169,7 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
       hot_ += std::min(wanted, room);
       refault_pages_ += refaults / kPage;
       major_faults_ += misses / kPage;
+      ReadDisk(misses, kRandomRequestBytes);
       last_.refault_bytes += refaults;
       *stall += refaults / spec_.disk_rate;
     }
@@ -175,6 +185,8 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
       last_.refault_bytes += bytes;
       *stall += bytes / spec_.disk_rate;
     }
+    // A first read, or a pass over a loop the cache does not hold: from disk.
+    ReadDisk(bytes, kStreamRequestBytes);
     streamed_ += bytes;
     // Streamed pages take free memory; past that they replace older cold pages.
     cold_ += std::min(bytes, std::max(0.0, Free() - MinFree()));
@@ -252,6 +264,9 @@ const StepOutcome& GuestModel::Step(double now, double dt) {
 }
 
 void GuestModel::FillStats(double now, double stale_after, policy::GuestView* view) const {
+  // Block stats come from QEMU, read when the snapshot is taken: no report to wait for.
+  view->disk_read_bytes = static_cast<uint64_t>(disk_read_bytes_);
+  view->disk_read_requests = static_cast<uint64_t>(disk_read_requests_);
   if (!libvirt_.has_value()) {
     view->has_stats = false;
     view->stats_fresh = false;

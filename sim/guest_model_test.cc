@@ -175,5 +175,53 @@ TEST(GuestModelTest, NoStatsStaleAndNonsense) {
   EXPECT_EQ(*lv.psi_some_avg10, 250);
 }
 
+// What libvirt's block stats would show: cache misses are disk reads, hits are not.
+TEST(GuestModelTest, DiskReadsAreTheCacheMissesAsTheHostSeesThem) {
+  // A streamer: every streamed byte is a first read, in readahead-sized requests.
+  GuestModel stream(Spec(kGib, 0, 0, 10 * kMib));
+  Advance(stream, 0, 60);
+  EXPECT_NEAR(stream.disk_read_bytes(), 600 * kMib, 1);
+  EXPECT_NEAR(stream.disk_read_requests(), 600 * kMib / (128 * kKib), 1e-6);
+
+  // A hot set that fits and is fully cached: no read at all.
+  GuestModel cached(Spec(kGib, 512 * kMib, 50 * kMib));
+  Advance(cached, 0, 60);
+  EXPECT_EQ(cached.disk_read_bytes(), 0);
+
+  // Squeezed under its hot set: every miss is read back, one page per request, and the
+  // refaults are part of the reads.
+  GuestModel squeezed(Spec(kGib, 2 * kGib, 100 * kMib));
+  squeezed.SetTarget(2 * kGib);
+  double refaults = 0;
+  for (double t = 1; t <= 60; ++t) refaults += squeezed.Step(t, 1).refault_bytes;
+  ASSERT_GT(refaults, 0);
+  EXPECT_GE(squeezed.disk_read_bytes(), refaults);
+  EXPECT_NEAR(squeezed.disk_read_requests(), squeezed.disk_read_bytes() / 4096, 1e-6);
+
+  // The host counts them even for a guest whose balloon driver never reports: the view has them
+  // without stats.
+  GuestSpec silent = Spec(kGib, 0, 0, 10 * kMib);
+  silent.behaviour = Behaviour::kNoStats;
+  silent.agent = false;
+  GuestModel n(silent);
+  Advance(n, 0, 10);
+  policy::GuestView v;
+  n.FillStats(10, 30, &v);
+  EXPECT_FALSE(v.has_stats);
+  ASSERT_TRUE(v.disk_read_bytes.has_value());
+  EXPECT_EQ(*v.disk_read_bytes, static_cast<uint64_t>(100 * kMib));
+  EXPECT_EQ(*v.disk_read_requests, 800u);
+}
+
+// A loop over a file larger than the guest is read from disk on every pass.
+TEST(GuestModelTest, ALoopLargerThanTheCacheIsReadEveryPass) {
+  GuestSpec spec = Spec(100 * kMib, 0, 0, 40 * kMib);
+  spec.max = 1 * kGib;
+  spec.phases[0].loop = 1536 * kMib;
+  GuestModel g(spec);
+  Advance(g, 0, 120);  // 4800 MiB read: three passes and more
+  EXPECT_NEAR(g.disk_read_bytes(), 4800 * kMib, 1);
+}
+
 }  // namespace
 }  // namespace plimsoll::sim
