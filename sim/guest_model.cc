@@ -263,6 +263,37 @@ const StepOutcome& GuestModel::Step(double now, double dt) {
   return last_;
 }
 
+double GuestModel::WorkingSetAt(double t) const {
+  size_t k = 0;
+  for (size_t i = 0; i < spec_.phases.size(); ++i) {
+    if (spec_.phases[i].at <= t) k = i;
+  }
+  const Phase& phase = spec_.phases[k];
+  // The part of this phase's hot set some phase from this one on reads.
+  double hot = 0;
+  for (size_t j = k; j < spec_.phases.size(); ++j) {
+    if (spec_.phases[j].hot_rate > 0) hot = std::max(hot, std::min(phase.hot, spec_.phases[j].hot));
+  }
+  const double min_free = std::max(16 * kMib, 0.005 * spec_.max);
+  double need = kernel_ + spec_.unreclaimable + phase.anon + hot + min_free;
+  if (phase.loop > 0 && phase.stream_rate > 0 && need + phase.loop <= spec_.max) need += phase.loop;
+  return need;
+}
+
+double GuestModel::NeedAhead(double now, double lead) const {
+  double need = WorkingSetAt(now);
+  for (const Phase& p : spec_.phases) {
+    if (p.at <= now) continue;
+    need = std::max(need, WorkingSetAt(p.at) - spec_.speed * std::max(0.0, p.at - now - lead));
+  }
+  return need;
+}
+
+bool GuestModel::BalloonInflates(double now) const {
+  if (Misbehaving(Behaviour::kStuck, now) || Misbehaving(Behaviour::kTrickle, now)) return false;
+  return !(Misbehaving(Behaviour::kChurn, now) && PhaseAt(now).stream_rate > 0);
+}
+
 void GuestModel::FillStats(double now, double stale_after, policy::GuestView* view) const {
   // Block stats come from QEMU, read when the snapshot is taken: no report to wait for.
   view->disk_read_bytes = static_cast<uint64_t>(disk_read_bytes_);

@@ -75,6 +75,22 @@ class GuestModel {
   double kernel() const { return kernel_; }
   double Free() const;
   const StepOutcome& last() const { return last_; }
+
+  // The model's truth, for the oracle (sim/oracle_policy.h); no policy sees it.
+  //
+  // The working set at time t: the least balloon size at which the guest neither reclaims nor
+  // refaults then: kernel + unreclaimable + the phase's anon + the part of its hot set that is
+  // read then or later in the run (a set read in bursts stays working set between them) + a
+  // looped file when the whole of it fits beside the rest + the min-free watermark (taken at
+  // max). Cold cache (streamed pages, a loop that does not fit) is not part of it. May exceed max.
+  double WorkingSetAt(double t) const;
+  // The least size the balloon must have at `now` so that, deflating at `speed` from a decision
+  // up to `lead` seconds later, it is never under a later working set when that set begins:
+  // max over t >= now of WorkingSetAt(t) - speed * max(0, t - now - lead).
+  double NeedAhead(double now, double lead) const;
+  // False while the balloon cannot be inflated to any effect at `now`: stuck, trickling, or
+  // churning (handing back what it takes) while a streaming reader refills the cache.
+  bool BalloonInflates(double now) const;
   double psi_avg10() const { return psi_avg10_; }
   int64_t oom_kills() const { return oom_kills_; }
   // Cumulative disk reads since the run started, as libvirt's block stats count them.

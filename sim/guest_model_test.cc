@@ -223,5 +223,47 @@ TEST(GuestModelTest, ALoopLargerThanTheCacheIsReadEveryPass) {
   EXPECT_NEAR(g.disk_read_bytes(), 4800 * kMib, 1);
 }
 
+// The oracle's truth: anon, the hot set read now or later, kernel and watermark; cold cache not.
+TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
+  GuestSpec spec = Spec(1 * kGib, 512 * kMib, 10 * kMib, 20 * kMib);  // and a stream
+  Phase idle = spec.phases[0];
+  idle.at = 100;
+  idle.hot_rate = 0;  // the hot set is not read for a while...
+  Phase again = idle;
+  again.at = 200;
+  again.hot_rate = 10 * kMib;  // ...and then it is again
+  again.anon = 3 * kGib;
+  spec.phases.push_back(idle);
+  spec.phases.push_back(again);
+  GuestModel g(spec);
+  const double fixed = 100 * kMib + 64 * kMib + 0.005 * 4 * kGib;  // kernel, unreclaimable, min free
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0), fixed + 1 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(150), fixed + 1 * kGib + 512 * kMib);  // read again later
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(200), fixed + 3 * kGib + 512 * kMib);
+  // 2 GiB more from t=200, at 512 MiB/s: 4 s of travel. Decided at t=190 with a 6 s lead the
+  // balloon still has the 4 s it needs: nothing ahead yet. With an 8 s lead it has 2 s, so it
+  // needs 1 GiB of the growth now; at t=197 all of it.
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 6), fixed + 1 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8), fixed + 1 * kGib + 512 * kMib + 1 * kGib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(197, 6), fixed + 3 * kGib + 512 * kMib);
+  EXPECT_TRUE(g.BalloonInflates(0));
+
+  // A loop that fits is working set; one that does not is cold.
+  GuestSpec loop = Spec(100 * kMib, 0, 0, 40 * kMib);
+  loop.phases[0].loop = 1 * kGib;
+  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0), fixed + 100 * kMib + 1 * kGib);
+  loop.phases[0].loop = 8 * kGib;
+  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0), fixed + 100 * kMib);
+
+  GuestSpec stuck = Spec(kGib);
+  stuck.behaviour = Behaviour::kStuck;
+  stuck.behaviour_at = 60;
+  EXPECT_TRUE(GuestModel(stuck).BalloonInflates(59));
+  EXPECT_FALSE(GuestModel(stuck).BalloonInflates(60));
+  GuestSpec churn = Spec(kGib, 0, 0, 10 * kMib);
+  churn.behaviour = Behaviour::kChurn;
+  EXPECT_FALSE(GuestModel(churn).BalloonInflates(0));
+}
+
 }  // namespace
 }  // namespace plimsoll::sim
