@@ -263,29 +263,40 @@ const StepOutcome& GuestModel::Step(double now, double dt) {
   return last_;
 }
 
-double GuestModel::WorkingSetAt(double t) const {
+GuestModel::WorkingSet GuestModel::WorkingSetAt(double t) const {
   size_t k = 0;
   for (size_t i = 0; i < spec_.phases.size(); ++i) {
     if (spec_.phases[i].at <= t) k = i;
   }
   const Phase& phase = spec_.phases[k];
+  WorkingSet ws;
+  ws.hard = kernel_ + spec_.unreclaimable + phase.anon + std::max(16 * kMib, 0.005 * spec_.max);
   // The part of this phase's hot set some phase from this one on reads.
-  double hot = 0;
   for (size_t j = k; j < spec_.phases.size(); ++j) {
-    if (spec_.phases[j].hot_rate > 0) hot = std::max(hot, std::min(phase.hot, spec_.phases[j].hot));
+    if (spec_.phases[j].hot_rate > 0) {
+      ws.cache = std::max(ws.cache, std::min(phase.hot, spec_.phases[j].hot));
+    }
   }
-  const double min_free = std::max(16 * kMib, 0.005 * spec_.max);
-  double need = kernel_ + spec_.unreclaimable + phase.anon + hot + min_free;
-  if (phase.loop > 0 && phase.stream_rate > 0 && need + phase.loop <= spec_.max) need += phase.loop;
-  return need;
+  if (phase.loop > 0 && phase.stream_rate > 0 && ws.total() + phase.loop <= spec_.max) {
+    ws.cache += phase.loop;
+  }
+  return ws;
 }
 
-double GuestModel::NeedAhead(double now, double lead) const {
-  double need = WorkingSetAt(now);
+GuestModel::WorkingSet GuestModel::NeedAhead(double now, double lead) const {
+  const WorkingSet current = WorkingSetAt(now);
+  double hard = current.hard;
+  double total = current.total();
   for (const Phase& p : spec_.phases) {
     if (p.at <= now) continue;
-    need = std::max(need, WorkingSetAt(p.at) - spec_.speed * std::max(0.0, p.at - now - lead));
+    const WorkingSet later = WorkingSetAt(p.at);
+    const double travel = spec_.speed * std::max(0.0, p.at - now - lead);
+    hard = std::max(hard, later.hard - travel);
+    total = std::max(total, later.total() - travel);
   }
+  WorkingSet need;
+  need.hard = hard;
+  need.cache = std::max(0.0, total - hard);
   return need;
 }
 

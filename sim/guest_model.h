@@ -79,15 +79,23 @@ class GuestModel {
   // The model's truth, for the oracle (sim/oracle_policy.h); no policy sees it.
   //
   // The working set at time t: the least balloon size at which the guest neither reclaims nor
-  // refaults then: kernel + unreclaimable + the phase's anon + the part of its hot set that is
-  // read then or later in the run (a set read in bursts stays working set between them) + a
-  // looped file when the whole of it fits beside the rest + the min-free watermark (taken at
-  // max). Cold cache (streamed pages, a loop that does not fit) is not part of it. May exceed max.
-  double WorkingSetAt(double t) const;
+  // refaults then. Its hard part: kernel + unreclaimable + the phase's anon + the min-free
+  // watermark (taken at max); short of it, allocations fail. Its cache part: the part of the
+  // phase's hot set that is read then or later in the run (a set read in bursts stays working
+  // set between them), and a looped file when the whole of it fits beside the rest; short of
+  // it, the guest refaults. Cold cache (streamed pages, a loop that does not fit) is in neither.
+  // The total may exceed max.
+  struct WorkingSet {
+    double hard = 0;
+    double cache = 0;
+    double total() const { return hard + cache; }
+  };
+  WorkingSet WorkingSetAt(double t) const;
   // The least size the balloon must have at `now` so that, deflating at `speed` from a decision
   // up to `lead` seconds later, it is never under a later working set when that set begins:
-  // max over t >= now of WorkingSetAt(t) - speed * max(0, t - now - lead).
-  double NeedAhead(double now, double lead) const;
+  // hard = max over t >= now of hard(t) - speed * max(0, t - now - lead), total likewise, and
+  // cache = total - hard.
+  WorkingSet NeedAhead(double now, double lead) const;
   // False while the balloon cannot be inflated to any effect at `now`: stuck, trickling, or
   // churning (handing back what it takes) while a streaming reader refills the cache.
   bool BalloonInflates(double now) const;

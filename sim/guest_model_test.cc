@@ -237,23 +237,34 @@ TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
   spec.phases.push_back(again);
   GuestModel g(spec);
   const double fixed = 100 * kMib + 64 * kMib + 0.005 * 4 * kGib;  // kernel, unreclaimable, min free
-  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0), fixed + 1 * kGib + 512 * kMib);
-  EXPECT_DOUBLE_EQ(g.WorkingSetAt(150), fixed + 1 * kGib + 512 * kMib);  // read again later
-  EXPECT_DOUBLE_EQ(g.WorkingSetAt(200), fixed + 3 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).total(), fixed + 1 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(150).total(), fixed + 1 * kGib + 512 * kMib);  // read again later
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(200).total(), fixed + 3 * kGib + 512 * kMib);
   // 2 GiB more from t=200, at 512 MiB/s: 4 s of travel. Decided at t=190 with a 6 s lead the
   // balloon still has the 4 s it needs: nothing ahead yet. With an 8 s lead it has 2 s, so it
   // needs 1 GiB of the growth now; at t=197 all of it.
-  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 6), fixed + 1 * kGib + 512 * kMib);
-  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8), fixed + 1 * kGib + 512 * kMib + 1 * kGib);
-  EXPECT_DOUBLE_EQ(g.NeedAhead(197, 6), fixed + 3 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 6).total(), fixed + 1 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).total(), fixed + 1 * kGib + 512 * kMib + 1 * kGib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(197, 6).total(), fixed + 3 * kGib + 512 * kMib);
+  // The hard part (what allocations need) and the cache part (what refaults) apart.
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).hard, fixed + 1 * kGib);
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).cache, 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).hard, fixed + 2 * kGib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).cache, 512 * kMib);
   EXPECT_TRUE(g.BalloonInflates(0));
+
+  // A hot set nobody reads again is cold.
+  GuestSpec once = Spec(1 * kGib, 512 * kMib, 10 * kMib);
+  once.phases.push_back(idle);
+  EXPECT_DOUBLE_EQ(GuestModel(once).WorkingSetAt(150).cache, 0);
+  EXPECT_DOUBLE_EQ(GuestModel(once).WorkingSetAt(50).cache, 512 * kMib);
 
   // A loop that fits is working set; one that does not is cold.
   GuestSpec loop = Spec(100 * kMib, 0, 0, 40 * kMib);
   loop.phases[0].loop = 1 * kGib;
-  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0), fixed + 100 * kMib + 1 * kGib);
+  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0).total(), fixed + 100 * kMib + 1 * kGib);
   loop.phases[0].loop = 8 * kGib;
-  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0), fixed + 100 * kMib);
+  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0).total(), fixed + 100 * kMib);
 
   GuestSpec stuck = Spec(kGib);
   stuck.behaviour = Behaviour::kStuck;

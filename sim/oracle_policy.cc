@@ -1,6 +1,7 @@
 #include "sim/oracle_policy.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -23,67 +24,64 @@ policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTru
       std::min<double>(snapshot.host.guest_budget_bytes,
                        static_cast<double>(snapshot.host.mem_total_bytes) - truth.host_other -
                            static_cast<double>(snapshot.host.host_reserve_bytes));
-  // Per guest: the floor (min), the bare need, the need with headroom; all within [min, max].
-  // A guest whose balloon does not inflate is fixed at max(actual, need + headroom).
-  std::vector<double> lo(n), bare(n), want(n);
+  // Per guest, four sizes within [min, max], each step above the last adding what costs more to
+  // lose: min, + the hard part, + the cache part, + the headroom. A guest whose balloon does
+  // not inflate is fixed at max(actual, the last) on every step.
+  constexpr int kLevels = 4;
+  static const char* const kModes[kLevels] = {"shortfall", "cache_cut", "headroom_cut", "fit"};
+  std::vector<std::array<double, kLevels>> level(n);
   std::vector<bool> fixed(n, false);
-  double sum_fixed = 0, sum_lo = 0, sum_bare = 0, sum_want = 0;
+  std::array<double, kLevels> sum{};
+  double sum_fixed = 0;
   for (size_t i = 0; i < n; ++i) {
     const policy::GuestView& g = snapshot.guests[i];
     const double min = static_cast<double>(g.min_bytes);
     const double max = static_cast<double>(g.max_bytes);
-    const double need = i < truth.guests.size() ? truth.guests[i].need : max;
-    lo[i] = min;
-    bare[i] = std::clamp(need, min, max);
-    want[i] = std::clamp(need + OracleHeadroom(g.max_bytes), min, max);
-    if (i >= truth.guests.size() || !truth.guests[i].inflates) {
+    const bool known = i < truth.guests.size();
+    const double hard = known ? truth.guests[i].hard : max;
+    const double cache = known ? truth.guests[i].cache : 0;
+    level[i] = {min, std::clamp(hard, min, max), std::clamp(hard + cache, min, max),
+                std::clamp(hard + cache + OracleHeadroom(g.max_bytes), min, max)};
+    if (!known || !truth.guests[i].inflates) {
       fixed[i] = true;
-      want[i] = bare[i] = lo[i] = std::max(want[i], static_cast<double>(g.actual_bytes));
-      sum_fixed += want[i];
+      level[i].fill(std::max(level[i][kLevels - 1], static_cast<double>(g.actual_bytes)));
+      sum_fixed += level[i][0];
       continue;
     }
-    sum_lo += lo[i];
-    sum_bare += bare[i];
-    sum_want += want[i];
+    for (int l = 0; l < kLevels; ++l) sum[l] += level[i][l];
   }
   const double room = budget - sum_fixed;
-  const char* mode = "fit";
-  std::vector<double> target = want;
-  if (sum_want > room) {
-    if (sum_bare <= room) {
-      // Headroom shared: every guest keeps the same share of its headroom.
-      mode = "headroom_cut";
-      const double f = sum_want > sum_bare ? (room - sum_bare) / (sum_want - sum_bare) : 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (!fixed[i]) target[i] = bare[i] + f * (want[i] - bare[i]);
-      }
-    } else {
-      // Needs shared: every guest keeps the same share of its need above its min.
-      mode = "shortfall";
-      const double g =
-          sum_bare > sum_lo ? std::clamp((room - sum_lo) / (sum_bare - sum_lo), 0.0, 1.0) : 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (!fixed[i]) target[i] = lo[i] + g * (bare[i] - lo[i]);
-      }
-    }
+  // The highest step that fits, and the share of the next one above it that fits too.
+  int step = kLevels - 1;
+  double share = 1;
+  if (sum[kLevels - 1] > room) {
+    step = 0;
+    while (step + 1 < kLevels - 1 && sum[step + 1] <= room) ++step;
+    const double span = sum[step + 1] - sum[step];
+    share = span > 0 ? std::clamp((room - sum[step]) / span, 0.0, 1.0) : 0;
   }
   policy::Decisions d;
   d.guests.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const policy::GuestView& g = snapshot.guests[i];
+    const auto& lv = level[i];
+    const double target =
+        fixed[i] || step == kLevels - 1 ? lv[step] : lv[step] + share * (lv[step + 1] - lv[step]);
     policy::GuestDecision gd;
     gd.uuid = g.uuid;
     // Whole bytes, rounded down (never over the budget), never under min.
-    gd.target_bytes = std::max(g.min_bytes, static_cast<int64_t>(std::floor(target[i])));
-    gd.reason = absl::StrFormat(
-        "oracle: need=%s headroom=%s target=%s%s",
-        FormatBytes(i < truth.guests.size() ? truth.guests[i].need : 0),
-        FormatBytes(OracleHeadroom(g.max_bytes)), FormatBytes(static_cast<double>(gd.target_bytes)),
-        fixed[i] ? " balloon=held" : "");
+    gd.target_bytes = std::max(g.min_bytes, static_cast<int64_t>(std::floor(target)));
+    const bool known = i < truth.guests.size();
+    gd.reason = absl::StrFormat("oracle: hard=%s cache=%s headroom=%s target=%s%s",
+                                FormatBytes(known ? truth.guests[i].hard : 0),
+                                FormatBytes(known ? truth.guests[i].cache : 0),
+                                FormatBytes(OracleHeadroom(g.max_bytes)),
+                                FormatBytes(static_cast<double>(gd.target_bytes)),
+                                fixed[i] ? " balloon=held" : "");
     d.guests.push_back(std::move(gd));
   }
   d.summary = absl::StrFormat("oracle: budget=%s want=%s mode=%s", FormatBytes(budget),
-                              FormatBytes(sum_want + sum_fixed), mode);
+                              FormatBytes(sum[kLevels - 1] + sum_fixed), kModes[step]);
   return d;
 }
 

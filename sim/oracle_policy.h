@@ -3,22 +3,24 @@
 // by name, "oracle").
 //
 // It knows what the model knows: before each decision the simulator tells it every guest's
-// true need (GuestModel::NeedAhead: kernel, unreclaimable, anon and the hot part of the cache,
-// with the lead a deflating balloon needs to reach a later working set in time), whether its
-// balloon inflates at all, and the host's memory outside the guests. It sets every guest to
-// need + headroom, clamped to [min, max], within the budget; a balloon that does not inflate
-// (stuck, trickling, churning) is held where it is and counted there. That is the most memory
-// a policy can take without making any guest stall. A policy can reclaim more than the oracle,
-// by stalling guests: its oracle_share is then above 1.
+// true working set (GuestModel::NeedAhead: its hard part, kernel + unreclaimable + anon, and its
+// cache part, the hot part of the page cache; each with the lead a deflating balloon needs to
+// reach a later working set in time), whether its balloon inflates at all, and the host's
+// memory outside the guests. It sets every guest to exactly working set + headroom, clamped to
+// [min, max], within the budget; a balloon that does not inflate (stuck, trickling, churning)
+// is held where it is (or raised to what it needs) and counted there. That is the most memory
+// a policy can take without making any guest stall, give or take the headroom: a policy that
+// runs guests with less than a headroom free, or lets them stall, can reclaim more (its
+// oracle_share is then above 1).
 //
 // Headroom: the pagecache policy's (policy/pagecache_policy.h, PagecacheParams defaults):
 // max(headroom_min_bytes, headroom_fraction * max), 128 MiB or 5% of the guest's max.
 //
 // The budget: min(the snapshot's guest budget, host total - outside memory - reserve), so that
-// outside pressure is met too. When the targets do not fit it, the shortfall is shared in two
-// steps, each proportionally: first every guest's headroom by the same factor; if the bare
-// needs do not fit either, every guest's need above its min by the same factor (never under
-// min: if even the mins do not fit, every guest is at its min).
+// outside pressure is met too. When the targets do not fit it, the shortfall is taken from
+// what costs least first, each step from every guest by the same factor: the headroom; then
+// the cache part of the working set (the guests refault); then the hard part above min (the
+// guests' allocations fail: OOM kills). If even the mins do not fit, every guest is at its min.
 //
 // Decide is a pure function of the snapshot and the truth the source returns; the source is
 // the simulator's (sim/runner.cc). Thread-compatible.
@@ -39,7 +41,10 @@ inline constexpr char kOraclePolicyName[] = "oracle";
 
 // One guest's truth at the moment of a decision.
 struct OracleGuestTruth {
-  double need = 0;       // bytes: GuestModel::NeedAhead (may exceed max)
+  // Bytes, GuestModel::NeedAhead: the working set's hard part (kernel, unreclaimable, anon, min
+  // free) and its cache part (the hot page cache). Their sum may exceed max.
+  double hard = 0;
+  double cache = 0;
   bool inflates = true;  // false: the balloon cannot be inflated to any effect now
 };
 
@@ -55,7 +60,8 @@ using OracleTruthSource = std::function<OracleTruth()>;
 double OracleHeadroom(int64_t max_bytes);
 
 // The oracle's decision for `snapshot` given `truth` (one entry per guest; a guest without one
-// is held). Reasons: "oracle: need=.. headroom=.. mode=..".
+// is held). Reasons: "oracle: hard=.. cache=.. headroom=.. target=..", the summary names the
+// step the budget reached ("mode=fit", "headroom_cut", "cache_cut", "shortfall").
 policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTruth& truth);
 
 class OraclePolicy : public policy::Policy {

@@ -34,9 +34,10 @@ policy::Snapshot Host(double budget) {
   return s;
 }
 
+// Working sets with a hard part only.
 OracleTruth Needs(std::vector<double> needs) {
   OracleTruth t;
-  for (double n : needs) t.guests.push_back(OracleGuestTruth{n, true});
+  for (double n : needs) t.guests.push_back(OracleGuestTruth{n, 0, true});
   return t;
 }
 
@@ -79,7 +80,22 @@ TEST(OraclePolicyTest, AShortBudgetCutsTheHeadroomFirst) {
   EXPECT_NE(d.summary.find("mode=headroom_cut"), std::string::npos);
 }
 
-// Short of the needs: each guest loses the same share of its need above its min.
+// Short of the working sets: the hot cache goes, each guest keeping the same share of its own,
+// before any allocation is refused.
+TEST(OraclePolicyTest, ThenTheCachePartOfTheWorkingSets) {
+  OracleTruth t;
+  t.guests = {{1 * kGib, 2 * kGib, true}, {1 * kGib, 1 * kGib, true}, {1 * kGib, 0, true}};
+  const double budget = 3 * kGib + 1.5 * kGib;  // the hard parts and half of the caches
+  const policy::Decisions d = OracleDecide(Host(budget), t);
+  EXPECT_NEAR(d.guests[0].target_bytes, 1 * kGib + 1 * kGib, 1);
+  EXPECT_NEAR(d.guests[1].target_bytes, 1 * kGib + 0.5 * kGib, 1);
+  EXPECT_NEAR(d.guests[2].target_bytes, 1 * kGib, 1);
+  EXPECT_LE(Sum(d), budget);
+  EXPECT_NE(d.summary.find("mode=cache_cut"), std::string::npos);
+  EXPECT_NE(d.guests[0].reason.find("cache=2GiB"), std::string::npos);
+}
+
+// Short of the hard parts: each guest loses the same share of its hard part above its min.
 TEST(OraclePolicyTest, AShortfallOfNeedsIsSharedAboveTheMins) {
   const double budget = 3 * kGib;
   const policy::Decisions d = OracleDecide(Host(budget), Needs({3 * kGib, 2 * kGib, 512 * kMib}));
@@ -90,6 +106,7 @@ TEST(OraclePolicyTest, AShortfallOfNeedsIsSharedAboveTheMins) {
   EXPECT_NEAR(d.guests[0].target_bytes, 512 * kMib + 2.5 * kGib * 0.375, 2);
   EXPECT_NEAR(d.guests[1].target_bytes, 512 * kMib + 1.5 * kGib * 0.375, 2);
   EXPECT_EQ(d.guests[2].target_bytes, static_cast<int64_t>(512 * kMib));
+  EXPECT_NE(d.summary.find("mode=shortfall"), std::string::npos);
   // Under the mins: everyone at min, however short the budget.
   const policy::Decisions tight = OracleDecide(Host(1 * kGib), Needs({3 * kGib, 2 * kGib, 1 * kGib}));
   for (const policy::GuestDecision& g : tight.guests) {

@@ -32,8 +32,8 @@ OracleTruth TruthOf(const Simulation& sim) {
   truth.host_other = sim.HostOther();
   truth.guests.reserve(sim.guests().size());
   for (const GuestModel& g : sim.guests()) {
-    truth.guests.push_back(OracleGuestTruth{
-        g.NeedAhead(sim.now(), sim.scenario().tick + kStepSeconds), g.BalloonInflates(sim.now())});
+    const GuestModel::WorkingSet need = g.NeedAhead(sim.now(), sim.scenario().tick + kStepSeconds);
+    truth.guests.push_back(OracleGuestTruth{need.hard, need.cache, g.BalloonInflates(sim.now())});
   }
   return truth;
 }
