@@ -183,7 +183,7 @@ struct Drawn {
   std::string extra;  // the second workload or the balloon's trouble, for the description
 };
 
-Drawn DrawGuest(int i, bool agent, double duration, Rng& rng) {
+Drawn DrawGuest(int i, bool agent, bool anon_heavy, double duration, Rng& rng) {
   Drawn d;
   GuestSpec& g = d.spec;
   g.max = rng.Pick(GuestSizes());
@@ -199,10 +199,15 @@ Drawn DrawGuest(int i, bool agent, double duration, Rng& rng) {
   d.workload = static_cast<Workload>(rng.Weighted(WorkloadWeights()));
   const double cap = AnonCap(g);
   Phase base;
-  const double anon_share = d.workload == Workload::kHot    ? rng.Uniform(0.05, 0.35)
-                            : d.workload == Workload::kIdle ? rng.Uniform(0.03, 0.25)
-                            : d.workload == Workload::kLoop ? rng.Uniform(0.05, 0.3)
-                                                            : rng.Uniform(0.05, 0.45);
+  // Anonymous memory: on most hosts from a twentieth of the guest to under half of it, less
+  // beside a hot set or a loop; on hosts of anonymous-heavy tenants (JVMs, databases with their
+  // own buffer pools) from a third to most of it.
+  const double anon_share =
+      anon_heavy ? (d.workload == Workload::kHot ? rng.Uniform(0.25, 0.6) : rng.Uniform(0.35, 0.8))
+      : d.workload == Workload::kHot  ? rng.Uniform(0.05, 0.35)
+      : d.workload == Workload::kIdle ? rng.Uniform(0.03, 0.25)
+      : d.workload == Workload::kLoop ? rng.Uniform(0.05, 0.3)
+                                      : rng.Uniform(0.05, 0.45);
   base.anon = std::min(cap, Mib(anon_share * g.max));
   g.phases = WorkloadPhases(d.workload, g, base, duration, rng);
 
@@ -271,11 +276,13 @@ Scenario GenerateScenario(uint64_t seed, int index) {
   const int n = static_cast<int>(rng.Int(kGeneratedMinGuests, kGeneratedMaxGuests));
   // The agent on every guest, on none, or on about half.
   const size_t agent_mode = rng.Weighted({55, 25, 20});
+  // Two hosts in five run anonymous-heavy tenants.
+  const bool anon_heavy = rng.Chance(0.4);
   std::vector<Drawn> drawn;
   double total_max = 0;
   for (int i = 0; i < n; ++i) {
     const bool agent = agent_mode == 0 || (agent_mode == 2 && rng.Chance(0.5));
-    drawn.push_back(DrawGuest(i, agent, s.duration, rng));
+    drawn.push_back(DrawGuest(i, agent, anon_heavy, s.duration, rng));
     total_max += drawn.back().spec.max;
   }
   // Mixed means mixed: at least one guest of each kind.
@@ -328,12 +335,13 @@ Scenario GenerateScenario(uint64_t seed, int index) {
   for (int w = 0; w < kWorkloads; ++w) {
     if (has[w]) s.tags.push_back(WorkloadName(static_cast<Workload>(w)));
   }
+  if (anon_heavy) s.tags.push_back("anon_heavy");
   if (!s.host.events.empty()) s.tags.push_back("host_pressure");
   s.description = absl::StrFormat(
-      "Generated case %d of seed %d: %d guests (%d with the agent), %s in all; budget %s (%.0f%% "
-      "of it); %s.",
-      index, seed, n, agents, FormatBytes(total_max), FormatBytes(budget), 100 * budget_share,
-      pressure);
+      "Generated case %d of seed %d: %d guests%s (%d with the agent), %s in all; budget %s "
+      "(%.0f%% of it); %s.",
+      index, seed, n, anon_heavy ? " of anonymous-heavy tenants" : "", agents,
+      FormatBytes(total_max), FormatBytes(budget), 100 * budget_share, pressure);
   if (!extras.empty()) absl::StrAppend(&s.description, " Guests: ", absl::StrJoin(extras, "; "), ".");
   return s;
 }

@@ -8,6 +8,8 @@
 // What a case holds (docs/policy.md, "Scenario corpus", has the table):
 // - 2-32 guests of 512 MiB to 64 GiB (13 sizes, each as likely: 512 MiB, 1, 2, 3, 4, 6, 8, 12,
 //   16, 24, 32, 48, 64 GiB), min 1/16 to 1/4 of max (at least 256 MiB);
+// - anonymous memory of 3-45% of the guest, or on two hosts in five (anonymous-heavy tenants,
+//   tag anon_heavy) 25-80%, never more than 85% of the guest less its kernel;
 // - per guest one workload, sometimes with a second, smaller one: streaming reads, a hot set
 //   of 5-120% of the guest re-read, anonymous growth in steps, anonymous spikes, bursty phases
 //   (reads on, reads off), a loop over a file 1.2-3x the guest, or idle;
@@ -40,7 +42,8 @@ inline constexpr double kGeneratedMinHotShare = 0.05;  // hot set, of the guest'
 inline constexpr double kGeneratedMaxHotShare = 1.20;
 
 // Case `index` (0-based) of the corpus of `seed`, named "seed<seed>_<index>" with 3 digits,
-// guests "g<nn>_<workload>"; tags "generated" and the workloads it holds.
+// guests "g<nn>_<workload>"; tags "generated", the workloads it holds, "anon_heavy" and
+// "host_pressure" where they apply.
 Scenario GenerateScenario(uint64_t seed, int index);
 
 }  // namespace plimsoll::sim

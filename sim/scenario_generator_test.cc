@@ -41,7 +41,8 @@ TEST(ScenarioGeneratorTest, SeedOneCaseZeroIsPinned) {
   EXPECT_EQ(s.guests.size(), 12u);
   EXPECT_EQ(s.duration, 1200);
   EXPECT_EQ(s.guests[0].name, "g00_stream");
-  EXPECT_EQ(s.guests[0].max, 2 * kGib);
+  EXPECT_TRUE(s.HasTag("anon_heavy"));
+  EXPECT_EQ(s.guests[0].max, 8 * kGib);
   EXPECT_EQ(s.guests[0].phases[1].stream_rate, 80 * kMib);
   ASSERT_EQ(s.host.events.size(), 1u);
   EXPECT_EQ(s.host.events[0].at, 580);
@@ -118,7 +119,7 @@ TEST(ScenarioGeneratorTest, StaysInItsRanges) {
   EXPECT_LT(lowest_hot, 0.07);
   EXPECT_GT(highest_hot, 1.1);  // hot sets that cannot fit
   for (const char* t : {"generated", "stream", "hot", "grow", "spike", "bursty", "loop", "idle",
-                        "host_pressure"}) {
+                        "host_pressure", "anon_heavy"}) {
     EXPECT_TRUE(tags.count(t)) << t;
   }
   EXPECT_TRUE(agent && no_agent && slow && autodeflate);
