@@ -300,9 +300,8 @@ GuestModel::WorkingSet GuestModel::NeedAhead(double now, double lead) const {
   return need;
 }
 
-bool GuestModel::BalloonInflates(double now) const {
-  if (Misbehaving(Behaviour::kStuck, now) || Misbehaving(Behaviour::kTrickle, now)) return false;
-  return !(Misbehaving(Behaviour::kChurn, now) && PhaseAt(now).stream_rate > 0);
+bool GuestModel::BalloonMoves(double now) const {
+  return !Misbehaving(Behaviour::kStuck, now) && !Misbehaving(Behaviour::kTrickle, now);
 }
 
 void GuestModel::FillStats(double now, double stale_after, policy::GuestView* view) const {

@@ -96,9 +96,9 @@ class GuestModel {
   // hard = max over t >= now of hard(t) - speed * max(0, t - now - lead), total likewise, and
   // cache = total - hard.
   WorkingSet NeedAhead(double now, double lead) const;
-  // False while the balloon cannot be inflated to any effect at `now`: stuck, trickling, or
-  // churning (handing back what it takes) while a streaming reader refills the cache.
-  bool BalloonInflates(double now) const;
+  // False while the balloon does not move at `now`: stuck, or trickling (4 KiB per 3 s). A
+  // churning balloon moves: it keeps 3% of what it inflates.
+  bool BalloonMoves(double now) const;
   double psi_avg10() const { return psi_avg10_; }
   int64_t oom_kills() const { return oom_kills_; }
   // Cumulative disk reads since the run started, as libvirt's block stats count them.

@@ -251,7 +251,7 @@ TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
   EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).cache, 512 * kMib);
   EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).hard, fixed + 2 * kGib);
   EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).cache, 512 * kMib);
-  EXPECT_TRUE(g.BalloonInflates(0));
+  EXPECT_TRUE(g.BalloonMoves(0));
 
   // A hot set nobody reads again is cold.
   GuestSpec once = Spec(1 * kGib, 512 * kMib, 10 * kMib);
@@ -269,11 +269,14 @@ TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
   GuestSpec stuck = Spec(kGib);
   stuck.behaviour = Behaviour::kStuck;
   stuck.behaviour_at = 60;
-  EXPECT_TRUE(GuestModel(stuck).BalloonInflates(59));
-  EXPECT_FALSE(GuestModel(stuck).BalloonInflates(60));
+  EXPECT_TRUE(GuestModel(stuck).BalloonMoves(59));
+  EXPECT_FALSE(GuestModel(stuck).BalloonMoves(60));
+  GuestSpec trickle = Spec(kGib);
+  trickle.behaviour = Behaviour::kTrickle;
+  EXPECT_FALSE(GuestModel(trickle).BalloonMoves(0));
   GuestSpec churn = Spec(kGib, 0, 0, 10 * kMib);
   churn.behaviour = Behaviour::kChurn;
-  EXPECT_FALSE(GuestModel(churn).BalloonInflates(0));
+  EXPECT_TRUE(GuestModel(churn).BalloonMoves(0));  // slowly, and at a cost in traffic
 }
 
 }  // namespace

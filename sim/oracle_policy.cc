@@ -26,7 +26,7 @@ policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTru
                            static_cast<double>(snapshot.host.host_reserve_bytes));
   // Per guest, four sizes within [min, max], each step above the last adding what costs more to
   // lose: min, + the hard part, + the cache part, + the headroom. A guest whose balloon does
-  // not inflate is fixed at max(actual, the last) on every step.
+  // not move is fixed at max(actual, the last) on every step.
   constexpr int kLevels = 4;
   static const char* const kModes[kLevels] = {"shortfall", "cache_cut", "headroom_cut", "fit"};
   std::vector<std::array<double, kLevels>> level(n);
@@ -42,7 +42,7 @@ policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTru
     const double cache = known ? truth.guests[i].cache : 0;
     level[i] = {min, std::clamp(hard, min, max), std::clamp(hard + cache, min, max),
                 std::clamp(hard + cache + OracleHeadroom(g.max_bytes), min, max)};
-    if (!known || !truth.guests[i].inflates) {
+    if (!known || !truth.guests[i].moves) {
       fixed[i] = true;
       level[i].fill(std::max(level[i][kLevels - 1], static_cast<double>(g.actual_bytes)));
       sum_fixed += level[i][0];

@@ -5,13 +5,16 @@
 // It knows what the model knows: before each decision the simulator tells it every guest's
 // true working set (GuestModel::NeedAhead: its hard part, kernel + unreclaimable + anon, and its
 // cache part, the hot part of the page cache; each with the lead a deflating balloon needs to
-// reach a later working set in time), whether its balloon inflates at all, and the host's
+// reach a later working set in time), whether its balloon moves at all, and the host's
 // memory outside the guests. It sets every guest to exactly working set + headroom, clamped to
-// [min, max], within the budget; a balloon that does not inflate (stuck, trickling, churning)
-// is held where it is (or raised to what it needs) and counted there. That is the most memory
-// a policy can take without making any guest stall, give or take the headroom: a policy that
-// runs guests with less than a headroom free, or lets them stall, can reclaim more (its
-// oracle_share is then above 1).
+// [min, max], within the budget; a balloon that does not move (stuck, trickling) is held
+// where it is (or asked for what it needs) and counted there. A churning balloon is inflated
+// like any other: it keeps 3% of each inflation, so it gets there, slowly and at a cost in
+// traffic (holding it, as pagecache does, would leave budgets unmet that other policies meet).
+// That is the most memory a policy can take without making any guest stall, give or take the
+// headroom: a policy that runs guests with less than a headroom free, or lets them stall, can
+// reclaim more (its oracle_share is then above 1). Stall the workload causes at any size (a
+// hot set larger than the guest, a loop over a file that does not fit) the oracle has too.
 //
 // Headroom: the pagecache policy's (policy/pagecache_policy.h, PagecacheParams defaults):
 // max(headroom_min_bytes, headroom_fraction * max), 128 MiB or 5% of the guest's max.
@@ -45,7 +48,7 @@ struct OracleGuestTruth {
   // free) and its cache part (the hot page cache). Their sum may exceed max.
   double hard = 0;
   double cache = 0;
-  bool inflates = true;  // false: the balloon cannot be inflated to any effect now
+  bool moves = true;  // false: the balloon does not move now (stuck, trickling)
 };
 
 // Everything the oracle is told, guests in snapshot order.
@@ -60,7 +63,7 @@ using OracleTruthSource = std::function<OracleTruth()>;
 double OracleHeadroom(int64_t max_bytes);
 
 // The oracle's decision for `snapshot` given `truth` (one entry per guest; a guest without one
-// is held). Reasons: "oracle: hard=.. cache=.. headroom=.. target=..", the summary names the
+// is held). Reasons: "oracle: hard=.. cache=.. headroom=.. target=..[ balloon=held]", the summary names the
 // step the budget reached ("mode=fit", "headroom_cut", "cache_cut", "shortfall").
 policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTruth& truth);
 

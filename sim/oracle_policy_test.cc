@@ -123,10 +123,10 @@ TEST(OraclePolicyTest, OutsidePressureLowersTheBudget) {
   EXPECT_GE(d.guests[0].target_bytes, static_cast<int64_t>(1 * kGib));
 }
 
-// A balloon that does not inflate is held where it is, and what it holds is counted.
-TEST(OraclePolicyTest, ABalloonThatDoesNotInflateIsHeldAndCounted) {
+// A balloon that does not move is held where it is, and what it holds is counted.
+TEST(OraclePolicyTest, ABalloonThatDoesNotMoveIsHeldAndCounted) {
   OracleTruth t = Needs({1 * kGib, 1 * kGib, 1 * kGib});
-  t.guests[0].inflates = false;
+  t.guests[0].moves = false;
   const double budget = 4 * kGib + 2 * kGib;
   const policy::Decisions d = OracleDecide(Host(budget), t);
   EXPECT_EQ(d.guests[0].target_bytes, static_cast<int64_t>(4 * kGib));

@@ -33,7 +33,7 @@ OracleTruth TruthOf(const Simulation& sim) {
   truth.guests.reserve(sim.guests().size());
   for (const GuestModel& g : sim.guests()) {
     const GuestModel::WorkingSet need = g.NeedAhead(sim.now(), sim.scenario().tick + kStepSeconds);
-    truth.guests.push_back(OracleGuestTruth{need.hard, need.cache, g.BalloonInflates(sim.now())});
+    truth.guests.push_back(OracleGuestTruth{need.hard, need.cache, g.BalloonMoves(sim.now())});
   }
   return truth;
 }
