@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "sim/units.h"
 
@@ -287,10 +288,12 @@ GuestModel::WorkingSet GuestModel::NeedAhead(double now, double lead) const {
   const WorkingSet current = WorkingSetAt(now);
   double hard = current.hard;
   double total = current.total();
+  const bool stops = spec_.behaviour == Behaviour::kStuck || spec_.behaviour == Behaviour::kTrickle;
+  const double stop = stops ? spec_.behaviour_at : std::numeric_limits<double>::infinity();
   for (const Phase& p : spec_.phases) {
     if (p.at <= now) continue;
     const WorkingSet later = WorkingSetAt(p.at);
-    const double travel = spec_.speed * std::max(0.0, p.at - now - lead);
+    const double travel = spec_.speed * std::max(0.0, std::min(p.at, stop) - now - lead);
     hard = std::max(hard, later.hard - travel);
     total = std::max(total, later.total() - travel);
   }

@@ -93,8 +93,10 @@ class GuestModel {
   WorkingSet WorkingSetAt(double t) const;
   // The least size the balloon must have at `now` so that, deflating at `speed` from a decision
   // up to `lead` seconds later, it is never under a later working set when that set begins:
-  // hard = max over t >= now of hard(t) - speed * max(0, t - now - lead), total likewise, and
-  // cache = total - hard.
+  // hard = max over t >= now of hard(t) - speed * max(0, min(t, stop) - now - lead), total
+  // likewise, and cache = total - hard; `stop` is when the balloon stops moving (stuck or
+  // trickling from behaviour_at; never for others), after which it cannot deflate: before it
+  // stops, a balloon is left at the most it will need after.
   WorkingSet NeedAhead(double now, double lead) const;
   // False while the balloon does not move at `now`: stuck, or trickling (4 KiB per 3 s). A
   // churning balloon moves: it keeps 3% of what it inflates.

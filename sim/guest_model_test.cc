@@ -269,6 +269,18 @@ TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
   GuestSpec stuck = Spec(kGib);
   stuck.behaviour = Behaviour::kStuck;
   stuck.behaviour_at = 60;
+  // A balloon that will stop moving at 60 s cannot deflate for growth after: it is left at the
+  // most it will need, the lead counted only up to the stop.
+  Phase grown = stuck.phases[0];
+  grown.at = 300;
+  grown.anon = 3 * kGib;
+  stuck.phases.push_back(grown);
+  EXPECT_DOUBLE_EQ(GuestModel(stuck).NeedAhead(0, 6).hard, fixed + 1 * kGib);  // 54 s of travel
+  EXPECT_DOUBLE_EQ(GuestModel(stuck).NeedAhead(52, 6).hard, fixed + 3 * kGib - 1 * kGib);
+  EXPECT_DOUBLE_EQ(GuestModel(stuck).NeedAhead(59, 6).hard, fixed + 3 * kGib);
+  GuestSpec free_balloon = stuck;
+  free_balloon.behaviour = Behaviour::kNormal;
+  EXPECT_DOUBLE_EQ(GuestModel(free_balloon).NeedAhead(59, 6).hard, fixed + 1 * kGib);
   EXPECT_TRUE(GuestModel(stuck).BalloonMoves(59));
   EXPECT_FALSE(GuestModel(stuck).BalloonMoves(60));
   GuestSpec trickle = Spec(kGib);
