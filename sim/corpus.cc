@@ -61,7 +61,8 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   c.guests = s.guests.size();
   c.cache_share = CacheShare(s);
   c.cache_heavy = c.cache_share >= 0.5;
-  c.agent = std::all_of(s.guests.begin(), s.guests.end(), [](const GuestSpec& g) { return g.agent; });
+  c.agent =
+      std::all_of(s.guests.begin(), s.guests.end(), [](const GuestSpec& g) { return g.agent; });
   RunOptions options;
   options.record_every = s.duration;  // the corpus does not plot
   for (const std::string& p : policies) {

@@ -3,7 +3,7 @@
 // policy is judged on many cases and against the limit (oracle_policy.h), not on a handful.
 //
 // Per case and policy (names as in the JSON, corpus_report.h):
-//   reclaimed_gib_s           as the runner measures it: sum over guests and seconds of max - actual
+//   reclaimed_gib_s           the runner's: sum over guests and seconds of max - actual
 //   stall_s, refault_gib, oom_kills   the runner's
 //   traffic_gib               balloon traffic: GiB moved by inflation and deflation (churn_gib)
 //   reversals_per_guest_hour  target direction reversals / (guests * duration in hours)

@@ -49,8 +49,9 @@ std::string Json(double v, int decimals) {
 }
 
 std::string Table(const CorpusRun& run, bool cache_heavy_only) {
-  static const char* kHeads[] = {"reclaimed GiB·s", "oracle share", "stall s",    "refaults GiB",
-                                 "OOM kills",       "traffic GiB",  "reversals/guest·h", "fit s"};
+  static const char* kHeads[] = {"reclaimed GiB·s",   "oracle share", "stall s",
+                                 "refaults GiB",      "OOM kills",    "traffic GiB",
+                                 "reversals/guest·h", "fit s"};
   std::string out = "| policy |";
   for (const char* h : kHeads) absl::StrAppend(&out, " ", h, " |");
   absl::StrAppend(&out, " never fit |\n|---|");
@@ -94,8 +95,8 @@ double Percentile(std::vector<double> values, double q) {
 
 const std::vector<std::string>& CorpusMeasureNames() {
   static const std::vector<std::string> names = {
-      "reclaimed_gib_s", "oracle_share", "stall_s",  "refault_gib", "oom_kills",
-      "traffic_gib",     "reversals_per_guest_hour", "fit_s"};
+      "reclaimed_gib_s", "oracle_share", "stall_s", "refault_gib", "oom_kills", "traffic_gib",
+      "reversals_per_guest_hour", "fit_s"};
   return names;
 }
 
@@ -142,8 +143,8 @@ std::string FormatCorpusTables(const CorpusRun& run) {
 }
 
 std::string CorpusJson(const CorpusRun& run) {
-  std::string out = absl::StrFormat("{\"seed\": %d, \"count\": %d, \"scenarios\": [", run.seed,
-                                    run.count);
+  std::string out =
+      absl::StrFormat("{\"seed\": %d, \"count\": %d, \"scenarios\": [", run.seed, run.count);
   for (size_t i = 0; i < run.cases.size(); ++i) {
     const CorpusCase& c = run.cases[i];
     absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "{\"name\": \"", c.name,
@@ -156,9 +157,9 @@ std::string CorpusJson(const CorpusRun& run) {
       const CorpusMeasures& m = it->second;
       absl::StrAppend(
           &out, first ? "" : ", ", "\"", policy, "\": {",
-          "\"reclaimed_gib_s\": ", Json(m.reclaimed_gib_s, 3), ", \"stall_s\": ", Json(m.stall_s, 3),
-          ", \"refault_gib\": ", Json(m.refault_gib, 4), ", \"oom_kills\": ", m.oom_kills,
-          ", \"traffic_gib\": ", Json(m.traffic_gib, 3),
+          "\"reclaimed_gib_s\": ", Json(m.reclaimed_gib_s, 3),
+          ", \"stall_s\": ", Json(m.stall_s, 3), ", \"refault_gib\": ", Json(m.refault_gib, 4),
+          ", \"oom_kills\": ", m.oom_kills, ", \"traffic_gib\": ", Json(m.traffic_gib, 3),
           ", \"reversals_per_guest_hour\": ", Json(m.reversals_per_guest_hour, 3),
           ", \"fit_s\": ", m.fit_s.has_value() ? Json(*m.fit_s, 0) : "null",
           ", \"oracle_share\": ", m.oracle_share.has_value() ? Json(*m.oracle_share, 4) : "null",

@@ -1,3 +1,5 @@
+#include "sim/corpus.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -10,7 +12,6 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sim/corpus.h"
 #include "sim/corpus_report.h"
 #include "sim/runner.h"
 #include "sim/scenario_generator.h"
@@ -323,10 +324,9 @@ TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
     for (const std::string& p : results.keys) {
       const Json& r = results.at(p);
       const CorpusMeasures& m = c.results.at(p);
-      EXPECT_EQ(r.keys, (std::vector<std::string>{"reclaimed_gib_s", "stall_s", "refault_gib",
-                                                   "oom_kills", "traffic_gib",
-                                                   "reversals_per_guest_hour", "fit_s",
-                                                   "oracle_share"}));
+      EXPECT_EQ(r.keys, (std::vector<std::string>{
+                            "reclaimed_gib_s", "stall_s", "refault_gib", "oom_kills", "traffic_gib",
+                            "reversals_per_guest_hour", "fit_s", "oracle_share"}));
       EXPECT_NEAR(r.at("reclaimed_gib_s").number, m.reclaimed_gib_s, 0.001);
       EXPECT_NEAR(r.at("stall_s").number, m.stall_s, 0.001);
       EXPECT_NEAR(r.at("refault_gib").number, m.refault_gib, 0.0001);

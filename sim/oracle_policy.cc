@@ -72,12 +72,11 @@ policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTru
     // Whole bytes, rounded down (never over the budget), never under min.
     gd.target_bytes = std::max(g.min_bytes, static_cast<int64_t>(std::floor(target)));
     const bool known = i < truth.guests.size();
-    gd.reason = absl::StrFormat("oracle: hard=%s cache=%s headroom=%s target=%s%s",
-                                FormatBytes(known ? truth.guests[i].hard : 0),
-                                FormatBytes(known ? truth.guests[i].cache : 0),
-                                FormatBytes(OracleHeadroom(g.max_bytes)),
-                                FormatBytes(static_cast<double>(gd.target_bytes)),
-                                fixed[i] ? " balloon=held" : "");
+    gd.reason = absl::StrFormat(
+        "oracle: hard=%s cache=%s headroom=%s target=%s%s",
+        FormatBytes(known ? truth.guests[i].hard : 0),
+        FormatBytes(known ? truth.guests[i].cache : 0), FormatBytes(OracleHeadroom(g.max_bytes)),
+        FormatBytes(static_cast<double>(gd.target_bytes)), fixed[i] ? " balloon=held" : "");
     d.guests.push_back(std::move(gd));
   }
   d.summary = absl::StrFormat("oracle: budget=%s want=%s mode=%s", FormatBytes(budget),

@@ -63,8 +63,8 @@ using OracleTruthSource = std::function<OracleTruth()>;
 double OracleHeadroom(int64_t max_bytes);
 
 // The oracle's decision for `snapshot` given `truth` (one entry per guest; a guest without one
-// is held). Reasons: "oracle: hard=.. cache=.. headroom=.. target=..[ balloon=held]", the summary names the
-// step the budget reached ("mode=fit", "headroom_cut", "cache_cut", "shortfall").
+// is held). Reasons: "oracle: hard=.. cache=.. headroom=.. target=..[ balloon=held]", the summary
+// names the step the budget reached ("mode=fit", "headroom_cut", "cache_cut", "shortfall").
 policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTruth& truth);
 
 class OraclePolicy : public policy::Policy {

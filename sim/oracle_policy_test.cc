@@ -30,7 +30,8 @@ policy::Snapshot Host(double budget) {
   s.host.mem_total_bytes = static_cast<int64_t>(64 * kGib);
   s.host.host_reserve_bytes = static_cast<int64_t>(1 * kGib);
   s.host.guest_budget_bytes = static_cast<int64_t>(budget);
-  for (const char* name : {"a", "b", "c"}) s.guests.push_back(Guest(name, 4 * kGib, 512 * kMib, 4 * kGib));
+  for (const char* name : {"a", "b", "c"})
+    s.guests.push_back(Guest(name, 4 * kGib, 512 * kMib, 4 * kGib));
   return s;
 }
 
@@ -108,7 +109,8 @@ TEST(OraclePolicyTest, AShortfallOfNeedsIsSharedAboveTheMins) {
   EXPECT_EQ(d.guests[2].target_bytes, static_cast<int64_t>(512 * kMib));
   EXPECT_NE(d.summary.find("mode=shortfall"), std::string::npos);
   // Under the mins: everyone at min, however short the budget.
-  const policy::Decisions tight = OracleDecide(Host(1 * kGib), Needs({3 * kGib, 2 * kGib, 1 * kGib}));
+  const policy::Decisions tight =
+      OracleDecide(Host(1 * kGib), Needs({3 * kGib, 2 * kGib, 1 * kGib}));
   for (const policy::GuestDecision& g : tight.guests) {
     EXPECT_EQ(g.target_bytes, static_cast<int64_t>(512 * kMib));
   }

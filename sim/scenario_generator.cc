@@ -21,9 +21,9 @@ double Mib(double bytes) { return std::round(bytes / kMib) * kMib; }
 double Time10(double seconds) { return std::round(seconds / 10) * 10; }
 
 const std::vector<double>& GuestSizes() {
-  static const std::vector<double> sizes = {0.5 * kGib, 1 * kGib,  2 * kGib,  3 * kGib, 4 * kGib,
-                                            6 * kGib,   8 * kGib,  12 * kGib, 16 * kGib,
-                                            24 * kGib,  32 * kGib, 48 * kGib, 64 * kGib};
+  static const std::vector<double> sizes = {0.5 * kGib, 1 * kGib,  2 * kGib,  3 * kGib,  4 * kGib,
+                                            6 * kGib,   8 * kGib,  12 * kGib, 16 * kGib, 24 * kGib,
+                                            32 * kGib,  48 * kGib, 64 * kGib};
   return sizes;
 }
 
@@ -137,7 +137,8 @@ std::vector<Phase> WorkloadPhases(Workload w, const GuestSpec& g, Phase base, do
         up.at = Time10(0.1 * duration + slot * i + rng.Uniform(0, 0.5) * slot);
         up.anon = Mib(std::min(cap, base.anon + rng.Uniform(0.15, 0.5) * g.max));
         Phase down = base;
-        down.at = up.at + std::min(Time10(0.45 * slot), rng.Pick(std::vector<double>{30, 60, 120, 300}));
+        down.at =
+            up.at + std::min(Time10(0.45 * slot), rng.Pick(std::vector<double>{30, 60, 120, 300}));
         phases.push_back(up);
         phases.push_back(down);
       }
@@ -212,7 +213,8 @@ Drawn DrawGuest(int i, bool agent, bool anon_heavy, double duration, Rng& rng) {
   g.phases = WorkloadPhases(d.workload, g, base, duration, rng);
 
   const auto any = [&g](auto field) {
-    return std::any_of(g.phases.begin(), g.phases.end(), [&](const Phase& p) { return p.*field > 0; });
+    return std::any_of(g.phases.begin(), g.phases.end(),
+                       [&](const Phase& p) { return p.*field > 0; });
   };
   // A second, smaller workload beside the first: a slow stream, or a small hot set.
   if (d.workload != Workload::kIdle && rng.Chance(0.3)) {
@@ -296,8 +298,8 @@ Scenario GenerateScenario(uint64_t seed, int index) {
   const double budget_share = static_cast<double>(rng.Int(50, 95)) / 100;
   const double budget = std::floor(budget_share * total_max / kMib) * kMib;
   s.host.budget = budget;
-  s.host.reserve = std::clamp(std::round(0.03 * total_max / (256 * kMib)) * 256 * kMib,
-                              512 * kMib, 16 * kGib);
+  s.host.reserve =
+      std::clamp(std::round(0.03 * total_max / (256 * kMib)) * 256 * kMib, 512 * kMib, 16 * kGib);
   // Room for every guest at its max: the budget, not the host, is what binds, until an outside
   // process takes memory.
   s.host.total = std::ceil((total_max * rng.Uniform(1.0, 1.1) + s.host.reserve) / kGib) * kGib;
@@ -309,9 +311,10 @@ Scenario GenerateScenario(uint64_t seed, int index) {
     take.at = Time10(rng.Uniform(0.15, 0.6) * s.duration);
     take.other = Mib(s.host.total - s.host.reserve - budget + under * budget);
     s.host.events.push_back(take);
-    pressure = absl::StrFormat("host pressure from %s: an outside process takes %s (%.0f%% of the "
-                               "budget under it)",
-                               FormatExactSeconds(take.at), FormatBytes(take.other), 100 * under);
+    pressure = absl::StrFormat(
+        "host pressure from %s: an outside process takes %s (%.0f%% of the "
+        "budget under it)",
+        FormatExactSeconds(take.at), FormatBytes(take.other), 100 * under);
     if (rng.Chance(0.5)) {
       HostEvent release;
       release.at = Time10(take.at + rng.Uniform(0.15, 0.35) * s.duration);
@@ -342,7 +345,9 @@ Scenario GenerateScenario(uint64_t seed, int index) {
       "(%.0f%% of it); %s.",
       index, seed, n, anon_heavy ? " of anonymous-heavy tenants" : "", agents,
       FormatBytes(total_max), FormatBytes(budget), 100 * budget_share, pressure);
-  if (!extras.empty()) absl::StrAppend(&s.description, " Guests: ", absl::StrJoin(extras, "; "), ".");
+  if (!extras.empty()) {
+    absl::StrAppend(&s.description, " Guests: ", absl::StrJoin(extras, "; "), ".");
+  }
   return s;
 }
 

@@ -123,7 +123,8 @@ TEST(ScenarioGeneratorTest, StaysInItsRanges) {
     EXPECT_TRUE(tags.count(t)) << t;
   }
   EXPECT_TRUE(agent && no_agent && slow && autodeflate);
-  for (Behaviour b : {Behaviour::kNormal, Behaviour::kStuck, Behaviour::kTrickle, Behaviour::kChurn}) {
+  for (Behaviour b :
+       {Behaviour::kNormal, Behaviour::kStuck, Behaviour::kTrickle, Behaviour::kChurn}) {
     EXPECT_TRUE(behaviours.count(b)) << BehaviourName(b);
   }
   EXPECT_EQ(behaviours.size(), 4u);  // no guest without stats: that is not what this corpus tests

@@ -93,7 +93,9 @@ int RunCorpusCommand(const std::vector<std::string>& policies) {
   absl::StatusOr<CorpusRun> run =
       RunCorpus(absl::GetFlag(FLAGS_seed), count, policies, absl::GetFlag(FLAGS_threads),
                 [count](int done) {
-                  if (done % 20 == 0 || done == count) std::cerr << "corpus: " << done << "/" << count << " cases\n";
+                  if (done % 20 == 0 || done == count) {
+                    std::cerr << "corpus: " << done << "/" << count << " cases\n";
+                  }
                 });
   if (!run.ok()) {
     std::cerr << run.status().message() << "\n";
