@@ -67,6 +67,16 @@ struct GuestView {
   std::optional<uint64_t> oom_kill;
   // Seconds since the agent report the fields above come from (stats_age_seconds when absent).
   std::optional<double> agent_age_seconds;
+
+  // What the host sees of the guest's disks, from libvirt's bulk stats (block.<n>.rd.bytes and
+  // block.<n>.rd.reqs, summed over the guest's disks): cumulative since the domain started.
+  // QEMU counts them, not the guest, so they exist for guests without the agent or balloon
+  // stats, and they are read when the snapshot is taken (no stats_period lag). A page-cache
+  // refault in the guest is a disk read seen from here: these are an agentless policy's view of
+  // refaults. plimsolld does not fill them yet (always absent there; another issue wires
+  // them); the simulator (sim/guest_model.h) does. No policy reads them yet.
+  std::optional<uint64_t> disk_read_bytes;
+  std::optional<uint64_t> disk_read_requests;
 };
 
 // The host side of the snapshot.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "sim/units.h"
 
@@ -16,6 +17,8 @@ constexpr double kReclaimRate = 2 * kGib;  // bytes/s direct reclaim frees clean
 constexpr double kSpikeStall = 0.15;       // PSI trigger: 150 ms stalled in a 1 s window
 constexpr double kSpikeGapSeconds = 1;     // at most one early report per second
 constexpr double kChurnGiveBack = 0.97;    // share of an inflation the shrinker hands back
+constexpr double kRandomRequestBytes = 4096;        // one hot-set miss, one page
+constexpr double kStreamRequestBytes = 128 * 1024;  // Linux's default read_ahead_kb
 
 }  // namespace
 
@@ -133,6 +136,13 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
   }
 }
 
+void GuestModel::ReadDisk(double bytes, double request_bytes) {
+  if (bytes <= 0) return;
+  disk_read_bytes_ += bytes;
+  disk_read_requests_ += bytes / request_bytes;
+  last_.disk_read_bytes += bytes;
+}
+
 void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
   // The hot set shrank: what left it is cold now.
   if (hot_ > phase.hot) {
@@ -160,6 +170,7 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
       hot_ += std::min(wanted, room);
       refault_pages_ += refaults / kPage;
       major_faults_ += misses / kPage;
+      ReadDisk(misses, kRandomRequestBytes);
       last_.refault_bytes += refaults;
       *stall += refaults / spec_.disk_rate;
     }
@@ -175,6 +186,8 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
       last_.refault_bytes += bytes;
       *stall += bytes / spec_.disk_rate;
     }
+    // A first read, or a pass over a loop the cache does not hold: from disk.
+    ReadDisk(bytes, kStreamRequestBytes);
     streamed_ += bytes;
     // Streamed pages take free memory; past that they replace older cold pages.
     cold_ += std::min(bytes, std::max(0.0, Free() - MinFree()));
@@ -251,7 +264,53 @@ const StepOutcome& GuestModel::Step(double now, double dt) {
   return last_;
 }
 
+GuestModel::WorkingSet GuestModel::WorkingSetAt(double t) const {
+  size_t k = 0;
+  for (size_t i = 0; i < spec_.phases.size(); ++i) {
+    if (spec_.phases[i].at <= t) k = i;
+  }
+  const Phase& phase = spec_.phases[k];
+  WorkingSet ws;
+  ws.hard = kernel_ + spec_.unreclaimable + phase.anon + std::max(16 * kMib, 0.005 * spec_.max);
+  // The part of this phase's hot set some phase from this one on reads.
+  for (size_t j = k; j < spec_.phases.size(); ++j) {
+    if (spec_.phases[j].hot_rate > 0) {
+      ws.cache = std::max(ws.cache, std::min(phase.hot, spec_.phases[j].hot));
+    }
+  }
+  if (phase.loop > 0 && phase.stream_rate > 0 && ws.total() + phase.loop <= spec_.max) {
+    ws.cache += phase.loop;
+  }
+  return ws;
+}
+
+GuestModel::WorkingSet GuestModel::NeedAhead(double now, double lead) const {
+  const WorkingSet current = WorkingSetAt(now);
+  double hard = current.hard;
+  double total = current.total();
+  const bool stops = spec_.behaviour == Behaviour::kStuck || spec_.behaviour == Behaviour::kTrickle;
+  const double stop = stops ? spec_.behaviour_at : std::numeric_limits<double>::infinity();
+  for (const Phase& p : spec_.phases) {
+    if (p.at <= now) continue;
+    const WorkingSet later = WorkingSetAt(p.at);
+    const double travel = spec_.speed * std::max(0.0, std::min(p.at, stop) - now - lead);
+    hard = std::max(hard, later.hard - travel);
+    total = std::max(total, later.total() - travel);
+  }
+  WorkingSet need;
+  need.hard = hard;
+  need.cache = std::max(0.0, total - hard);
+  return need;
+}
+
+bool GuestModel::BalloonMoves(double now) const {
+  return !Misbehaving(Behaviour::kStuck, now) && !Misbehaving(Behaviour::kTrickle, now);
+}
+
 void GuestModel::FillStats(double now, double stale_after, policy::GuestView* view) const {
+  // Block stats come from QEMU, read when the snapshot is taken: no report to wait for.
+  view->disk_read_bytes = static_cast<uint64_t>(disk_read_bytes_);
+  view->disk_read_requests = static_cast<uint64_t>(disk_read_requests_);
   if (!libvirt_.has_value()) {
     view->has_stats = false;
     view->stats_fresh = false;

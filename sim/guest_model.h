@@ -17,6 +17,11 @@
 //   balloons: stuck, trickle (4 KiB every 3 s) and churn (the shrinker hands back 97% of what
 //   was inflated while a streaming reader refills the cache: the busy no-op of domain.md).
 // - stall feeds PSI "some": a cumulative total and avg10, an exponential average over 10 s.
+// - disk reads as the host sees them (libvirt's block.<n>.rd.bytes / rd.reqs): every hot-set
+//   miss (first reads and refaults) and every streamed byte not served from the cache is read
+//   from disk; a hot-set miss is one 4 KiB request (uniform random reads leave readahead nothing
+//   to do), a streamed read one kStreamRequestBytes (128 KiB, Linux's default read_ahead_kb)
+//   request. They are counted at the host, so every guest has them, whatever its stats do.
 // - reports: libvirt stats and agent reports every stats_period; an agent also reports at once
 //   when the stall in a second reaches 15% (a PSI trigger of 150 ms per 1 s window). Reports of
 //   a no_stats guest never come, of a stale guest stop, of a nonsense guest are impossible.
@@ -39,6 +44,7 @@ struct StepOutcome {
   double refault_bytes = 0;   // evicted file pages read back
   double inflated_bytes = 0;  // balloon inflation (pages handed to the host)
   double deflated_bytes = 0;  // balloon deflation, whoever asked for it
+  double disk_read_bytes = 0;  // read from the guest's disks (cache misses), as the host sees
   bool oom_kill = false;
   bool self_deflated = false;  // deflated on OOM (autodeflate)
   bool thrashing = false;      // an allocation could not be satisfied
@@ -69,8 +75,37 @@ class GuestModel {
   double kernel() const { return kernel_; }
   double Free() const;
   const StepOutcome& last() const { return last_; }
+
+  // The model's truth, for the oracle (sim/oracle_policy.h); no policy sees it.
+  //
+  // The working set at time t: the least balloon size at which the guest neither reclaims nor
+  // refaults then. Its hard part: kernel + unreclaimable + the phase's anon + the min-free
+  // watermark (taken at max); short of it, allocations fail. Its cache part: the part of the
+  // phase's hot set that is read then or later in the run (a set read in bursts stays working
+  // set between them), and a looped file when the whole of it fits beside the rest; short of
+  // it, the guest refaults. Cold cache (streamed pages, a loop that does not fit) is in neither.
+  // The total may exceed max.
+  struct WorkingSet {
+    double hard = 0;
+    double cache = 0;
+    double total() const { return hard + cache; }
+  };
+  WorkingSet WorkingSetAt(double t) const;
+  // The least size the balloon must have at `now` so that, deflating at `speed` from a decision
+  // up to `lead` seconds later, it is never under a later working set when that set begins:
+  // hard = max over t >= now of hard(t) - speed * max(0, min(t, stop) - now - lead), total
+  // likewise, and cache = total - hard; `stop` is when the balloon stops moving (stuck or
+  // trickling from behaviour_at; never for others), after which it cannot deflate: before it
+  // stops, a balloon is left at the most it will need after.
+  WorkingSet NeedAhead(double now, double lead) const;
+  // False while the balloon does not move at `now`: stuck, or trickling (4 KiB per 3 s). A
+  // churning balloon moves: it keeps 3% of what it inflates.
+  bool BalloonMoves(double now) const;
   double psi_avg10() const { return psi_avg10_; }
   int64_t oom_kills() const { return oom_kills_; }
+  // Cumulative disk reads since the run started, as libvirt's block stats count them.
+  double disk_read_bytes() const { return disk_read_bytes_; }
+  double disk_read_requests() const { return disk_read_requests_; }
 
  private:
   struct LibvirtReport {
@@ -98,6 +133,8 @@ class GuestModel {
   void MoveBalloon(double now, double dt, const Phase& phase);
   void RunAnon(double now, double dt, const Phase& phase, double* stall);
   void RunCache(double dt, const Phase& phase, double* stall);
+  // Counts a read of `bytes` from disk in requests of `request_bytes`.
+  void ReadDisk(double bytes, double request_bytes);
   void Report(double now, bool spike);
 
   GuestSpec spec_;
@@ -118,6 +155,8 @@ class GuestModel {
   double major_faults_ = 0;
   double inflate_pages_ = 0;
   double deflate_pages_ = 0;
+  double disk_read_bytes_ = 0;
+  double disk_read_requests_ = 0;
   int64_t oom_kills_ = 0;
   bool was_self_deflating_ = false;
   StepOutcome last_;

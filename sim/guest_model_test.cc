@@ -175,5 +175,121 @@ TEST(GuestModelTest, NoStatsStaleAndNonsense) {
   EXPECT_EQ(*lv.psi_some_avg10, 250);
 }
 
+// What libvirt's block stats would show: cache misses are disk reads, hits are not.
+TEST(GuestModelTest, DiskReadsAreTheCacheMissesAsTheHostSeesThem) {
+  // A streamer: every streamed byte is a first read, in readahead-sized requests.
+  GuestModel stream(Spec(kGib, 0, 0, 10 * kMib));
+  Advance(stream, 0, 60);
+  EXPECT_NEAR(stream.disk_read_bytes(), 600 * kMib, 1);
+  EXPECT_NEAR(stream.disk_read_requests(), 600 * kMib / (128 * kKib), 1e-6);
+
+  // A hot set that fits and is fully cached: no read at all.
+  GuestModel cached(Spec(kGib, 512 * kMib, 50 * kMib));
+  Advance(cached, 0, 60);
+  EXPECT_EQ(cached.disk_read_bytes(), 0);
+
+  // Squeezed under its hot set: every miss is read back, one page per request, and the
+  // refaults are part of the reads.
+  GuestModel squeezed(Spec(kGib, 2 * kGib, 100 * kMib));
+  squeezed.SetTarget(2 * kGib);
+  double refaults = 0;
+  for (double t = 1; t <= 60; ++t) refaults += squeezed.Step(t, 1).refault_bytes;
+  ASSERT_GT(refaults, 0);
+  EXPECT_GE(squeezed.disk_read_bytes(), refaults);
+  EXPECT_NEAR(squeezed.disk_read_requests(), squeezed.disk_read_bytes() / 4096, 1e-6);
+
+  // The host counts them even for a guest whose balloon driver never reports: the view has them
+  // without stats.
+  GuestSpec silent = Spec(kGib, 0, 0, 10 * kMib);
+  silent.behaviour = Behaviour::kNoStats;
+  silent.agent = false;
+  GuestModel n(silent);
+  Advance(n, 0, 10);
+  policy::GuestView v;
+  n.FillStats(10, 30, &v);
+  EXPECT_FALSE(v.has_stats);
+  ASSERT_TRUE(v.disk_read_bytes.has_value());
+  EXPECT_EQ(*v.disk_read_bytes, static_cast<uint64_t>(100 * kMib));
+  EXPECT_EQ(*v.disk_read_requests, 800u);
+}
+
+// A loop over a file larger than the guest is read from disk on every pass.
+TEST(GuestModelTest, ALoopLargerThanTheCacheIsReadEveryPass) {
+  GuestSpec spec = Spec(100 * kMib, 0, 0, 40 * kMib);
+  spec.max = 1 * kGib;
+  spec.phases[0].loop = 1536 * kMib;
+  GuestModel g(spec);
+  Advance(g, 0, 120);  // 4800 MiB read: three passes and more
+  EXPECT_NEAR(g.disk_read_bytes(), 4800 * kMib, 1);
+}
+
+// The oracle's truth: anon, the hot set read now or later, kernel and watermark; cold cache not.
+TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
+  GuestSpec spec = Spec(1 * kGib, 512 * kMib, 10 * kMib, 20 * kMib);  // and a stream
+  Phase idle = spec.phases[0];
+  idle.at = 100;
+  idle.hot_rate = 0;  // the hot set is not read for a while...
+  Phase again = idle;
+  again.at = 200;
+  again.hot_rate = 10 * kMib;  // ...and then it is again
+  again.anon = 3 * kGib;
+  spec.phases.push_back(idle);
+  spec.phases.push_back(again);
+  GuestModel g(spec);
+  const double fixed = 100 * kMib + 64 * kMib + 0.005 * 4 * kGib;  // kernel, unreclaimable, min free
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).total(), fixed + 1 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(150).total(), fixed + 1 * kGib + 512 * kMib);  // read again later
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(200).total(), fixed + 3 * kGib + 512 * kMib);
+  // 2 GiB more from t=200, at 512 MiB/s: 4 s of travel. Decided at t=190 with a 6 s lead the
+  // balloon still has the 4 s it needs: nothing ahead yet. With an 8 s lead it has 2 s, so it
+  // needs 1 GiB of the growth now; at t=197 all of it.
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 6).total(), fixed + 1 * kGib + 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).total(), fixed + 1 * kGib + 512 * kMib + 1 * kGib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(197, 6).total(), fixed + 3 * kGib + 512 * kMib);
+  // The hard part (what allocations need) and the cache part (what refaults) apart.
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).hard, fixed + 1 * kGib);
+  EXPECT_DOUBLE_EQ(g.WorkingSetAt(0).cache, 512 * kMib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).hard, fixed + 2 * kGib);
+  EXPECT_DOUBLE_EQ(g.NeedAhead(190, 8).cache, 512 * kMib);
+  EXPECT_TRUE(g.BalloonMoves(0));
+
+  // A hot set nobody reads again is cold.
+  GuestSpec once = Spec(1 * kGib, 512 * kMib, 10 * kMib);
+  once.phases.push_back(idle);
+  EXPECT_DOUBLE_EQ(GuestModel(once).WorkingSetAt(150).cache, 0);
+  EXPECT_DOUBLE_EQ(GuestModel(once).WorkingSetAt(50).cache, 512 * kMib);
+
+  // A loop that fits is working set; one that does not is cold.
+  GuestSpec loop = Spec(100 * kMib, 0, 0, 40 * kMib);
+  loop.phases[0].loop = 1 * kGib;
+  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0).total(), fixed + 100 * kMib + 1 * kGib);
+  loop.phases[0].loop = 8 * kGib;
+  EXPECT_DOUBLE_EQ(GuestModel(loop).WorkingSetAt(0).total(), fixed + 100 * kMib);
+
+  GuestSpec stuck = Spec(kGib);
+  stuck.behaviour = Behaviour::kStuck;
+  stuck.behaviour_at = 60;
+  // A balloon that will stop moving at 60 s cannot deflate for growth after: it is left at the
+  // most it will need, the lead counted only up to the stop.
+  Phase grown = stuck.phases[0];
+  grown.at = 300;
+  grown.anon = 3 * kGib;
+  stuck.phases.push_back(grown);
+  EXPECT_DOUBLE_EQ(GuestModel(stuck).NeedAhead(0, 6).hard, fixed + 1 * kGib);  // 54 s of travel
+  EXPECT_DOUBLE_EQ(GuestModel(stuck).NeedAhead(52, 6).hard, fixed + 3 * kGib - 1 * kGib);
+  EXPECT_DOUBLE_EQ(GuestModel(stuck).NeedAhead(59, 6).hard, fixed + 3 * kGib);
+  GuestSpec free_balloon = stuck;
+  free_balloon.behaviour = Behaviour::kNormal;
+  EXPECT_DOUBLE_EQ(GuestModel(free_balloon).NeedAhead(59, 6).hard, fixed + 1 * kGib);
+  EXPECT_TRUE(GuestModel(stuck).BalloonMoves(59));
+  EXPECT_FALSE(GuestModel(stuck).BalloonMoves(60));
+  GuestSpec trickle = Spec(kGib);
+  trickle.behaviour = Behaviour::kTrickle;
+  EXPECT_FALSE(GuestModel(trickle).BalloonMoves(0));
+  GuestSpec churn = Spec(kGib, 0, 0, 10 * kMib);
+  churn.behaviour = Behaviour::kChurn;
+  EXPECT_TRUE(GuestModel(churn).BalloonMoves(0));  // slowly, and at a cost in traffic
+}
+
 }  // namespace
 }  // namespace plimsoll::sim

@@ -13,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "policy/policy.h"
+#include "sim/guest_model.h"
+#include "sim/oracle_policy.h"
 #include "sim/simulation.h"
 #include "sim/units.h"
 
@@ -23,14 +25,36 @@ constexpr double kStepSeconds = 1;
 // The guests' total counts as within the budget up to this much over it.
 constexpr double kBudgetSlack = 16 * kMib;
 
+// What the model knows and the oracle is told before each decision: each guest's need with
+// the lead of one tick (the next decision may be that far away) and a step.
+OracleTruth TruthOf(const Simulation& sim) {
+  OracleTruth truth;
+  truth.host_other = sim.HostOther();
+  truth.guests.reserve(sim.guests().size());
+  for (const GuestModel& g : sim.guests()) {
+    const GuestModel::WorkingSet need = g.NeedAhead(sim.now(), sim.scenario().tick + kStepSeconds);
+    truth.guests.push_back(OracleGuestTruth{need.hard, need.cache, g.BalloonMoves(sim.now())});
+  }
+  return truth;
+}
+
+// The policy of that name: the oracle, given the simulation's truth, or one of plimsolld's.
+absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view name,
+                                                              const Simulation* sim) {
+  if (name == kOraclePolicyName) {
+    return std::make_unique<OraclePolicy>([sim]() { return TruthOf(*sim); });
+  }
+  return policy::MakePolicy(name);
+}
+
 }  // namespace
 
 absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_view policy_name,
                                       const RunOptions& options) {
-  absl::StatusOr<std::unique_ptr<policy::Policy>> made = policy::MakePolicy(policy_name);
+  Simulation sim(scenario);
+  absl::StatusOr<std::unique_ptr<policy::Policy>> made = MakeSimPolicy(policy_name, &sim);
   if (!made.ok()) return made.status();
   const policy::Policy& policy = **made;
-  Simulation sim(scenario);
   sim.set_omit_psi_total(options.omit_psi_total);
   RunResult r;
   r.scenario = scenario.name;

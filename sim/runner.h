@@ -1,4 +1,5 @@
-// Plays one policy (by name, through policy::MakePolicy) against one scenario, one simulated
+// Plays one policy (by name: "oracle" (sim/oracle_policy.h, told the model's truth before each
+// decision), else through policy::MakePolicy) against one scenario, one simulated
 // second at a time, and measures the outcome. The policy decides every `tick` seconds, and also
 // at once (at most once a second) when an agent reports a pressure spike, as plimsolld wakes
 // its loop on such a report.
@@ -95,7 +96,7 @@ struct RunOptions {
   bool omit_psi_total = false;
 };
 
-// INVALID_ARGUMENT for an unknown policy name.
+// INVALID_ARGUMENT for an unknown policy name ("oracle" or one policy::MakePolicy knows).
 absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_view policy,
                                       const RunOptions& options = RunOptions());
 

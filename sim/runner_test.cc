@@ -116,5 +116,28 @@ TEST(RunnerTest, TablesAndPlot) {
   EXPECT_EQ(XmlEscape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
 }
 
+// The oracle knows each guest's working set: it takes all the cold cache and stalls nobody.
+TEST(RunnerTest, TheOracleTakesTheColdCacheWithoutStalling) {
+  absl::StatusOr<RunResult> oracle = RunScenario(Small(), "oracle");
+  absl::StatusOr<RunResult> pagecache = RunScenario(Small(), "pagecache");
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  EXPECT_EQ(oracle->policy, "oracle");
+  EXPECT_EQ(oracle->oom_kills, 0);
+  EXPECT_EQ(oracle->refault_bytes, 0);
+  EXPECT_LT(oracle->stall_s, 0.5);
+  // pagecache probes into the headroom the oracle keeps (b at 854-872 MiB against the oracle's
+  // 997 MiB here) and pays for it in stall: it may reclaim a little more than the oracle, never
+  // much more.
+  EXPECT_GT(oracle->reclaimed_byte_s, 0.9 * pagecache->reclaimed_byte_s);
+  EXPECT_LT(oracle->reclaimed_byte_s, pagecache->reclaimed_byte_s);
+  EXPECT_GT(pagecache->stall_s, oracle->stall_s);
+  // b keeps its 400 MiB hot set, its anon and kernel, and a headroom of 128 MiB, no less.
+  const double b_floor = 300 * kMib + 400 * kMib + 64 * kMib + 48 * kMib + 0.02 * 2 * kGib;
+  EXPECT_GE(oracle->guests[1].min_actual, b_floor + 128 * kMib);
+  EXPECT_LT(oracle->guests[1].min_actual, b_floor + 128 * kMib + 32 * kMib);
+  EXPECT_GT(oracle->converge_s, 0);  // over the budget at the start...
+  EXPECT_LE(oracle->converge_s, 10);  // ...under it once the balloons travelled
+}
+
 }  // namespace
 }  // namespace plimsoll::sim

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/units.h"
@@ -302,6 +303,49 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
       "\" (known: scenario, description, tags, host, host_event, guest, phase, expect)"));
 }
 
+const char* OpText(CompareOp op) {
+  switch (op) {
+    case CompareOp::kLess:
+      return "<";
+    case CompareOp::kLessEqual:
+      return "<=";
+    case CompareOp::kGreater:
+      return ">";
+    case CompareOp::kGreaterEqual:
+      return ">=";
+    case CompareOp::kEqual:
+      return "==";
+  }
+  return "==";
+}
+
+// A plain number (shares=, an expectation's value) that SimpleAtod reads back exactly.
+std::string Number(double v) {
+  std::string text = absl::StrCat(v);
+  double back = 0;
+  if (!absl::SimpleAtod(text, &back) || back != v) text = absl::StrFormat("%.17g", v);
+  return text;
+}
+
+// The words after `expect`: the line as written when it was parsed, else built from the fields.
+std::string ExpectationText(const Expectation& e) {
+  if (!e.text.empty()) return e.text;
+  std::string rhs;
+  if (e.other_policy.has_value()) {
+    if (e.factor != 1) absl::StrAppend(&rhs, Number(e.factor), " * ");
+    absl::StrAppend(&rhs, *e.other_policy);
+    if (e.other_metric.has_value()) absl::StrAppend(&rhs, ":", *e.other_metric);
+  } else {
+    rhs = Number(e.value);
+  }
+  return absl::StrCat(e.policy, " ", e.metric, " ", OpText(e.op), " ", rhs);
+}
+
+std::string Bytes(double v) { return FormatExactBytes(v); }
+std::string Rate(double v) { return absl::StrCat(FormatExactBytes(v), "/s"); }
+std::string Seconds(double v) { return FormatExactSeconds(v); }
+const char* Bool(bool v) { return v ? "true" : "false"; }
+
 }  // namespace
 
 const char* BehaviourName(Behaviour b) {
@@ -385,6 +429,41 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
   auto s = ParseScenario(buffer.str());
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.status().message()));
   return s;
+}
+
+std::string FormatScenario(const Scenario& s) {
+  std::string out;
+  absl::StrAppend(&out, "scenario name=", s.name, " duration=", Seconds(s.duration),
+                  " tick=", Seconds(s.tick), " stale_after=", Seconds(s.stale_after), "\n");
+  if (!s.description.empty()) absl::StrAppend(&out, "description ", s.description, "\n");
+  if (!s.tags.empty()) absl::StrAppend(&out, "tags ", absl::StrJoin(s.tags, " "), "\n");
+  absl::StrAppend(&out, "host total=", Bytes(s.host.total), " reserve=", Bytes(s.host.reserve));
+  if (s.host.budget.has_value()) absl::StrAppend(&out, " budget=", Bytes(*s.host.budget));
+  absl::StrAppend(&out, "\n");
+  for (const HostEvent& e : s.host.events) {
+    absl::StrAppend(&out, "host_event at=", Seconds(e.at), " other=", Bytes(e.other), "\n");
+  }
+  for (const GuestSpec& g : s.guests) {
+    absl::StrAppend(&out, "guest name=", g.name, " max=", Bytes(g.max), " min=", Bytes(g.min));
+    if (g.start.has_value()) absl::StrAppend(&out, " start=", Bytes(*g.start));
+    absl::StrAppend(&out, " agent=", Bool(g.agent), " autodeflate=", Bool(g.autodeflate),
+                    " speed=", Rate(g.speed), " shares=", Number(g.shares));
+    if (g.kernel.has_value()) absl::StrAppend(&out, " kernel=", Bytes(*g.kernel));
+    absl::StrAppend(&out, " unreclaimable=", Bytes(g.unreclaimable),
+                    " alloc_rate=", Rate(g.alloc_rate), " disk_rate=", Rate(g.disk_rate),
+                    " stats_period=", Seconds(g.stats_period),
+                    " behaviour=", BehaviourName(g.behaviour),
+                    " behaviour_at=", Seconds(g.behaviour_at), "\n");
+    for (const Phase& p : g.phases) {
+      absl::StrAppend(&out, "phase guest=", g.name, " at=", Seconds(p.at), " anon=", Bytes(p.anon),
+                      " hot=", Bytes(p.hot), " hot_rate=", Rate(p.hot_rate),
+                      " stream_rate=", Rate(p.stream_rate), " loop=", Bytes(p.loop), "\n");
+    }
+  }
+  for (const Expectation& e : s.expectations) {
+    absl::StrAppend(&out, "expect ", ExpectationText(e), "\n");
+  }
+  return out;
 }
 
 }  // namespace plimsoll::sim

@@ -125,6 +125,12 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view text);
 // Reads and parses a file.
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 
+// The scenario as a scenario file that ParseScenario reads back to the same Scenario (every
+// field but Expectation::line; values print exactly, see units.h FormatExactBytes). Every key
+// is written, defaults too, so that a printed case reads on its own. The description goes on
+// one line and must hold no '#' or newline (they would not read back).
+std::string FormatScenario(const Scenario& scenario);
+
 }  // namespace plimsoll::sim
 
 #endif  // PLIMSOLL_SIM_SCENARIO_H_

@@ -1,5 +1,6 @@
 #include "sim/scenario.h"
 
+#include <filesystem>
 #include <string>
 
 #include "absl/status/status.h"
@@ -121,6 +122,140 @@ TEST(ScenarioTest, BudgetDefaultsToTotalLessReserve) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->GuestBudget(), 7 * kGib);
   EXPECT_STREQ(BehaviourName(Behaviour::kNoStats), "no_stats");
+}
+
+// Every field ParseScenario sets, compared one by one (Expectation::line aside).
+void ExpectSameScenario(const Scenario& a, const Scenario& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.description, b.description);
+  EXPECT_EQ(a.tags, b.tags);
+  EXPECT_EQ(a.duration, b.duration);
+  EXPECT_EQ(a.tick, b.tick);
+  EXPECT_EQ(a.stale_after, b.stale_after);
+  EXPECT_EQ(a.host.total, b.host.total);
+  EXPECT_EQ(a.host.reserve, b.host.reserve);
+  EXPECT_EQ(a.host.budget, b.host.budget);
+  ASSERT_EQ(a.host.events.size(), b.host.events.size());
+  for (size_t i = 0; i < a.host.events.size(); ++i) {
+    EXPECT_EQ(a.host.events[i].at, b.host.events[i].at);
+    EXPECT_EQ(a.host.events[i].other, b.host.events[i].other);
+  }
+  ASSERT_EQ(a.guests.size(), b.guests.size());
+  for (size_t i = 0; i < a.guests.size(); ++i) {
+    const GuestSpec& x = a.guests[i];
+    const GuestSpec& y = b.guests[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.max, y.max);
+    EXPECT_EQ(x.min, y.min);
+    EXPECT_EQ(x.start, y.start);
+    EXPECT_EQ(x.agent, y.agent);
+    EXPECT_EQ(x.autodeflate, y.autodeflate);
+    EXPECT_EQ(x.speed, y.speed);
+    EXPECT_EQ(x.shares, y.shares);
+    EXPECT_EQ(x.kernel, y.kernel);
+    EXPECT_EQ(x.unreclaimable, y.unreclaimable);
+    EXPECT_EQ(x.alloc_rate, y.alloc_rate);
+    EXPECT_EQ(x.disk_rate, y.disk_rate);
+    EXPECT_EQ(x.stats_period, y.stats_period);
+    EXPECT_EQ(x.behaviour, y.behaviour);
+    EXPECT_EQ(x.behaviour_at, y.behaviour_at);
+    ASSERT_EQ(x.phases.size(), y.phases.size()) << x.name;
+    for (size_t j = 0; j < x.phases.size(); ++j) {
+      const Phase& p = x.phases[j];
+      const Phase& q = y.phases[j];
+      EXPECT_EQ(p.at, q.at);
+      EXPECT_EQ(p.anon, q.anon);
+      EXPECT_EQ(p.hot, q.hot);
+      EXPECT_EQ(p.hot_rate, q.hot_rate);
+      EXPECT_EQ(p.stream_rate, q.stream_rate);
+      EXPECT_EQ(p.loop, q.loop);
+    }
+  }
+  ASSERT_EQ(a.expectations.size(), b.expectations.size());
+  for (size_t i = 0; i < a.expectations.size(); ++i) {
+    const Expectation& x = a.expectations[i];
+    const Expectation& y = b.expectations[i];
+    EXPECT_EQ(x.text, y.text);
+    EXPECT_EQ(x.policy, y.policy);
+    EXPECT_EQ(x.metric, y.metric);
+    EXPECT_EQ(x.op, y.op);
+    EXPECT_EQ(x.value, y.value);
+    EXPECT_EQ(x.factor, y.factor);
+    EXPECT_EQ(x.other_policy, y.other_policy);
+    EXPECT_EQ(x.other_metric, y.other_metric);
+  }
+}
+
+TEST(ScenarioTest, PrintedScenarioReadsBackTheSame) {
+  absl::StatusOr<Scenario> s = ParseScenario(kGood);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string printed = FormatScenario(*s);
+  EXPECT_THAT(printed, HasSubstr("scenario name=two duration=10m tick=2s stale_after=20s\n"));
+  EXPECT_THAT(printed, HasSubstr("guest name=b max=2GiB min=0 start=1GiB agent=true"));
+  EXPECT_THAT(printed, HasSubstr("phase guest=a at=2m anon=1GiB hot=512MiB hot_rate=20MiB/s "
+                                 "stream_rate=10MiB/s loop=0\n"));
+  EXPECT_THAT(printed, HasSubstr("expect pagecache reclaimed_gib_s > 1.5 * mom\n"));
+  absl::StatusOr<Scenario> back = ParseScenario(printed);
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << printed;
+  ExpectSameScenario(*s, *back);
+  EXPECT_EQ(FormatScenario(*back), printed);
+}
+
+TEST(ScenarioTest, ValuesThatAreNotWholeUnitsPrintExactly) {
+  Scenario s;
+  s.name = "odd";
+  s.duration = 90.5;
+  s.host.total = 10 * kGib + 1;
+  GuestSpec g;
+  g.name = "a";
+  g.max = 1.3 * kGib;  // not a whole number of bytes
+  g.shares = 1024;
+  g.speed = 1.0 / 3;
+  g.phases.push_back(Phase{0, 123456789.0, 0.1, 7, 0, 0});
+  s.guests.push_back(g);
+  Expectation e;
+  e.policy = "pagecache";
+  e.metric = "stall_s";
+  e.op = CompareOp::kLessEqual;
+  e.factor = 0.25;
+  e.other_policy = "mom";
+  e.other_metric = "guest.a.stall_s";
+  s.expectations.push_back(e);
+  Expectation v;
+  v.policy = "mom";
+  v.metric = "oom_kills";
+  v.value = 0.1;
+  s.expectations.push_back(v);
+  const std::string printed = FormatScenario(s);
+  EXPECT_THAT(printed, HasSubstr("shares=1024 "));
+  EXPECT_THAT(printed, HasSubstr("expect pagecache stall_s <= 0.25 * mom:guest.a.stall_s\n"));
+  absl::StatusOr<Scenario> back = ParseScenario(printed);
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << printed;
+  EXPECT_EQ(back->duration, 90.5);
+  EXPECT_EQ(back->host.total, 10 * kGib + 1);
+  EXPECT_EQ(back->guests[0].max, 1.3 * kGib);
+  EXPECT_EQ(back->guests[0].speed, 1.0 / 3);
+  EXPECT_EQ(back->guests[0].phases[0].hot, 0.1);
+  EXPECT_EQ(back->expectations[0].factor, 0.25);
+  EXPECT_EQ(*back->expectations[0].other_metric, "guest.a.stall_s");
+  EXPECT_EQ(back->expectations[1].value, 0.1);
+  EXPECT_EQ(back->expectations[1].op, CompareOp::kEqual);
+}
+
+// Every bundled scenario file prints and reads back to itself.
+TEST(ScenarioTest, BundledScenariosRoundTrip) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("sim/scenarios")) {
+    if (entry.path().extension() != ".scenario") continue;
+    ++files;
+    absl::StatusOr<Scenario> s = LoadScenarioFile(entry.path().string());
+    ASSERT_TRUE(s.ok()) << s.status();
+    absl::StatusOr<Scenario> back = ParseScenario(FormatScenario(*s));
+    ASSERT_TRUE(back.ok()) << entry.path() << ": " << back.status();
+    SCOPED_TRACE(entry.path().string());
+    ExpectSameScenario(*s, *back);
+  }
+  EXPECT_GE(files, 14);
 }
 
 }  // namespace

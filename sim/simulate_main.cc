@@ -4,8 +4,18 @@
 //   bazel run //sim:simulate -- --scenarios=sim/scenarios/lab_trio.scenario
 //       --policies=pagecache,mom --svg_dir=/tmp/plots --guests       (one command line)
 //
+// The scenario corpus (issue 13; sim/corpus.h, docs/policy.md "Scenario corpus"):
+//
+//   bazel run //sim:simulate -- --corpus --seed=1 --count=200 --policies=pagecache,mom,proxmox
+//       --json=/tmp/corpus1.json            # tables on stdout, every case's measures as JSON
+//   bazel run //sim:simulate -- --seed=1 --print_scenario=42 > /tmp/seed1_042.scenario
+//   bazel run //sim:simulate -- --scenarios=/tmp/seed1_042.scenario --policies=pagecache,oracle
+//
 // Relative paths are taken from the workspace (bazel run) or the current directory. Exits 1
 // when --check is set and an expectation fails, 2 on bad input.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,21 +27,36 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "sim/corpus.h"
+#include "sim/corpus_report.h"
 #include "sim/expectations.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
+#include "sim/scenario_generator.h"
 #include "sim/svg_plot.h"
 
 ABSL_FLAG(std::string, scenarios, "",
           "comma-separated scenario files; empty: every sim/scenarios/*.scenario");
-ABSL_FLAG(std::string, policies, "pagecache,mom,proxmox", "comma-separated policy names");
+ABSL_FLAG(std::string, policies, "pagecache,mom,proxmox",
+          "comma-separated policy names (plimsolld's, or oracle: the simulator's limit)");
 ABSL_FLAG(std::string, svg_dir, "", "write <scenario>.<policy>.svg plots here");
 ABSL_FLAG(bool, guests, false, "print a per-guest table for every run");
 ABSL_FLAG(bool, check, true, "check the scenarios' expectations (policies they name are run too)");
 ABSL_FLAG(bool, summary, false, "print each run's last policy summary line");
 ABSL_FLAG(std::string, trace, "", "print every decision for the guest of this name");
+ABSL_FLAG(bool, corpus, false,
+          "play --policies and the oracle on --count generated cases of --seed instead of "
+          "scenario files; print the summary tables (and write --json)");
+ABSL_FLAG(uint64_t, seed, 1, "the corpus's seed (--corpus, --print_scenario)");
+ABSL_FLAG(int, count, 200, "how many generated cases (--corpus): cases 0..count-1 of the seed");
+ABSL_FLAG(std::string, json, "", "with --corpus: write every case's measures here as JSON");
+ABSL_FLAG(int, threads, 1, "with --corpus: cases played at once (the figures do not change)");
+ABSL_FLAG(int, print_scenario, -1,
+          "print generated case N of --seed as a scenario file and exit (replay it with "
+          "--scenarios)");
 ABSL_FLAG(bool, psi_total, true,
           "hand policies PSI's cumulative stall total; false: avg10 only, as a daemon that does "
           "not forward the total");
@@ -60,11 +85,51 @@ std::vector<std::string> BundledScenarios() {
   return files;
 }
 
+// --corpus: the summary tables on stdout, the JSON to --json, the wall time last.
+int RunCorpusCommand(const std::vector<std::string>& policies) {
+  using namespace plimsoll::sim;
+  const auto start = std::chrono::steady_clock::now();
+  const int count = absl::GetFlag(FLAGS_count);
+  absl::StatusOr<CorpusRun> run =
+      RunCorpus(absl::GetFlag(FLAGS_seed), count, policies, absl::GetFlag(FLAGS_threads),
+                [count](int done) {
+                  if (done % 20 == 0 || done == count) {
+                    std::cerr << "corpus: " << done << "/" << count << " cases\n";
+                  }
+                });
+  if (!run.ok()) {
+    std::cerr << run.status().message() << "\n";
+    return 2;
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << FormatCorpusTables(*run);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    std::ofstream out(Resolve(json));
+    out << CorpusJson(*run);
+    if (!out) {
+      std::cerr << "cannot write " << Resolve(json) << "\n";
+      return 2;
+    }
+    std::cout << "\nJSON: " << Resolve(json) << "\n";
+  }
+  std::cout << absl::StrFormat("\nwall time: %.1f s (%d thread(s))\n", wall,
+                               std::max(1, absl::GetFlag(FLAGS_threads)));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   using namespace plimsoll::sim;
+  if (const int index = absl::GetFlag(FLAGS_print_scenario); index >= 0) {
+    std::cout << FormatScenario(GenerateScenario(absl::GetFlag(FLAGS_seed), index));
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_corpus)) {
+    return RunCorpusCommand(absl::StrSplit(absl::GetFlag(FLAGS_policies), ',', absl::SkipEmpty()));
+  }
   std::vector<std::string> files;
   for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipEmpty())) {
     files.push_back(Resolve(std::string(f)));

@@ -1,7 +1,9 @@
 #include "sim/units.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -32,6 +34,31 @@ absl::StatusOr<std::pair<double, std::string>> SplitNumber(absl::string_view tex
     return absl::InvalidArgumentError(absl::StrCat("negative ", what, " \"", text, "\""));
   }
   return std::make_pair(value, std::string(text.substr(i)));
+}
+
+// The shortest fixed-point decimal of `value` that reads back exactly (no exponent: the
+// scenario parser only takes "1e3"-style exponents, not "1e-05").
+std::string ExactDecimal(double value) {
+  for (int precision = 0; precision <= 30; ++precision) {
+    std::string text = absl::StrFormat("%.*f", precision, value);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == value) return text;
+  }
+  return absl::StrFormat("%.30f", value);
+}
+
+// `value` in the largest of `units` (name, size; largest first) it is a whole multiple of.
+std::string InLargestUnit(double value,
+                          std::initializer_list<std::pair<const char*, double>> units) {
+  if (value != 0 && std::isfinite(value)) {
+    for (const auto& [name, size] : units) {
+      const double count = value / size;
+      if (count == std::floor(count) && count * size == value) {
+        return absl::StrCat(ExactDecimal(count), name);
+      }
+    }
+  }
+  return ExactDecimal(value);
 }
 
 }  // namespace
@@ -78,6 +105,18 @@ std::string FormatBytes(double bytes) {
   const double tenths = std::round(value * 10);
   if (std::fmod(tenths, 10) == 0) return absl::StrFormat("%.0f%s", tenths / 10, unit);
   return absl::StrFormat("%.1f%s", tenths / 10, unit);
+}
+
+std::string FormatExactBytes(double bytes) {
+  return InLargestUnit(bytes, {{"TiB", kGib * 1024}, {"GiB", kGib}, {"MiB", kMib}, {"KiB", kKib}});
+}
+
+std::string FormatExactSeconds(double seconds) {
+  const std::string text = InLargestUnit(seconds, {{"h", 3600}, {"m", 60}, {"s", 1}});
+  // Fractions of a second keep their unit too, for the reader.
+  return absl::EndsWith(text, "h") || absl::EndsWith(text, "m") || absl::EndsWith(text, "s")
+             ? text
+             : absl::StrCat(text, "s");
 }
 
 }  // namespace plimsoll::sim

@@ -28,6 +28,14 @@ absl::StatusOr<double> ParseSeconds(absl::string_view text);
 // "1.5GiB", "512MiB", "12.3MiB": whole or one decimal, in the largest unit that is >= 1.
 std::string FormatBytes(double bytes);
 
+// Exact forms that ParseBytes and ParseSeconds read back to the same double, for printing
+// scenario files: the largest binary unit the value is a whole multiple of ("4GiB", "1536MiB",
+// "4097"), else the shortest decimal that parses back exactly ("0.5"). Negative values are
+// printed but do not parse.
+std::string FormatExactBytes(double bytes);
+// "1h", "10m", "90s", "0.25s" likewise.
+std::string FormatExactSeconds(double seconds);
+
 }  // namespace plimsoll::sim
 
 #endif  // PLIMSOLL_SIM_UNITS_H_

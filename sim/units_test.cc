@@ -41,5 +41,25 @@ TEST(UnitsTest, Format) {
   EXPECT_EQ(FormatBytes(0), "0B");
 }
 
+TEST(UnitsTest, ExactFormsReadBackTheSame) {
+  EXPECT_EQ(FormatExactBytes(4 * kGib), "4GiB");
+  EXPECT_EQ(FormatExactBytes(1536 * kMib), "1536MiB");
+  EXPECT_EQ(FormatExactBytes(2 * kGib * 1024), "2TiB");
+  EXPECT_EQ(FormatExactBytes(4097), "4097");
+  EXPECT_EQ(FormatExactBytes(0), "0");
+  EXPECT_EQ(FormatExactBytes(0.5), "0.5");
+  EXPECT_EQ(FormatExactSeconds(3600), "1h");
+  EXPECT_EQ(FormatExactSeconds(600), "10m");
+  EXPECT_EQ(FormatExactSeconds(90), "90s");
+  EXPECT_EQ(FormatExactSeconds(0.25), "0.25s");
+  EXPECT_EQ(FormatExactSeconds(0), "0s");
+  for (double v : {0.0, 1.0, 4096.0, 1.5 * kGib, 123456789.0, 1e-5, 0.1, 1.0 / 3, 7e15,
+                   64 * kGib + 1, 333.3 * kMib}) {
+    EXPECT_EQ(*ParseBytes(FormatExactBytes(v)), v) << FormatExactBytes(v);
+    EXPECT_EQ(*ParseRate(FormatExactBytes(v) + "/s"), v);
+    EXPECT_EQ(*ParseSeconds(FormatExactSeconds(v)), v) << FormatExactSeconds(v);
+  }
+}
+
 }  // namespace
 }  // namespace plimsoll::sim

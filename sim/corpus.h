@@ -1,0 +1,83 @@
+// The scenario corpus (issue 13): every policy on `count` generated cases of one seed
+// (scenario_generator.h), and the oracle beside them, measured the same way for all, so that a
+// policy is judged on many cases and against the limit (oracle_policy.h), not on a handful.
+//
+// Per case and policy (names as in the JSON, corpus_report.h):
+//   reclaimed_gib_s           the runner's: sum over guests and seconds of max - actual
+//   stall_s, refault_gib, oom_kills   the runner's
+//   traffic_gib               balloon traffic: GiB moved by inflation and deflation (churn_gib)
+//   reversals_per_guest_hour  target direction reversals / (guests * duration in hours)
+//   fit_s                     when the guests' total came under the budget for good: 0 if it
+//                             never was over, absent if it was still over at the end
+//   oracle_share              reclaimed_gib_s / the oracle's on the same case (absent when the
+//                             oracle reclaimed nothing)
+// and per case:
+//   cache_heavy               page cache is at least half of what the guests hold: with every
+//                             balloon at its start size and no policy (the unconstrained
+//                             baseline), the guests' page cache (hot + cold) integrated over the
+//                             run is at least half of their kernel + unreclaimable + anon + page
+//                             cache integrated likewise (free memory is not held)
+//   agent                     every guest runs the agent
+//
+// Deterministic: the same seed and count give the same numbers, whatever the thread count.
+#ifndef PLIMSOLL_SIM_CORPUS_H_
+#define PLIMSOLL_SIM_CORPUS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/runner.h"
+#include "sim/scenario.h"
+
+namespace plimsoll::sim {
+
+struct CorpusMeasures {
+  double reclaimed_gib_s = 0;
+  double stall_s = 0;
+  double refault_gib = 0;
+  int64_t oom_kills = 0;
+  double traffic_gib = 0;
+  double reversals_per_guest_hour = 0;
+  std::optional<double> fit_s;
+  std::optional<double> oracle_share;
+};
+
+struct CorpusCase {
+  std::string name;
+  int index = 0;
+  size_t guests = 0;
+  double cache_share = 0;  // the baseline's page cache / what the guests hold (see above)
+  bool cache_heavy = false;
+  bool agent = false;
+  std::map<std::string, CorpusMeasures> results;  // by policy
+};
+
+struct CorpusRun {
+  uint64_t seed = 0;
+  int count = 0;
+  std::vector<std::string> policies;  // as asked, then the oracle
+  std::vector<CorpusCase> cases;      // by index
+};
+
+// The baseline's page-cache share of what the guests hold (cache_heavy is share >= 0.5).
+double CacheShare(const Scenario& scenario);
+
+// The corpus measures of one run; oracle_share is left to the caller.
+CorpusMeasures MeasuresOf(const RunResult& run, size_t guests);
+
+// Plays `policies` and the oracle (added when not among them) on cases 0..count-1 of `seed`,
+// on `threads` threads (at least 1). INVALID_ARGUMENT for an unknown policy or count < 1.
+// `progress`, when set, is called after each case with the number done (from any thread, one
+// call at a time).
+absl::StatusOr<CorpusRun> RunCorpus(uint64_t seed, int count, std::vector<std::string> policies,
+                                    int threads = 1,
+                                    const std::function<void(int done)>& progress = nullptr);
+
+}  // namespace plimsoll::sim
+
+#endif  // PLIMSOLL_SIM_CORPUS_H_

@@ -1,0 +1,352 @@
+#include "sim/corpus.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/corpus_report.h"
+#include "sim/runner.h"
+#include "sim/scenario_generator.h"
+#include "sim/units.h"
+
+namespace plimsoll::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A strict little JSON reader: enough to read the corpus's output back as any script would.
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  bool b = false;
+  double number = 0;
+  std::string str;
+  std::vector<Json> array;
+  std::map<std::string, Json> object;
+  std::vector<std::string> keys;  // in order
+
+  const Json& at(const std::string& key) const {
+    static const Json missing;
+    auto it = object.find(key);
+    return it == object.end() ? missing : it->second;
+  }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : s_(text) {}
+  bool Read(Json* out) {
+    if (!Value(out)) return false;
+    Space();
+    return i_ == s_.size();
+  }
+
+ private:
+  void Space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool Literal(const char* word) {
+    const std::string w(word);
+    if (s_.compare(i_, w.size(), w) != 0) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool String(std::string* out) {
+    if (i_ >= s_.size() || s_[i_] != '"') return false;
+    ++i_;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      if (s_[i_] == '\\' || static_cast<unsigned char>(s_[i_]) < 0x20) return false;  // not used
+      out->push_back(s_[i_++]);
+    }
+    if (i_ >= s_.size()) return false;
+    ++i_;
+    return true;
+  }
+  bool Value(Json* out) {
+    Space();
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '{') {
+      out->kind = Json::kObject;
+      ++i_;
+      Space();
+      if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
+      while (true) {
+        Space();
+        std::string key;
+        if (!String(&key) || out->object.count(key)) return false;
+        Space();
+        if (i_ >= s_.size() || s_[i_++] != ':') return false;
+        Json v;
+        if (!Value(&v)) return false;
+        out->keys.push_back(key);
+        out->object[key] = std::move(v);
+        Space();
+        if (i_ < s_.size() && s_[i_] == ',') {
+          ++i_;
+          continue;
+        }
+        return i_ < s_.size() && s_[i_++] == '}';
+      }
+    }
+    if (c == '[') {
+      out->kind = Json::kArray;
+      ++i_;
+      Space();
+      if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
+      while (true) {
+        Json v;
+        if (!Value(&v)) return false;
+        out->array.push_back(std::move(v));
+        Space();
+        if (i_ < s_.size() && s_[i_] == ',') {
+          ++i_;
+          continue;
+        }
+        return i_ < s_.size() && s_[i_++] == ']';
+      }
+    }
+    if (c == '"') {
+      out->kind = Json::kString;
+      return String(&out->str);
+    }
+    if (Literal("true")) return out->kind = Json::kBool, out->b = true, true;
+    if (Literal("false")) return out->kind = Json::kBool, out->b = false, true;
+    if (Literal("null")) return out->kind = Json::kNull, true;
+    // A JSON number: -?digits[.digits][e[+-]digits]
+    const size_t start = i_;
+    if (s_[i_] == '-') ++i_;
+    if (i_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[i_]))) return false;
+    while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+    if (i_ < s_.size() && s_[i_] == '.') {
+      ++i_;
+      if (i_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[i_]))) return false;
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+    }
+    out->kind = Json::kNumber;
+    out->number = std::strtod(s_.substr(start, i_ - start).c_str(), nullptr);
+    return true;
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+const std::vector<std::string> kPolicies = {"pagecache", "mom", "proxmox"};
+
+// One small corpus for the tests that read it: five cases of seed 1.
+const CorpusRun& Five() {
+  static const CorpusRun* run = [] {
+    absl::StatusOr<CorpusRun> r = RunCorpus(1, 5, kPolicies);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return new CorpusRun(*r);
+  }();
+  return *run;
+}
+
+TEST(CorpusTest, PlaysEveryPolicyAndTheOracleOnEveryCase) {
+  const CorpusRun& run = Five();
+  EXPECT_EQ(run.seed, 1u);
+  EXPECT_EQ(run.count, 5);
+  EXPECT_EQ(run.policies, (std::vector<std::string>{"pagecache", "mom", "proxmox", "oracle"}));
+  ASSERT_EQ(run.cases.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    const CorpusCase& c = run.cases[i];
+    const Scenario s = GenerateScenario(1, i);
+    EXPECT_EQ(c.name, s.name);
+    EXPECT_EQ(c.guests, s.guests.size());
+    EXPECT_EQ(c.cache_heavy, c.cache_share >= 0.5);
+    EXPECT_GT(c.cache_share, 0);
+    EXPECT_LT(c.cache_share, 1);
+    bool all_agent = true;
+    for (const GuestSpec& g : s.guests) all_agent &= g.agent;
+    EXPECT_EQ(c.agent, all_agent);
+    ASSERT_EQ(c.results.size(), 4u);
+    const CorpusMeasures& oracle = c.results.at("oracle");
+    EXPECT_GT(oracle.reclaimed_gib_s, 0);
+    ASSERT_TRUE(oracle.oracle_share.has_value());
+    EXPECT_DOUBLE_EQ(*oracle.oracle_share, 1);
+    for (const std::string& p : kPolicies) {
+      const CorpusMeasures& m = c.results.at(p);
+      ASSERT_TRUE(m.oracle_share.has_value());
+      EXPECT_DOUBLE_EQ(*m.oracle_share, m.reclaimed_gib_s / oracle.reclaimed_gib_s);
+    }
+  }
+  // Not every case is alike: the five hold cache-heavy and other cases, with and without agents.
+  int heavy = 0, agent = 0;
+  for (const CorpusCase& c : run.cases) {
+    heavy += c.cache_heavy;
+    agent += c.agent;
+  }
+  EXPECT_GT(heavy, 0);
+  EXPECT_LT(heavy, 5);
+  EXPECT_GT(agent, 0);
+  EXPECT_LT(agent, 5);
+}
+
+// The corpus's measures are the runner's, case by case: what a printed case replays to.
+TEST(CorpusTest, MeasuresAreTheRunnersOnThePrintedCase) {
+  const CorpusCase& c = Five().cases[2];
+  const Scenario s = GenerateScenario(1, 2);
+  absl::StatusOr<Scenario> printed = ParseScenario(FormatScenario(s));
+  ASSERT_TRUE(printed.ok());
+  absl::StatusOr<RunResult> r = RunScenario(*printed, "mom");
+  ASSERT_TRUE(r.ok());
+  const CorpusMeasures& m = c.results.at("mom");
+  EXPECT_DOUBLE_EQ(m.reclaimed_gib_s, r->reclaimed_byte_s / kGib);
+  EXPECT_DOUBLE_EQ(m.stall_s, r->stall_s);
+  EXPECT_DOUBLE_EQ(m.refault_gib, r->refault_bytes / kGib);
+  EXPECT_EQ(m.oom_kills, r->oom_kills);
+  EXPECT_DOUBLE_EQ(m.traffic_gib, r->churn_bytes / kGib);
+  EXPECT_DOUBLE_EQ(m.reversals_per_guest_hour,
+                   r->reversals / (s.guests.size() * s.duration / 3600));
+}
+
+TEST(CorpusTest, MeasuresOfARun) {
+  RunResult r;
+  r.duration = 1800;
+  r.reclaimed_byte_s = 10 * kGib;
+  r.churn_bytes = 3 * kGib;
+  r.reversals = 6;
+  r.converge_s = 40;
+  CorpusMeasures m = MeasuresOf(r, 4);
+  EXPECT_EQ(m.reclaimed_gib_s, 10);
+  EXPECT_EQ(m.traffic_gib, 3);
+  EXPECT_EQ(m.reversals_per_guest_hour, 3);  // 6 over 4 guests * 0.5 h
+  EXPECT_EQ(*m.fit_s, 40);
+  r.converge_s = -1;  // still over the budget at the end
+  EXPECT_FALSE(MeasuresOf(r, 4).fit_s.has_value());
+  r.converge_s = 0;  // never over it
+  EXPECT_EQ(*MeasuresOf(r, 4).fit_s, 0);
+}
+
+// Case i is the same whatever the count and the threads: the first two cases of a two-thread
+// run of two are those of the one-thread run of five.
+TEST(CorpusTest, TheSameWhateverTheCountAndThreads) {
+  absl::StatusOr<CorpusRun> two = RunCorpus(1, 2, kPolicies, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  for (int i = 0; i < 2; ++i) {
+    for (const std::string& p : two->policies) {
+      const CorpusMeasures& a = two->cases[i].results.at(p);
+      const CorpusMeasures& b = Five().cases[i].results.at(p);
+      EXPECT_EQ(a.reclaimed_gib_s, b.reclaimed_gib_s) << i << " " << p;
+      EXPECT_EQ(a.stall_s, b.stall_s);
+      EXPECT_EQ(a.traffic_gib, b.traffic_gib);
+      EXPECT_EQ(a.fit_s, b.fit_s);
+    }
+  }
+}
+
+TEST(CorpusTest, BadArguments) {
+  EXPECT_EQ(RunCorpus(1, 0, kPolicies).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunCorpus(1, 1, {"magic"}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// numpy.percentile's default (linear) gives the same.
+TEST(CorpusReportTest, PercentilesInterpolateLinearly) {
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 90), 9.1);
+  EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 10), 1.9);
+  EXPECT_DOUBLE_EQ(Percentile({7}, 90), 7);
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(std::isinf(Percentile({1, 2, inf}, 90)));  // a case that never fit
+  EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, inf}, 50), 2.5);
+}
+
+// Worst means low for reclaim and oracle share, high for the harms.
+TEST(CorpusReportTest, TheWorstDecileIsInTheBadDirection) {
+  CorpusRun run;
+  run.policies = {"p"};
+  for (int i = 1; i <= 10; ++i) {
+    CorpusCase c;
+    c.cache_heavy = i <= 5;
+    CorpusMeasures m;
+    m.reclaimed_gib_s = i;
+    m.oracle_share = i / 10.0;
+    m.stall_s = i;
+    m.fit_s = i == 10 ? std::nullopt : std::optional<double>(i);
+    c.results["p"] = m;
+    run.cases.push_back(c);
+  }
+  const std::vector<std::string>& names = CorpusMeasureNames();
+  ASSERT_EQ(names[0], "reclaimed_gib_s");
+  ASSERT_EQ(names[1], "oracle_share");
+  ASSERT_EQ(names[2], "stall_s");
+  ASSERT_EQ(names[7], "fit_s");
+  const std::vector<MeasureSummary> all = SummarizePolicy(run, "p", false);
+  EXPECT_DOUBLE_EQ(all[0].median, 5.5);
+  EXPECT_DOUBLE_EQ(all[0].worst, 1.9);
+  EXPECT_DOUBLE_EQ(all[1].worst, 0.19);
+  EXPECT_DOUBLE_EQ(all[2].worst, 9.1);
+  EXPECT_TRUE(std::isinf(all[7].worst));
+  EXPECT_EQ(all[7].count, 10);
+  const std::vector<MeasureSummary> heavy = SummarizePolicy(run, "p", true);
+  EXPECT_EQ(heavy[0].count, 5);
+  EXPECT_DOUBLE_EQ(heavy[0].median, 3);
+  const std::string tables = FormatCorpusTables(run);
+  EXPECT_THAT(tables, HasSubstr("median / worst decile"));
+  EXPECT_THAT(tables, HasSubstr("the 10th percentile of reclaimed GiB·s"));
+  EXPECT_THAT(tables, HasSubstr("| p | 6 / 2 | 0.550 / 0.190 | 5.50 / 9.10 |"));
+  EXPECT_THAT(tables, HasSubstr("| 6 / never | 1 |"));  // fit s, and one case never fit
+  EXPECT_THAT(tables, HasSubstr("Cache-heavy cases (5):"));
+}
+
+// The JSON reads back, has the keys the issue names, and holds the run's numbers.
+TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
+  const CorpusRun& run = Five();
+  const std::string text = CorpusJson(run);
+  Json root;
+  ASSERT_TRUE(JsonReader(text).Read(&root)) << text.substr(0, 2000);
+  ASSERT_EQ(root.kind, Json::kObject);
+  EXPECT_EQ(root.keys, (std::vector<std::string>{"seed", "count", "scenarios"}));
+  EXPECT_EQ(root.at("seed").number, 1);
+  EXPECT_EQ(root.at("count").number, 5);
+  const Json& scenarios = root.at("scenarios");
+  ASSERT_EQ(scenarios.kind, Json::kArray);
+  ASSERT_EQ(scenarios.array.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const Json& s = scenarios.array[i];
+    const CorpusCase& c = run.cases[i];
+    EXPECT_EQ(s.keys, (std::vector<std::string>{"name", "cache_heavy", "agent", "results"}));
+    EXPECT_EQ(s.at("name").str, c.name);
+    ASSERT_EQ(s.at("cache_heavy").kind, Json::kBool);
+    EXPECT_EQ(s.at("cache_heavy").b, c.cache_heavy);
+    EXPECT_EQ(s.at("agent").b, c.agent);
+    const Json& results = s.at("results");
+    EXPECT_EQ(results.keys, (std::vector<std::string>{"pagecache", "mom", "proxmox", "oracle"}));
+    for (const std::string& p : results.keys) {
+      const Json& r = results.at(p);
+      const CorpusMeasures& m = c.results.at(p);
+      EXPECT_EQ(r.keys, (std::vector<std::string>{
+                            "reclaimed_gib_s", "stall_s", "refault_gib", "oom_kills", "traffic_gib",
+                            "reversals_per_guest_hour", "fit_s", "oracle_share"}));
+      EXPECT_NEAR(r.at("reclaimed_gib_s").number, m.reclaimed_gib_s, 0.001);
+      EXPECT_NEAR(r.at("stall_s").number, m.stall_s, 0.001);
+      EXPECT_NEAR(r.at("refault_gib").number, m.refault_gib, 0.0001);
+      EXPECT_EQ(r.at("oom_kills").number, m.oom_kills);
+      EXPECT_NEAR(r.at("traffic_gib").number, m.traffic_gib, 0.001);
+      EXPECT_NEAR(r.at("reversals_per_guest_hour").number, m.reversals_per_guest_hour, 0.001);
+      if (m.fit_s.has_value()) {
+        EXPECT_EQ(r.at("fit_s").kind, Json::kNumber);
+        EXPECT_NEAR(r.at("fit_s").number, *m.fit_s, 0.5);
+      } else {
+        EXPECT_EQ(r.at("fit_s").kind, Json::kNull);
+      }
+      EXPECT_NEAR(r.at("oracle_share").number, *m.oracle_share, 0.0001);
+    }
+  }
+  // The reader is strict: it rejects what is not JSON.
+  Json bad;
+  EXPECT_FALSE(JsonReader("{\"a\": 1,}").Read(&bad));
+  EXPECT_FALSE(JsonReader("{\"a\": nan}").Read(&bad));
+}
+
+}  // namespace
+}  // namespace plimsoll::sim
