@@ -11,22 +11,6 @@
 namespace plimsoll::sim {
 namespace {
 
-const char* OpText(CompareOp op) {
-  switch (op) {
-    case CompareOp::kLess:
-      return "<";
-    case CompareOp::kLessEqual:
-      return "<=";
-    case CompareOp::kGreater:
-      return ">";
-    case CompareOp::kGreaterEqual:
-      return ">=";
-    case CompareOp::kEqual:
-      return "==";
-  }
-  return "?";
-}
-
 bool Compare(double lhs, CompareOp op, double rhs) {
   switch (op) {
     case CompareOp::kLess:
@@ -102,7 +86,7 @@ std::vector<ExpectationOutcome> CheckExpectations(const Scenario& scenario,
                               other_metric, ") = ", Number(rhs));
     }
     o.ok = Compare(*lhs, e.op, rhs);
-    o.message = absl::StrCat(head, Number(*lhs), " ", OpText(e.op), " ", rhs_text, ": ",
+    o.message = absl::StrCat(head, Number(*lhs), " ", CompareOpText(e.op), " ", rhs_text, ": ",
                              o.ok ? "ok" : "FAILED");
     outcomes.push_back(o);
   }

@@ -303,21 +303,6 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
       "\" (known: scenario, description, tags, host, host_event, guest, phase, expect)"));
 }
 
-const char* OpText(CompareOp op) {
-  switch (op) {
-    case CompareOp::kLess:
-      return "<";
-    case CompareOp::kLessEqual:
-      return "<=";
-    case CompareOp::kGreater:
-      return ">";
-    case CompareOp::kGreaterEqual:
-      return ">=";
-    case CompareOp::kEqual:
-      return "==";
-  }
-  return "==";
-}
 
 // A plain number (shares=, an expectation's value) that SimpleAtod reads back exactly.
 std::string Number(double v) {
@@ -338,7 +323,7 @@ std::string ExpectationText(const Expectation& e) {
   } else {
     rhs = Number(e.value);
   }
-  return absl::StrCat(e.policy, " ", e.metric, " ", OpText(e.op), " ", rhs);
+  return absl::StrCat(e.policy, " ", e.metric, " ", CompareOpText(e.op), " ", rhs);
 }
 
 std::string Bytes(double v) { return FormatExactBytes(v); }
@@ -464,6 +449,22 @@ std::string FormatScenario(const Scenario& s) {
     absl::StrAppend(&out, "expect ", ExpectationText(e), "\n");
   }
   return out;
+}
+
+const char* CompareOpText(CompareOp op) {
+  switch (op) {
+    case CompareOp::kLess:
+      return "<";
+    case CompareOp::kLessEqual:
+      return "<=";
+    case CompareOp::kGreater:
+      return ">";
+    case CompareOp::kGreaterEqual:
+      return ">=";
+    case CompareOp::kEqual:
+      return "==";
+  }
+  return "==";
 }
 
 }  // namespace plimsoll::sim

@@ -89,6 +89,9 @@ struct HostSpec {
 
 enum class CompareOp { kLess, kLessEqual, kGreater, kGreaterEqual, kEqual };
 
+// The operator as a scenario file spells it ("<", "<=", ">", ">=", "==").
+const char* CompareOpText(CompareOp op);
+
 // `expect <policy> <metric> <op> <rhs>`; rhs is a number, or `[factor *] other_policy` (the
 // same metric of another policy's run), or `[factor *] other_policy:other_metric`.
 struct Expectation {
