@@ -220,9 +220,10 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     return absl::OkStatus();
   }
   if (keyword == "guest") {
-    if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "agent", "autodeflate", "speed",
+    if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "cache", "agent", "autodeflate", "speed",
                                       "shares", "kernel", "unreclaimable", "alloc_rate",
-                                      "disk_rate", "stats_period", "behaviour", "behaviour_at"});
+                                      "disk_rate", "refault_stall", "pace_noise", "min_free", "stats_period",
+                                      "behaviour", "behaviour_at"});
         !st.ok()) {
       return st;
     }
@@ -241,6 +242,11 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
       if (st = p.GetBytes("start", &start); !st.ok()) return st;
       g.start = start;
     }
+    if (p.Find("cache") != nullptr) {
+      double cache = 0;
+      if (st = p.GetBytes("cache", &cache); !st.ok()) return st;
+      g.cache = cache;
+    }
     if (p.Find("kernel") != nullptr) {
       double kernel = 0;
       if (st = p.GetBytes("kernel", &kernel); !st.ok()) return st;
@@ -253,6 +259,13 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetBytes("unreclaimable", &g.unreclaimable); !st.ok()) return st;
     if (st = p.GetRate("alloc_rate", &g.alloc_rate); !st.ok()) return st;
     if (st = p.GetRate("disk_rate", &g.disk_rate); !st.ok()) return st;
+    if (st = p.GetNumber("refault_stall", &g.refault_stall); !st.ok()) return st;
+    if (st = p.GetNumber("pace_noise", &g.pace_noise); !st.ok()) return st;
+    if (p.Find("min_free") != nullptr) {
+      double min_free = 0;
+      if (st = p.GetBytes("min_free", &min_free); !st.ok()) return st;
+      g.min_free = min_free;
+    }
     if (st = p.GetSeconds("stats_period", &g.stats_period); !st.ok()) return st;
     if (st = p.GetSeconds("behaviour_at", &g.behaviour_at); !st.ok()) return st;
     if (const std::string* b = p.Find("behaviour"); b != nullptr) {
@@ -266,6 +279,13 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
       return absl::InvalidArgumentError("start must be in (0, max]");
     }
     if (g.stats_period < 1) return absl::InvalidArgumentError("stats_period must be at least 1s");
+    if (g.disk_rate <= 0) return absl::InvalidArgumentError("disk_rate must be positive");
+    if (g.pace_noise < 0 || g.pace_noise > 0.5) {
+      return absl::InvalidArgumentError("pace_noise must be in [0, 0.5]");
+    }
+    if (g.refault_stall < 0 || g.refault_stall > 1) {
+      return absl::InvalidArgumentError("refault_stall must be in [0, 1]");
+    }
     (*guest_index)[g.name] = s->guests.size();
     s->guests.push_back(std::move(g));
     return absl::OkStatus();
@@ -431,11 +451,14 @@ std::string FormatScenario(const Scenario& s) {
   for (const GuestSpec& g : s.guests) {
     absl::StrAppend(&out, "guest name=", g.name, " max=", Bytes(g.max), " min=", Bytes(g.min));
     if (g.start.has_value()) absl::StrAppend(&out, " start=", Bytes(*g.start));
+    if (g.cache.has_value()) absl::StrAppend(&out, " cache=", Bytes(*g.cache));
     absl::StrAppend(&out, " agent=", Bool(g.agent), " autodeflate=", Bool(g.autodeflate),
                     " speed=", Rate(g.speed), " shares=", Number(g.shares));
     if (g.kernel.has_value()) absl::StrAppend(&out, " kernel=", Bytes(*g.kernel));
+    if (g.min_free.has_value()) absl::StrAppend(&out, " min_free=", Bytes(*g.min_free));
     absl::StrAppend(&out, " unreclaimable=", Bytes(g.unreclaimable),
                     " alloc_rate=", Rate(g.alloc_rate), " disk_rate=", Rate(g.disk_rate),
+                    " refault_stall=", Number(g.refault_stall), " pace_noise=", Number(g.pace_noise),
                     " stats_period=", Seconds(g.stats_period),
                     " behaviour=", BehaviourName(g.behaviour),
                     " behaviour_at=", Seconds(g.behaviour_at), "\n");
