@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ class Pairs {
   // Each Get leaves *out untouched when the key is absent.
   absl::Status GetBytes(const std::string& key, double* out) const {
     return Get(key, out, ParseBytes);
+  }
+  // An optional size: set only when the key is there.
+  absl::Status GetOptionalBytes(const std::string& key, std::optional<double>* out) const {
+    if (Find(key) == nullptr) return absl::OkStatus();
+    double v = 0;
+    if (absl::Status st = GetBytes(key, &v); !st.ok()) return st;
+    *out = v;
+    return absl::OkStatus();
   }
   absl::Status GetRate(const std::string& key, double* out) const {
     return Get(key, out, ParseRate);
@@ -237,21 +246,9 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     absl::Status st;
     if (st = p.GetBytes("max", &g.max); !st.ok()) return st;
     if (st = p.GetBytes("min", &g.min); !st.ok()) return st;
-    if (p.Find("start") != nullptr) {
-      double start = 0;
-      if (st = p.GetBytes("start", &start); !st.ok()) return st;
-      g.start = start;
-    }
-    if (p.Find("cache") != nullptr) {
-      double cache = 0;
-      if (st = p.GetBytes("cache", &cache); !st.ok()) return st;
-      g.cache = cache;
-    }
-    if (p.Find("kernel") != nullptr) {
-      double kernel = 0;
-      if (st = p.GetBytes("kernel", &kernel); !st.ok()) return st;
-      g.kernel = kernel;
-    }
+    if (st = p.GetOptionalBytes("start", &g.start); !st.ok()) return st;
+    if (st = p.GetOptionalBytes("cache", &g.cache); !st.ok()) return st;
+    if (st = p.GetOptionalBytes("kernel", &g.kernel); !st.ok()) return st;
     if (st = p.GetBool("agent", &g.agent); !st.ok()) return st;
     if (st = p.GetBool("autodeflate", &g.autodeflate); !st.ok()) return st;
     if (st = p.GetRate("speed", &g.speed); !st.ok()) return st;
@@ -261,11 +258,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetRate("disk_rate", &g.disk_rate); !st.ok()) return st;
     if (st = p.GetNumber("refault_stall", &g.refault_stall); !st.ok()) return st;
     if (st = p.GetNumber("pace_noise", &g.pace_noise); !st.ok()) return st;
-    if (p.Find("min_free") != nullptr) {
-      double min_free = 0;
-      if (st = p.GetBytes("min_free", &min_free); !st.ok()) return st;
-      g.min_free = min_free;
-    }
+    if (st = p.GetOptionalBytes("min_free", &g.min_free); !st.ok()) return st;
     if (st = p.GetSeconds("stats_period", &g.stats_period); !st.ok()) return st;
     if (st = p.GetSeconds("behaviour_at", &g.behaviour_at); !st.ok()) return st;
     if (const std::string* b = p.Find("behaviour"); b != nullptr) {
