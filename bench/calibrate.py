@@ -187,10 +187,6 @@ def scenario_text(base, run, stream_mib, args, min_free):
     return name, "\n".join(lines) + "\n"
 
 
-def base_budget(mix):
-    return lab_policy_bench.MIXES[mix]["budget_mib"]
-
-
 def real_measures(run, n):
     g = run["guests"][n]
     beats = g.get("heartbeats") or []
