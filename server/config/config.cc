@@ -18,6 +18,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "policy/policy.h"
+#include "server/config/default_paths.h"
 
 namespace plimsoll::server {
 namespace {
@@ -288,7 +289,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!g->has_stale_after()) g->set_stale_after("30s");
   auto* a = c.mutable_agent();
   if (!a->has_agent_listen()) a->set_agent_listen("127.0.0.1:9588");
-  if (!a->has_agent_host_key_file()) a->set_agent_host_key_file("/var/lib/plimsoll/agent-host.key");
+  if (!a->has_agent_host_key_file()) a->set_agent_host_key_file(kDefaultAgentHostKeyFile);
   if (!a->has_agent_stale_after()) a->set_agent_stale_after("20s");
   return c;
 }
