@@ -135,6 +135,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
       return absl::Status(key.status().code(), absl::StrCat("agent.agent_host_key_file: ", key.status().message()));
     }
     d->agent_validator_ = std::make_unique<agent::ReportValidator>(*key);
+    // Every rejection reason's series exists at 0 before the first report, so the first
+    // rejection shows as an increase.
+    std::vector<std::string> reasons;
+    for (agent::RejectReason r : agent::AllRejectReasons()) reasons.emplace_back(agent::RejectReasonName(r));
+    d->metrics_->DeclareAgentRejectReasons(reasons);
     agent::AgentStoreOptions so;
     so.stale_after = options.agent_stale_after;
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);

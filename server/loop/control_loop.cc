@@ -259,7 +259,7 @@ const ControlLoop::GuestControl& ControlLoop::ControlOf(const std::string& uuid)
   return it == controls_.end() ? *kNone : it->second;
 }
 
-void ControlLoop::CountError(const std::string& operation) {
+void ControlLoop::CountError(LibvirtOperation operation) {
   if (deps_.metrics) deps_.metrics->CountLibvirtError(operation);
 }
 
@@ -276,7 +276,7 @@ bool ControlLoop::EnsureConnected(absl::Time now) {
   if (now < next_connect_attempt_) return false;
   absl::Status s = deps_.hypervisor->Connect();
   if (!s.ok()) {
-    CountError("connect");
+    CountError(LibvirtOperation::kConnect);
     next_connect_attempt_ = now + reconnect_backoff_;
     PLOG_WARNING << "libvirt connect failed: " << s.message()
                  << " retry_in=" << absl::FormatDuration(reconnect_backoff_);
@@ -296,7 +296,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   *collected = false;
   auto domains = deps_.hypervisor->ListActiveDomains();
   if (!domains.ok()) {
-    CountError("list_domains");
+    CountError(LibvirtOperation::kListDomains);
     PLOG_WARNING << "listing domains failed: " << domains.status().message();
     tracker_.MarkAllStale(now);
     return;
@@ -333,7 +333,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
         t->enable_stats_backoff = absl::ZeroDuration();
         t->enable_stats_retry_at = absl::InfinitePast();
       } else {
-        CountError("enable_stats");
+        CountError(LibvirtOperation::kEnableStats);
         t->enable_stats_backoff = t->enable_stats_backoff == absl::ZeroDuration()
                                       ? kEnableStatsRetryMin
                                       : std::min(2 * t->enable_stats_backoff, kEnableStatsRetryMax);
@@ -345,7 +345,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   }
   auto stats = deps_.hypervisor->GetBalloonStats(uuids);
   if (!stats.ok()) {
-    CountError("balloon_stats");
+    CountError(LibvirtOperation::kBalloonStats);
     PLOG_WARNING << "reading balloon stats failed: " << stats.status().message();
     tracker_.UpdateStats({}, now);
   } else {
@@ -469,7 +469,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
           g->management = plimsoll::v1::MANAGEMENT_STATE_DRY_RUN;
         }
       } else {
-        CountError("set_target");
+        CountError(LibvirtOperation::kSetTarget);
         failed = true;
         g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
         g->detail = std::string(s.message());

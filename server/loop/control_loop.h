@@ -178,7 +178,7 @@ class ControlLoop {
   // Fills a view with the guest's fresh agent signals (nothing when there are none).
   void AddAgentSignals(policy::GuestView& v) const;
   void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
-  void CountError(const std::string& operation);
+  void CountError(LibvirtOperation operation);
 
   LoopDeps deps_;
   LoopOptions options_;

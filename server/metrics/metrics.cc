@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,22 @@ struct GuestSeries {
 
 }  // namespace
 
+const char* LibvirtOperationName(LibvirtOperation operation) {
+  switch (operation) {
+    case LibvirtOperation::kConnect:
+      return "connect";
+    case LibvirtOperation::kListDomains:
+      return "list_domains";
+    case LibvirtOperation::kEnableStats:
+      return "enable_stats";
+    case LibvirtOperation::kBalloonStats:
+      return "balloon_stats";
+    case LibvirtOperation::kSetTarget:
+      return "set_target";
+  }
+  return "unknown";
+}
+
 struct Metrics::Impl {
   // What the exposer and Render collect: refreshes the series read at scrape time, then
   // collects the registry.
@@ -97,7 +114,8 @@ struct Metrics::Impl {
   prometheus::Counter* decisions_inflate;
   prometheus::Counter* decisions_deflate;
   prometheus::Counter* decisions_hold;
-  Family<prometheus::Counter>* libvirt_errors;
+  // By LibvirtOperation, all created at construction.
+  std::array<prometheus::Counter*, std::size(kAllLibvirtOperations)> libvirt_errors{};
   prometheus::Histogram* tick_duration;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
@@ -219,7 +237,12 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.decisions_inflate = &m.decisions->Add({{"direction", "inflate"}});
   m.decisions_deflate = &m.decisions->Add({{"direction", "deflate"}});
   m.decisions_hold = &m.decisions->Add({{"direction", "hold"}});
-  m.libvirt_errors = &prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
+  {
+    auto& errors = prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
+    for (LibvirtOperation op : kAllLibvirtOperations) {
+      m.libvirt_errors[static_cast<size_t>(op)] = &errors.Add({{"operation", LibvirtOperationName(op)}});
+    }
+  }
   auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
   auto& reloads = prometheus::BuildCounter().Name("plimsoll_config_reloads_total").Help("Configuration reloads (SIGHUP), by result: success or failure (the old config is kept).").Register(*m.registry);
   m.config_reloads_success = &reloads.Add({{"result", "success"}});
@@ -362,8 +385,12 @@ void Metrics::CountDecision(plimsoll::v1::Direction direction) {
   c->Increment();
 }
 
-void Metrics::CountLibvirtError(const std::string& operation) {
-  impl_->libvirt_errors->Add({{"operation", operation}}).Increment();
+void Metrics::CountLibvirtError(LibvirtOperation operation) {
+  impl_->libvirt_errors[static_cast<size_t>(operation)]->Increment();
+}
+
+void Metrics::DeclareAgentRejectReasons(const std::vector<std::string>& reasons) {
+  for (const std::string& reason : reasons) impl_->agent_rejected->Add({{"reason", reason}});
 }
 
 void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(seconds); }
