@@ -2,6 +2,7 @@
 // (agent side, reading a captured /proc tree) against the real AgentServer/Service/Store
 // (daemon side).
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,7 +17,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
@@ -298,13 +302,70 @@ TEST_F(AgentChannelTest, AStallWhileSamplingIsReadAgainNotRejected) {
   EXPECT_GE(daemon.store->counters().accepted, accepted_at_stall + 5);
 }
 
+// A loopback port where something accepts TCP connections and closes them at once: no daemon
+// speaks there, and every connection attempt an agent makes is counted, with its time.
+class CountingListener {
+ public:
+  CountingListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 64), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CountingListener() {
+    stop_.store(true);
+    thread_.join();
+    close(fd_);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::vector<absl::Time> accepted() const {
+    absl::MutexLock l(&mu_);
+    return accepted_;
+  }
+
+ private:
+  void Serve() {
+    while (!stop_.load()) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      const int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      {
+        absl::MutexLock l(&mu_);
+        accepted_.push_back(absl::Now());
+      }
+      close(c);
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  std::vector<absl::Time> accepted_ ABSL_GUARDED_BY(mu_);
+};
+
+// Counts the connection attempts themselves: "no stream was opened" alone would also hold for
+// an agent that retried in a hot loop.
 TEST_F(AgentChannelTest, NoDaemonMeansBackoffNotASpin) {
-  // Reserve a port with nothing listening behind it.
-  Daemon probe("127.0.0.1:0");
-  const std::string address = probe.server->address();
-  probe.server->Shutdown();
-  Agent agent(proc_root_, address, kVictim, TokenFor(kVictim));
-  absl::SleepFor(absl::Seconds(2));
+  CountingListener port;
+  Agent agent(proc_root_, port.address(), kVictim, TokenFor(kVictim));
+  ASSERT_TRUE(WaitUntil([&] { return port.accepted().size() >= 5; })) << port.accepted().size() << " attempts";
+  const std::vector<absl::Time> at = port.accepted();
+  // The test agent backs off 100 ms doubling to 400 ms, each delay scaled by [0.75, 1.25]: the
+  // fifth attempt comes at least 75 + 150 + 300 + 300 = 825 ms after the first (100 ms of slack
+  // for when the listener thread saw them). Without backoff the five come within milliseconds.
+  EXPECT_GE(at[4] - at[0], absl::Milliseconds(725)) << absl::FormatDuration(at[4] - at[0]);
+  for (size_t i = 1; i < at.size() && i < 5; ++i) {
+    EXPECT_GE(at[i] - at[i - 1], absl::Milliseconds(50)) << "attempt " << i + 1;
+  }
   const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
   EXPECT_EQ(stats.connections, 0u);
   EXPECT_EQ(stats.reports_sent, 0u);  // nothing is sampled or queued while disconnected

@@ -609,44 +609,107 @@ TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) 
             std::string::npos);
 }
 
-// Every reading moves time on by 1 ms, so each phase of a tick takes at least one.
-class SteppingClock : public Clock {
+// Every call into the world costs a known time on the fake clock, so the test knows how long
+// each phase of a tick took and can tell a misattributed phase. (The clock this test used to
+// have moved on by 1 ms at every reading, which made "each phase took at least 1 ms" true by
+// construction, wherever the phase boundaries were.)
+class TimedHypervisor : public hypervisor::Hypervisor {
  public:
-  absl::Time Now() const override {
-    absl::MutexLock l(&mu_);
-    now_ += absl::Milliseconds(1);
-    return now_;
+  TimedHypervisor(FakeHypervisor* hv, FakeClock* clock) : hv_(hv), clock_(clock) {}
+  absl::Status Connect() override { return hv_->Connect(); }
+  bool IsConnected() const override {
+    clock_->Advance(absl::Milliseconds(5));
+    return hv_->IsConnected();
   }
-  void SleepFor(absl::Duration d) override {
-    absl::MutexLock l(&mu_);
-    now_ += d;
+  absl::StatusOr<std::vector<hypervisor::DomainInfo>> ListActiveDomains() override {
+    clock_->Advance(absl::Milliseconds(30));
+    return hv_->ListActiveDomains();
+  }
+  absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
+      const std::vector<std::string>& uuids) override {
+    clock_->Advance(absl::Milliseconds(10));
+    return hv_->GetBalloonStats(uuids);
+  }
+  absl::Status EnableStats(const std::string& uuid, int period_seconds) override {
+    return hv_->EnableStats(uuid, period_seconds);
+  }
+  absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override {
+    clock_->Advance(absl::Milliseconds(7));
+    return hv_->SetBalloonTarget(uuid, bytes);
+  }
+  void SetEventCallback(std::function<void(const hypervisor::DomainEvent&)> callback) override {
+    hv_->SetEventCallback(std::move(callback));
   }
 
  private:
-  mutable absl::Mutex mu_;
-  mutable absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
+  FakeHypervisor* const hv_;
+  FakeClock* const clock_;
+};
+
+class TimedHostReader : public host::HostReader {
+ public:
+  TimedHostReader(host::HostReader* host, FakeClock* clock) : host_(host), clock_(clock) {}
+  absl::StatusOr<host::HostMemory> Read() override {
+    clock_->Advance(absl::Milliseconds(3));
+    return host_->Read();
+  }
+
+ private:
+  host::HostReader* const host_;
+  FakeClock* const clock_;
+};
+
+class TimedPolicy : public policy::Policy {
+ public:
+  TimedPolicy(const policy::Policy* policy, FakeClock* clock) : policy_(policy), clock_(clock) {}
+  absl::string_view name() const override { return policy_->name(); }
+  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+    clock_->Advance(absl::Milliseconds(20));
+    return policy_->Decide(s, state);
+  }
+
+ private:
+  const policy::Policy* const policy_;
+  FakeClock* const clock_;
 };
 
 TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
-  SteppingClock clock;
-  HypervisorActuator actuator(&hv_);
-  LoopDeps deps{&hv_, &host_, &policy_, &actuator, &clock, &metrics_};
-  ControlLoop loop(deps, LoopOptions{});
+  TimedHypervisor hv(&hv_, &clock_);
+  TimedHostReader host(&host_, &clock_);
+  TimedPolicy policy(&policy_, &clock_);
+  HypervisorActuator actuator(&hv);
+  LoopDeps deps{&hv, &host, &policy, &actuator, &clock_, &metrics_};
+  LoopOptions o;
+  o.rules.stale_after = absl::Seconds(10);
+  ControlLoop loop(deps, o);
   EXPECT_EQ(loop.last_tick_times().total, absl::ZeroDuration()) << "no tick yet";
-  loop.Tick();
-  const TickTimes t = loop.last_tick_times();
-  EXPECT_GE(t.collect, absl::Milliseconds(1));
-  EXPECT_GE(t.decide, absl::Milliseconds(1));
-  EXPECT_GE(t.apply, absl::Milliseconds(1));
-  EXPECT_GE(t.publish, absl::Milliseconds(1));
-  EXPECT_LE(t.collect + t.decide + t.apply + t.publish, t.total);
+  Report(kA, 1024 * kMiB, 1);
+  loop.Tick();  // the first stats value proves nothing: a hold, no actuator call
+  policy_.targets[kA] = 700 * kMiB;
+  Report(kA, 1024 * kMiB, 2);
+  clock_.Advance(absl::Seconds(2));
+  loop.Tick();  // fresh now: one SetTarget
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  TickTimes t = loop.last_tick_times();
+  // collect: IsConnected 5 + list 30 + stats 10 + host 3; decide: the policy's 20; apply: one
+  // SetTarget 7; publish: IsConnected 5 for the view's libvirt_connected.
+  EXPECT_EQ(t.collect, absl::Milliseconds(48));
+  EXPECT_EQ(t.decide, absl::Milliseconds(20));
+  EXPECT_EQ(t.apply, absl::Milliseconds(7));
+  EXPECT_EQ(t.publish, absl::Milliseconds(5));
+  EXPECT_EQ(t.total, absl::Milliseconds(80));
 
   hv_.SimulateDisconnect();
   hv_.FailNext(FakeHypervisor::Method::kConnect, absl::UnavailableError("libvirtd is down"));
+  clock_.Advance(absl::Seconds(2));
   loop.Tick();
-  EXPECT_EQ(loop.last_tick_times().decide, absl::ZeroDuration()) << "nothing collected, nothing decided";
-  EXPECT_GE(loop.last_tick_times().publish, absl::Milliseconds(1));
+  t = loop.last_tick_times();
+  EXPECT_EQ(t.collect, absl::Milliseconds(5)) << "only the connection check";
+  EXPECT_EQ(t.decide, absl::ZeroDuration()) << "nothing collected, nothing decided";
+  EXPECT_EQ(t.apply, absl::ZeroDuration());
+  EXPECT_EQ(t.publish, absl::Milliseconds(5));
+  EXPECT_EQ(t.total, absl::Milliseconds(10));
 }
 
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
