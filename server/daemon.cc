@@ -359,6 +359,11 @@ absl::Status Daemon::Start() {
 void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  // The event callback points at the loop, and the loop is destroyed before the hypervisor
+  // (members die in reverse order; the loop borrows the hypervisor), while libvirt goes on
+  // delivering events until the hypervisor closes its connection. Once this returns the callback
+  // is not running and never runs again (hypervisor.h), so the loop may go.
+  if (hypervisor_) hypervisor_->SetEventCallback(nullptr);
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   if (agent_server_) agent_server_->Shutdown();
