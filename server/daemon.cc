@@ -70,6 +70,7 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.host_reserve_bytes = options.host_reserve_bytes;
   lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
   lo.log_every_decision = options.log_every_decision;
+  lo.min_wake_interval = options.min_wake_interval;
   return lo;
 }
 
@@ -177,11 +178,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     if (e.kind != hypervisor::DomainEvent::Kind::kBalloonChange) loop->Wake();
   });
   if (d->agent_store_) {
-    // A PSI spike inside a guest must not wait for the next tick: wake the loop at once.
-    d->agent_store_->SetSpikeListener([loop](const std::string& uuid) {
-      PLOG_INFO << "agent spike uuid=" << uuid << ": waking the control loop";
-      loop->Wake();
-    });
+    // A PSI spike inside a guest must not wait for the next tick: the loop ticks early (no
+    // sooner than min_wake_interval after its last tick), serving that guest first.
+    d->agent_store_->SetSpikeListener([loop](const std::string& uuid) { loop->WakeForSpike(uuid); });
   }
   d->core_ = std::make_unique<LoopControlCore>(loop, d->store_.get(), d->hub_.get(), d->clock_);
   d->authz_ = std::make_unique<Authorizer>(control.roles);

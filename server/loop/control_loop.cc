@@ -77,7 +77,8 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
       overrides_(std::make_shared<const OverrideStore::Snapshot>()),
       tracker_(options.rules),
       reconnect_backoff_(options.reconnect_min),
-      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()) {}
+      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()),
+      gate_(options.min_wake_interval) {}
 
 void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
   if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
@@ -90,7 +91,7 @@ void ControlLoop::Reconfigure(LoopReconfig reconfig) {
     if (reconfig.actuator == nullptr) reconfig.actuator = pending_reconfig_->actuator;
   }
   pending_reconfig_ = std::move(reconfig);
-  wake_ = true;
+  gate_.Wake(absl::Now());
 }
 
 void ControlLoop::ApplyReconfig() {
@@ -111,6 +112,11 @@ void ControlLoop::ApplyReconfig() {
   options_.host_reserve_bytes = n.host_reserve_bytes;
   options_.guest_memory_budget_bytes = n.guest_memory_budget_bytes;
   options_.log_every_decision = n.log_every_decision;
+  options_.min_wake_interval = n.min_wake_interval;
+  {
+    absl::MutexLock l(&mu_);
+    gate_.set_min_interval(n.min_wake_interval);
+  }
   // Floors are recomputed from the rules at the next Reconcile (this tick).
   tracker_.set_rules(n.rules);
   if (r->actuator != nullptr) deps_.actuator = r->actuator;
@@ -183,7 +189,7 @@ void ControlLoop::ApplyHostPolicy() {
 void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
   absl::MutexLock l(&mu_);
   pending_reclaims_.push_back({std::move(plan), until});
-  wake_ = true;
+  gate_.Wake(absl::Now());
 }
 
 void ControlLoop::UpdateReclaims(absl::Time now) {
@@ -312,6 +318,8 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
     last_logged_.erase(uuid);
+    absl::MutexLock l(&mu_);
+    gate_.Forget(uuid);
   }
   if (deps_.agents != nullptr &&
       (!changes.added.empty() || !changes.removed.empty() || changes.max_changed || !agents_told_)) {
@@ -413,7 +421,7 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
 
 void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
                         absl::Time now) {
-  for (size_t i = 0; i < decisions.guests.size(); ++i) {
+  for (size_t i : ApplyOrder(decisions)) {
     const policy::GuestDecision& d = decisions.guests[i];
     TrackedGuest* g = tracker_.Find(d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
@@ -520,6 +528,28 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     }
   }
   (void)snapshot;
+}
+
+std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) const {
+  std::vector<size_t> order;
+  order.reserve(decisions.guests.size());
+  if (serve_first_.empty()) {  // the usual tick: no map of every guest's uuid
+    for (size_t i = 0; i < decisions.guests.size(); ++i) order.push_back(i);
+    return order;
+  }
+  absl::flat_hash_map<absl::string_view, size_t> index;
+  for (size_t i = 0; i < decisions.guests.size(); ++i) index.emplace(decisions.guests[i].uuid, i);
+  std::vector<bool> taken(decisions.guests.size(), false);
+  for (const std::string& uuid : serve_first_) {
+    auto it = index.find(uuid);
+    if (it == index.end() || taken[it->second]) continue;
+    taken[it->second] = true;
+    order.push_back(it->second);
+  }
+  for (size_t i = 0; i < decisions.guests.size(); ++i) {
+    if (!taken[i]) order.push_back(i);
+  }
+  return order;
 }
 
 void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const {
@@ -660,6 +690,10 @@ void ControlLoop::Tick() {
   const absl::Time start = deps_.clock->Now();
   TickTimes times;
   ++tick_;
+  {
+    absl::MutexLock l(&mu_);
+    serve_first_ = gate_.StartTick();
+  }
   ApplyReconfig();
   ApplyHostPolicy();
   UpdateReclaims(start);
@@ -700,15 +734,26 @@ void ControlLoop::Tick() {
 }
 
 void ControlLoop::Run() {
+  // Scheduling is in real time (absl::Now), like the waits; the tick itself reads deps_.clock.
   while (true) {
     const absl::Time started = absl::Now();
     Tick();
     absl::MutexLock l(&mu_);
-    const absl::Time deadline = started + options_.tick;
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stop_; };
-    mu_.AwaitWithDeadline(absl::Condition(&woken), deadline);
+    while (!stop_) {
+      const absl::Time next = gate_.NextTickAt(started, options_.tick);
+      if (absl::Now() >= next) break;
+      // Woken for Stop() and for the first wake, which may bring `next` forward; the wakes after
+      // it coalesce without waking this thread.
+      const bool was_woken = gate_.woken();
+      auto changed = [this, was_woken]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || gate_.woken() != was_woken;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&changed), next);
+    }
     if (stop_) return;
-    wake_ = false;
+    if (gate_.woken() && absl::Now() < started + options_.tick && deps_.metrics != nullptr) {
+      deps_.metrics->CountWokenTick();
+    }
   }
 }
 
@@ -719,7 +764,21 @@ void ControlLoop::Stop() {
 
 void ControlLoop::Wake() {
   absl::MutexLock l(&mu_);
-  wake_ = true;
+  gate_.Wake(absl::Now());
+}
+
+void ControlLoop::WakeForSpike(const std::string& uuid) {
+  std::optional<int64_t> unlogged;
+  {
+    absl::MutexLock l(&mu_);
+    unlogged = gate_.Spike(uuid, absl::Now());
+  }
+  if (deps_.metrics != nullptr) deps_.metrics->CountAgentSpike();
+  if (unlogged.has_value()) {
+    PLOG_INFO << "agent spike uuid=" << uuid << ": early tick requested"
+              << (*unlogged > 0 ? absl::StrCat(" (", *unlogged, " more spikes from this guest since its last line)")
+                                : std::string());
+  }
 }
 
 std::shared_ptr<const plimsoll::v1::ListGuestsResponse> ControlLoop::Published() const {

@@ -5,7 +5,13 @@
 // The control loop: one tick is Collect -> Snapshot -> Decide -> Apply -> Publish.
 // Only Collect (hypervisor, host /proc) and Apply (actuator) touch the world;
 // Decide is the policy's pure function. The loop runs on one thread; other
-// threads only call Wake(), Stop(), Published() and AddReclaimHold().
+// threads only call Wake(), WakeForSpike(), Stop(), Published(), AddReclaimHold()
+// and Reconfigure().
+//
+// Early ticks (Wake, WakeForSpike, Reconfigure, AddReclaimHold) start no sooner
+// than min_wake_interval after the previous tick started; the wakes in between
+// coalesce into one tick, which applies the decisions of the guests that spiked
+// first (wake_gate.h).
 //
 // The operator's runtime settings (OverrideStore, read once per tick through
 // snapshot(), never waiting for the disk) are applied every tick:
@@ -54,6 +60,7 @@
 #include "server/hypervisor/hypervisor.h"
 #include "server/loop/actuator.h"
 #include "server/loop/guest_tracker.h"
+#include "server/loop/wake_gate.h"
 #include "server/metrics/metrics.h"
 #include "server/state/overrides.h"
 
@@ -67,6 +74,9 @@ struct LoopOptions {
   std::optional<int64_t> guest_memory_budget_bytes;
   // Log holds as well as moves, every tick (config log_every_decision).
   bool log_every_decision = false;
+  // Early ticks start at least this long after the previous tick started (config
+  // min_wake_interval): a burst of wakes costs one tick, not one each.
+  absl::Duration min_wake_interval = absl::Seconds(1);
   // Reconnect backoff after the libvirt connection is lost.
   absl::Duration reconnect_min = absl::Seconds(1);
   absl::Duration reconnect_max = absl::Seconds(30);
@@ -101,8 +111,8 @@ struct TickTimes {
 
 // What a configuration reload changes in a running loop.
 struct LoopReconfig {
-  // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes
-  // (reconnect_* are not configurable and are kept).
+  // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes,
+  // min_wake_interval (reconnect_* are not configurable and are kept).
   LoopOptions options;
   // The new base policy (the one in force when the host policy names none);
   // null: unchanged. Switching it resets the policy state.
@@ -121,8 +131,13 @@ class ControlLoop {
   // Ticks every options.tick until Stop(); Wake() starts the next tick early.
   void Run();
   void Stop();
-  // Asks for an early tick (a guest started or stopped). Thread-safe, cheap.
+  // Asks for an early tick (a guest started or stopped, an API call). Thread-safe, cheap.
   void Wake();
+  // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
+  // this guest's decision first, counts it, and logs it ("agent spike uuid=..."), at most one
+  // line per guest per 10 s with the number of spikes not logged in between. Thread-safe, cheap:
+  // called on the agent listener's threads.
+  void WakeForSpike(const std::string& uuid);
 
   // The latest published view: immutable, swapped once per tick. Thread-safe.
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> Published() const;
@@ -174,6 +189,8 @@ class ControlLoop {
   void Collect(absl::Time now, bool* collected);
   std::optional<policy::Snapshot> BuildSnapshot(absl::Time now);
   void Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions, absl::Time now);
+  // The order Apply goes through the decisions: serve_first_'s guests, then the rest in order.
+  std::vector<size_t> ApplyOrder(const policy::Decisions& decisions) const;
   void Publish(absl::Time now);
   // Fills a view with the guest's fresh agent signals (nothing when there are none).
   void AddAgentSignals(policy::GuestView& v) const;
@@ -202,6 +219,8 @@ class ControlLoop {
   policy::PolicyState policy_state_;
   std::atomic<int64_t> tick_{0};
   TickTimes last_tick_times_;
+  // The guests that spiked before this tick, first spike first: Apply serves them first.
+  std::vector<std::string> serve_first_;
 
   bool was_connected_ = false;
   absl::Duration reconnect_backoff_;
@@ -216,7 +235,7 @@ class ControlLoop {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  WakeGate gate_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
   std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,10 @@
 // FakeClock, and a scripted policy. Each test is one property of the tick.
 #include "server/loop/control_loop.h"
 
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/testing/scripted_policy.h"
 #include "server/host/testing/fake_host_reader.h"
@@ -607,6 +611,68 @@ TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) 
   EXPECT_EQ(hv_.call_count(FakeHypervisor::Method::kEnableStats), 3);
   EXPECT_NE(metrics_.Render().find("plimsoll_libvirt_errors_total{operation=\"enable_stats\"} 3"),
             std::string::npos);
+}
+
+// ---- Early ticks (wake_gate.h) ----
+
+// A guest whose agent spiked is served first in the tick its spike brought forward: its balloon
+// call goes out before the others' (guests are otherwise applied in name order).
+TEST_F(ControlLoopTest, TheGuestThatSpikedIsServedFirst) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA, kB});
+  policy_.targets[kA] = 900 * kMiB;
+  policy_.targets[kB] = 900 * kMiB;
+  loop_->WakeForSpike(kB);
+  TickWithFreshStats({kA, kB});
+  ASSERT_EQ(hv_.target_calls().size(), 2u);
+  EXPECT_EQ(hv_.target_calls()[0].uuid, kB);
+  EXPECT_EQ(hv_.target_calls()[1].uuid, kA);
+
+  hv_.ClearTargetCalls();  // the next tick, with no spike: name order again
+  policy_.targets[kA] = 800 * kMiB;
+  policy_.targets[kB] = 800 * kMiB;
+  TickWithFreshStats({kA, kB});
+  ASSERT_EQ(hv_.target_calls().size(), 2u);
+  EXPECT_EQ(hv_.target_calls()[0].uuid, kA);
+  EXPECT_NE(metrics_.Render().find("plimsoll_agent_spikes_total 1\n"), std::string::npos);
+}
+
+// Run() in real time: spikes every 5 ms for a second against min_wake_interval 200 ms and a tick
+// far away. Every spike used to buy a tick (a couple of hundred here); now they coalesce into at
+// most one tick per 200 ms, and one log line.
+TEST_F(ControlLoopTest, RunCoalescesWakesIntoOneTickPerMinWakeInterval) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  actuator_ = std::make_unique<HypervisorActuator>(&hv_);
+  LoopOptions o;
+  o.tick = absl::Hours(1);
+  o.min_wake_interval = absl::Milliseconds(200);
+  ControlLoop loop(LoopDeps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_}, o);
+  ::testing::internal::CaptureStderr();
+  std::thread runner([&] { loop.Run(); });
+  const absl::Time start = absl::Now();
+  int spikes = 0;
+  while (absl::Now() - start < absl::Seconds(1)) {
+    loop.WakeForSpike(kA);
+    ++spikes;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Duration took = absl::Now() - start;
+  loop.Stop();
+  runner.join();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const int64_t ticks = loop.ticks();
+  std::cout << spikes << " spikes in " << absl::FormatDuration(took) << ": " << ticks << " ticks\n";
+  // The first tick, then at most one per started 200 ms.
+  EXPECT_LE(ticks, 1 + absl::ToInt64Milliseconds(took) / 200 + 1);
+  EXPECT_GE(ticks, 3) << "early ticks must still happen";
+  int lines = 0;
+  for (size_t at = log.find("agent spike uuid="); at != std::string::npos; at = log.find("agent spike uuid=", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1) << log;
+  EXPECT_NE(metrics_.Render().find(absl::StrCat("plimsoll_agent_spikes_total ", spikes, "\n")), std::string::npos);
 }
 
 // Every call into the world costs a known time on the fake clock, so the test knows how long

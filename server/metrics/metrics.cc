@@ -117,6 +117,8 @@ struct Metrics::Impl {
   // By LibvirtOperation, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllLibvirtOperations)> libvirt_errors{};
   prometheus::Histogram* tick_duration;
+  prometheus::Counter* agent_spikes;
+  prometheus::Counter* ticks_woken;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
   Gauge* config_last_reload_success;
@@ -249,6 +251,8 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.config_reloads_failure = &reloads.Add({{"result", "failure"}});
   m.config_last_reload_success = &m.G("plimsoll_config_last_reload_success", "1 when the last configuration load or reload succeeded, 0 when the last reload failed and the previous config is still in use.")->Add({});
   m.config_last_reload_timestamp = &m.G("plimsoll_config_last_reload_timestamp_seconds", "Unix time of the last configuration load or reload attempt.")->Add({});
+  m.agent_spikes = &prometheus::BuildCounter().Name("plimsoll_agent_spikes_total").Help("Agent spike reports (PSI trigger) that asked for an early tick; those closer together than min_wake_interval share one.").Register(*m.registry).Add({});
+  m.ticks_woken = &prometheus::BuildCounter().Name("plimsoll_ticks_woken_total").Help("Ticks started before their schedule because something asked for one (agent spikes, guests starting or stopping, API calls, reloads); at most one per min_wake_interval.").Register(*m.registry).Add({});
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
 
@@ -394,6 +398,10 @@ void Metrics::DeclareAgentRejectReasons(const std::vector<std::string>& reasons)
 }
 
 void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(seconds); }
+
+void Metrics::CountAgentSpike() { impl_->agent_spikes->Increment(); }
+
+void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
 
 std::string Metrics::Render() const {
   prometheus::TextSerializer serializer;

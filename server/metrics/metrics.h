@@ -91,6 +91,10 @@ class Metrics {
   void CountDecision(plimsoll::v1::Direction direction);
   void CountLibvirtError(LibvirtOperation operation);
   void ObserveTick(double seconds);
+  // An agent spike report asked for an early tick (plimsoll_agent_spikes_total), and a tick
+  // started early because something asked for one (plimsoll_ticks_woken_total). Thread-safe.
+  void CountAgentSpike();
+  void CountWokenTick();
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt
