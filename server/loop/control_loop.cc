@@ -361,9 +361,25 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   }
   auto host = deps_.host->Read();
   if (host.ok()) {
+    if (host_stale_) {
+      PLOG_INFO << "host memory read again after "
+                << absl::FormatDuration(absl::Trunc(now - last_host_at_, absl::Milliseconds(100)))
+                << ": guests may be shrunk again";
+    }
     last_host_ = *host;
+    last_host_at_ = now;
+    host_stale_ = false;
   } else {
-    PLOG_WARNING << "reading host memory failed: " << host.status().message();
+    // Deciding on the last good reading is better than not deciding (a guest may need memory
+    // back), but the host it describes may be gone: a guest is never shrunk on it.
+    host_stale_ = last_host_.has_value();
+    PLOG_WARNING << "reading host memory failed: " << host.status().message()
+                 << (host_stale_ ? absl::StrCat("; using the reading from ",
+                                                absl::FormatDuration(absl::Trunc(now - last_host_at_,
+                                                                                 absl::Milliseconds(100))),
+                                                " ago, no guest is shrunk this tick")
+                                 : std::string());
+    if (host_stale_ && deps_.metrics != nullptr) deps_.metrics->CountHostStaleTick();
   }
   *collected = true;
 }
@@ -457,6 +473,12 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     } else if (!g->stats_fresh && target < previous) {
       absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
                                                g->stats_age_seconds));
+      target = previous;
+    }
+    if (host_stale_ && target < previous) {
+      absl::StrAppend(&reason, absl::StrFormat(" | held: host memory not read this tick (data age=%.1fs), "
+                                               "never shrink on it",
+                                               absl::ToDoubleSeconds(now - last_host_at_)));
       target = previous;
     }
     Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
@@ -629,6 +651,8 @@ void ControlLoop::Publish(absl::Time now) {
     host->set_psi_memory_some_avg10(last_host_->psi_some_avg10.value_or(0));
     host->set_psi_memory_full_avg10(last_host_->psi_full_avg10.value_or(0));
     host->set_guest_budget_bytes(GuestBudget(last_host_->mem_total_bytes, reserve_bytes_, budget_cap_));
+    host->set_host_data_age_seconds(absl::ToDoubleSeconds(now - last_host_at_));
+    host->set_host_data_stale(host_stale_);
   }
   host->set_host_reserve_bytes(reserve_bytes_);
   host->set_guests_actual_bytes(actual_sum);
@@ -655,7 +679,6 @@ void ControlLoop::Publish(absl::Time now) {
   host->set_libvirt_connected(deps_.hypervisor->IsConnected());
   host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
-  (void)now;
   if (deps_.metrics) {
     deps_.metrics->Publish(*view);
     if (deps_.agents != nullptr) {

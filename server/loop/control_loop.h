@@ -31,7 +31,8 @@
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.
 // The safety net is applied after all of these: no stats, no move; stale
-// stats, no shrink (a pin below the current size waits for fresh stats).
+// stats, no shrink (a pin below the current size waits for fresh stats); host
+// memory data not read this tick (the read failed), no shrink for any guest.
 //
 // Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the
 // reloaded settings to the loop from any thread; they take effect at the start
@@ -226,6 +227,10 @@ class ControlLoop {
   absl::Duration reconnect_backoff_;
   absl::Time next_connect_attempt_ = absl::InfinitePast();
   std::optional<host::HostMemory> last_host_;
+  // When last_host_ was read (deps_.clock), and whether the last Collect's read failed, which
+  // makes last_host_ stale: no guest is shrunk on it (Apply).
+  absl::Time last_host_at_ = absl::InfinitePast();
+  bool host_stale_ = false;
   // When and what was last logged per guest, so unchanged holds are not logged every tick.
   struct LoggedDecision {
     plimsoll::v1::Direction direction = plimsoll::v1::DIRECTION_UNSPECIFIED;

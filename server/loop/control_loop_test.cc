@@ -613,6 +613,45 @@ TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) 
             std::string::npos);
 }
 
+// A failed host read used to leave the last reading in use forever, so the policy went on
+// shrinking guests for a host it could no longer see. Now the reading carries its age and a tick
+// that could not read the host shrinks nobody (growing is still allowed).
+TEST_F(ControlLoopTest, NoGuestIsShrunkOnHostDataThisTickCouldNotRead) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 600 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});
+  EXPECT_FALSE(loop_->Published()->host().host_data_stale());
+  EXPECT_EQ(loop_->Published()->host().host_data_age_seconds(), 0);
+
+  host_.SetError(absl::ResourceExhaustedError("Too many open files"));
+  policy_.targets[kA] = 700 * kMiB;  // a shrink
+  policy_.targets[kB] = 800 * kMiB;  // a growth
+  ::testing::internal::CaptureStderr();
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(hv_.target_calls().size(), 1u) << "only the growth";
+  EXPECT_EQ(hv_.target_calls()[0].uuid, kB);
+  EXPECT_EQ(hv_.LastTarget(kB), 800 * kMiB);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("held: host memory not read this tick (data age=4.0s)"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+  EXPECT_TRUE(view_->host().host_data_stale());
+  EXPECT_EQ(view_->host().host_data_age_seconds(), 4);
+  EXPECT_NE(log.find("no guest is shrunk this tick"), std::string::npos) << log;
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("plimsoll_host_stale_ticks_total 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("plimsoll_host_data_age_seconds 4\n"), std::string::npos) << text;
+
+  host_.SetError(absl::OkStatus());  // the host reads again: the shrink goes ahead
+  TickWithFreshStats({kA, kB});
+  EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
+  EXPECT_FALSE(loop_->Published()->host().host_data_stale());
+}
+
 // ---- Early ticks (wake_gate.h) ----
 
 // A guest whose agent spiked is served first in the tick its spike brought forward: its balloon

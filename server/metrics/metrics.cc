@@ -119,6 +119,8 @@ struct Metrics::Impl {
   prometheus::Histogram* tick_duration;
   prometheus::Counter* agent_spikes;
   prometheus::Counter* ticks_woken;
+  prometheus::Counter* host_stale_ticks;
+  Family<Gauge>* host_data_age;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
   Gauge* config_last_reload_success;
@@ -253,6 +255,8 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.config_last_reload_timestamp = &m.G("plimsoll_config_last_reload_timestamp_seconds", "Unix time of the last configuration load or reload attempt.")->Add({});
   m.agent_spikes = &prometheus::BuildCounter().Name("plimsoll_agent_spikes_total").Help("Agent spike reports (PSI trigger) that asked for an early tick; those closer together than min_wake_interval share one.").Register(*m.registry).Add({});
   m.ticks_woken = &prometheus::BuildCounter().Name("plimsoll_ticks_woken_total").Help("Ticks started before their schedule because something asked for one (agent spikes, guests starting or stopping, API calls, reloads); at most one per min_wake_interval.").Register(*m.registry).Add({});
+  m.host_stale_ticks = &prometheus::BuildCounter().Name("plimsoll_host_stale_ticks_total").Help("Ticks whose host memory read failed: they decided on the last good reading and shrank no guest.").Register(*m.registry).Add({});
+  m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
 
@@ -348,6 +352,7 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
   m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
   m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
   m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
+  m.host_data_age->Add({}).Set(h.host_data_age_seconds());
   m.libvirt_connected->Add({}).Set(h.libvirt_connected() ? 1 : 0);
   for (int s = plimsoll::v1::ManagementState_MIN; s <= plimsoll::v1::ManagementState_MAX; ++s) {
     if (s == plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED) continue;
@@ -402,6 +407,8 @@ void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(second
 void Metrics::CountAgentSpike() { impl_->agent_spikes->Increment(); }
 
 void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
+
+void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
 
 std::string Metrics::Render() const {
   prometheus::TextSerializer serializer;

@@ -95,6 +95,8 @@ class Metrics {
   // started early because something asked for one (plimsoll_ticks_woken_total). Thread-safe.
   void CountAgentSpike();
   void CountWokenTick();
+  // A tick whose host memory read failed, so no guest was shrunk (plimsoll_host_stale_ticks_total).
+  void CountHostStaleTick();
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt
