@@ -466,9 +466,11 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
       target = previous;
       reason = "excluded by override: never moved";
     }
-    // Safety net under every policy: no stats, no move; stale stats, no shrink.
-    if (!g->has_stats && target != previous) {
-      absl::StrAppend(&reason, " | held: no balloon stats from guest");
+    // Safety net under every policy: no stats or stale stats, no shrink. Growing never needs
+    // stats: giving a guest memory back cannot hurt it, and a guest whose stats stopped (a busy
+    // domain, a stalled driver) may be exactly the one that needs it.
+    if (!g->has_stats && target < previous) {
+      absl::StrAppend(&reason, " | held: no balloon stats from guest, never shrink without them");
       target = previous;
     } else if (!g->stats_fresh && target < previous) {
       absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",

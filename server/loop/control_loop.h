@@ -30,8 +30,9 @@
 //     planner uses it (lower gives first).
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.
-// The safety net is applied after all of these: no stats, no move; stale
-// stats, no shrink (a pin below the current size waits for fresh stats); host
+// The safety net is applied after all of these: no stats or stale stats, no
+// shrink, while growth needs neither (a pin below the current size waits for
+// fresh stats, one above it is applied at once); host
 // memory data not read this tick (the read failed), no shrink for any guest.
 //
 // Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the

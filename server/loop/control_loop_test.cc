@@ -178,6 +178,53 @@ TEST_F(ControlLoopTest, GuestWithoutBalloonStatsIsReportedNotPushed) {
   EXPECT_NE(Published(kA)->last_decision().reason().find("no balloon stats"), std::string::npos);
 }
 
+// Growing a guest never needs stats, only shrinking does: a guest whose stats are missing (no
+// driver stats, or a domain too busy to ask) can still be given memory back.
+TEST_F(ControlLoopTest, AGuestWithoutStatsCanBeGrownNeverShrunk) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 600 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 800 * kMiB;
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  EXPECT_EQ(hv_.LastTarget(kA), 800 * kMiB);
+  EXPECT_EQ(Published(kA)->last_decision().direction(), plimsoll::v1::DIRECTION_DEFLATE);
+  policy_.targets[kA] = 700 * kMiB;
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+  EXPECT_EQ(hv_.target_calls().size(), 1u) << "no shrink without stats";
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("no balloon stats"), std::string::npos);
+}
+
+// The NOWAIT fallback of a busy domain: the record carries the size only. The guest keeps its
+// last full stats (fresh while their last_update is recent) instead of looking stat-less, so it
+// can be shrunk on them while they are fresh and is held once they age out.
+TEST_F(ControlLoopTest, APartialStatsRecordKeepsTheGuestManaged) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  BalloonStats partial;
+  partial.actual_bytes = 1024 * kMiB;
+  hv_.SetStats(kA, partial);
+  policy_.targets[kA] = 900 * kMiB;
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_TRUE(Published(kA)->stats().has_usable());
+  EXPECT_EQ(hv_.LastTarget(kA), 900 * kMiB) << "stats 2 s old by their last_update: fresh";
+  policy_.targets[kA] = 800 * kMiB;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_STALE_STATS);
+  EXPECT_FALSE(Published(kA)->stats().stats_fresh());
+}
+
 TEST_F(ControlLoopTest, ClampsToFloorAndCeiling) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   hv_.AddDomain(kB, "b", 4096 * kMiB, 2048 * kMiB);
