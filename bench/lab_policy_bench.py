@@ -15,6 +15,13 @@ Mixes of TCG guests under a private libvirtd (--mix, comma-separated):
             stream   1024 MiB, streams the --stream-mib file
             anon     1280 MiB, idles, then allocates 400 MiB after --anon-after s
           budget 3200 MiB (of 4608, 69%)
+  cal768, cal1536   the calibration mixes (docs/policy.md "Calibration"): one guest per lab
+            workload, all of one size, so that each workload can be set beside its model:
+            stream   streams the --stream-mib file
+            hot      re-reads a quarter of its memory (192 / 384 MiB)
+            anon     idles, then allocates 40% of its memory (300 / 600 MiB) after --anon-after s
+            idle     does nothing
+          budget 62.5% of the guests' total (1920 / 3840 MiB)
 --budget-mib overrides a mix's budget. Every guest runs plimsoll-agent (2 s interval) with
 --agent=on, none with off, and both modes are run with both (--no-agent is --agent=off).
 
@@ -61,7 +68,25 @@ MIXES = {
         ("stream", "stream", 1024, None, None),
         ("anon", "anon", 1280, None, 400),
     ]},
+    "cal768": {"budget_mib": 1920, "guests": [
+        ("stream", "stream", 768, None, None),
+        ("hot", "hot", 768, 192, None),
+        ("anon", "anon", 768, None, 300),
+        ("idle", "idle", 768, None, None),
+    ]},
+    "cal1536": {"budget_mib": 3840, "guests": [
+        ("stream", "stream", 1536, None, None),
+        ("hot", "hot", 1536, 384, None),
+        ("anon", "anon", 1536, None, 600),
+        ("idle", "idle", 1536, None, None),
+    ]},
 }
+
+
+# The heartbeat fields a run keeps (bench/calibrate.py reads them).
+BEAT_KEYS = ("uptime", "memtotal_kb", "memfree_kb", "cached_kb", "active_file_kb", "inactive_file_kb",
+             "anon_kb", "psi_some_total_us", "workingset_refault_file", "pgmajfault", "balloon_inflate",
+             "balloon_deflate", "oom_kill")
 
 
 def mix_guests(mix, args):
@@ -109,6 +134,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
         t0 = time.monotonic()
         first_hb = {n: lab.heartbeat(n) for n in GUESTS}
+        first_disk = {n: disk_reads(lab, n) for n in GUESTS}
         while time.monotonic() - t0 < args.seconds:
             t = time.monotonic() - t0
             row = {"t": t}
@@ -120,12 +146,24 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
             samples.append(row)
             time.sleep(2)
         last_hb = {}
+        last_disk = {}
         for n in GUESTS:
             try:
                 last_hb[n] = lab.heartbeat(n)
             except Exception:
                 last_hb[n] = None
+            last_disk[n] = disk_reads(lab, n)
         wl = {n: lab.workload_lines(n) for n in GUESTS}
+        # Every heartbeat of the measured window (2 s apart): the calibration reads the guests'
+        # own sizes (kernel, anon, cache) from them.
+        beats = {}
+        for n in GUESTS:
+            try:
+                up0 = first_hb[n]["uptime"] if first_hb.get(n) else 0
+                beats[n] = [{k: b[k] for k in BEAT_KEYS if k in b}
+                            for b in lab.heartbeats(n) if b["uptime"] >= up0]
+            except Exception:
+                beats[n] = []
         alive = set(lab.domains())
         log = daemon.read_log()
         if args.keep_logs:
@@ -149,6 +187,12 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
     for n in hot_guests:
         series = [w["mbps"] for w in wl[n] if "mbps" in w and w.get("t", 0) > 10]
         hot_mbps_by_guest[n] = statistics.mean(series) if series else None
+    # Every reader's throughput (stream guests too): the calibration sets the model's rates from it.
+    mbps_by_guest = {}
+    for n in GUESTS:
+        series = [w["mbps"] for w in wl[n] if "mbps" in w and w.get("t", 0) > 10]
+        if series:
+            mbps_by_guest[n] = statistics.mean(series)
     # The first benchmark's single hot guest ("hot"), kept under its old keys.
     first_hot = hot_guests[0]
     hot_mbps = [w["mbps"] for w in wl[first_hot] if "mbps" in w and w.get("t", 0) > 10]
@@ -167,7 +211,13 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
             "balloon_inflate_pages": b["balloon_inflate"],
             "balloon_deflate_pages": b["balloon_deflate"],
             "end_actual_mib": (end[n] or 0) / MIB,
+            "reclaimed_gib_s": sum((maxb[n] - (row[n] or maxb[n])) * dt for row in samples) / (1 << 30),
+            "heartbeats": beats.get(n, []),
         }
+        fd, ld = first_disk.get(n), last_disk.get(n)
+        if fd and ld:
+            per_guest[n]["disk_read_bytes"] = ld[0] - fd[0]
+            per_guest[n]["disk_read_reqs"] = ld[1] - fd[1]
     return {
         "policy": policy,
         "mix": mix,
@@ -182,11 +232,29 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
         # (guest seconds since the workload started, MB/s): where a policy costs throughput.
         "hot_mbps_series": [[w.get("t"), w["mbps"]] for w in wl[first_hot] if "mbps" in w],
         "hot_mbps_by_guest": hot_mbps_by_guest,
+        "mbps_by_guest": mbps_by_guest,
         "guest_max_mib": {n: maxb[n] / MIB for n in GUESTS},
         "decisions_moved": log.count("direction=inflate") + log.count("direction=deflate"),
         "guests": per_guest,
         "samples": samples,
     }
+
+
+def disk_reads(lab, name):
+    """(bytes, requests) the host has read from the guest's data disk, as libvirt counts them
+    (the block stats the bulk stats call returns); None when the guest is gone."""
+    try:
+        out = lab.virsh("domblkstat", name, "vda", check=True)
+    except Exception:
+        return None
+    vals = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "vda":
+            vals[parts[1]] = int(parts[2])
+    if "rd_bytes" not in vals or "rd_req" not in vals:
+        return None
+    return vals["rd_bytes"], vals["rd_req"]
 
 
 def svg(results, path):

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/units.h"
 
 namespace plimsoll::sim {
 namespace {
@@ -41,11 +42,6 @@ std::string Cell(double v, const std::string& measure) {
   if (measure == "reclaimed_gib_s" || measure == "fit_s") return absl::StrFormat("%.0f", v);
   if (measure == "oom_kills") return absl::StrFormat("%.1f", v);
   return absl::StrFormat("%.2f", v);
-}
-
-std::string Json(double v, int decimals) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.*f", decimals, v);
 }
 
 std::string Table(const CorpusRun& run, bool cache_heavy_only) {
@@ -157,12 +153,12 @@ std::string CorpusJson(const CorpusRun& run) {
       const CorpusMeasures& m = it->second;
       absl::StrAppend(
           &out, first ? "" : ", ", "\"", policy, "\": {",
-          "\"reclaimed_gib_s\": ", Json(m.reclaimed_gib_s, 3),
-          ", \"stall_s\": ", Json(m.stall_s, 3), ", \"refault_gib\": ", Json(m.refault_gib, 4),
-          ", \"oom_kills\": ", m.oom_kills, ", \"traffic_gib\": ", Json(m.traffic_gib, 3),
-          ", \"reversals_per_guest_hour\": ", Json(m.reversals_per_guest_hour, 3),
-          ", \"fit_s\": ", m.fit_s.has_value() ? Json(*m.fit_s, 0) : "null",
-          ", \"oracle_share\": ", m.oracle_share.has_value() ? Json(*m.oracle_share, 4) : "null",
+          "\"reclaimed_gib_s\": ", FormatJsonNumber(m.reclaimed_gib_s, 3),
+          ", \"stall_s\": ", FormatJsonNumber(m.stall_s, 3), ", \"refault_gib\": ", FormatJsonNumber(m.refault_gib, 4),
+          ", \"oom_kills\": ", m.oom_kills, ", \"traffic_gib\": ", FormatJsonNumber(m.traffic_gib, 3),
+          ", \"reversals_per_guest_hour\": ", FormatJsonNumber(m.reversals_per_guest_hour, 3),
+          ", \"fit_s\": ", m.fit_s.has_value() ? FormatJsonNumber(*m.fit_s, 0) : "null",
+          ", \"oracle_share\": ", m.oracle_share.has_value() ? FormatJsonNumber(*m.oracle_share, 4) : "null",
           "}");
       first = false;
     }

@@ -22,20 +22,35 @@ constexpr double kStreamRequestBytes = 128 * 1024;  // Linux's default read_ahea
 
 }  // namespace
 
-GuestModel::GuestModel(const GuestSpec& spec) : spec_(spec) {
+namespace {
+
+// FNV-1a: a guest's noise stream depends on its name only.
+uint64_t NameSeed(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+}  // namespace
+
+GuestModel::GuestModel(const GuestSpec& spec) : spec_(spec), pace_rng_(NameSeed(spec.name)) {
   kernel_ = spec.kernel.value_or(48 * kMib + 0.02 * spec.max);
   actual_ = spec.start.value_or(spec.max);
   target_ = actual_;
   const Phase& phase = spec.phases.front();
   const double usable = std::max(0.0, actual_ - kernel_ - spec.unreclaimable - MinFree());
   anon_ = std::min(phase.anon, usable);
-  // A long-running guest: its page cache fills what anon leaves, hot set first.
-  hot_ = std::min(phase.hot, usable - anon_);
+  // A long-running guest: its page cache fills what anon leaves, hot set first; a scenario's
+  // cache= (a freshly booted guest) caps it, and the rest is free.
+  const double cache = std::min(usable - anon_, spec.cache.value_or(usable));
+  hot_ = std::min(phase.hot, cache);
   hot_loaded_ = hot_;
-  cold_ = std::max(0.0, usable - anon_ - hot_);
+  cold_ = std::max(0.0, cache - hot_);
 }
 
-double GuestModel::MinFree() const { return std::max(16 * kMib, 0.005 * actual_); }
+double GuestModel::MinFree() const {
+  return spec_.min_free.value_or(std::max(16 * kMib, 0.005 * actual_));
+}
 
 double GuestModel::Free() const {
   return actual_ - kernel_ - spec_.unreclaimable - anon_ - hot_ - cold_;
@@ -106,32 +121,40 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
     *stall += reclaimed / kReclaimRate;
     available += reclaimed;
   }
-  bool self_deflated = false;
-  if (available < need && spec_.autodeflate && actual_ < spec_.max &&
-      !Misbehaving(Behaviour::kStuck, now)) {
-    const double deflated = std::min(need - available, spec_.max - actual_);
+  const double got = std::min(need, available);
+  anon_ += got;
+  if (got + 1 >= need) {
+    thrash_seconds_ = 0;
+    was_self_deflating_ = false;
+    return;
+  }
+  last_.thrashing = true;
+  *stall = 1;
+  thrash_seconds_ += dt;
+  // The guest reaches the OOM point after kOomGraceSeconds of failed reclaim. With autodeflate
+  // the balloon driver's OOM notifier gives memory back there instead of a kill (virtio-balloon
+  // deflates from the OOM notifier, so never before reclaim has failed: calibration, the lab's
+  // guests stalled 5-11 s on an allocation the balloon stood in the way of), and keeps giving
+  // while the episode lasts.
+  const bool at_oom = thrash_seconds_ >= kOomGraceSeconds || was_self_deflating_;
+  if (!at_oom) return;
+  if (spec_.autodeflate && actual_ < spec_.max && !Misbehaving(Behaviour::kStuck, now)) {
+    const double deflated = std::min(need - got, spec_.max - actual_);
     actual_ += deflated;
     deflate_pages_ += deflated / kPage;
     last_.deflated_bytes += deflated;
-    available += deflated;
-    self_deflated = true;
+    anon_ += deflated;
+    if (!was_self_deflating_) last_.self_deflated = true;
+    was_self_deflating_ = true;
+    thrash_seconds_ = 0;
+    return;
   }
-  if (self_deflated && !was_self_deflating_) last_.self_deflated = true;
-  was_self_deflating_ = self_deflated;
-  const double got = std::min(need, available);
-  anon_ += got;
-  if (got + 1 < need) {
-    last_.thrashing = true;
-    *stall = 1;
-    thrash_seconds_ += dt;
-    if (thrash_seconds_ >= kOomGraceSeconds) {
-      last_.oom_kill = true;
-      ++oom_kills_;
-      anon_ *= 0.5;
-      restart_at_ = now + kRestartSeconds;
-      thrash_seconds_ = 0;
-    }
-  } else {
+  was_self_deflating_ = false;
+  if (thrash_seconds_ >= kOomGraceSeconds) {
+    last_.oom_kill = true;
+    ++oom_kills_;
+    anon_ *= 0.5;
+    restart_at_ = now + kRestartSeconds;
     thrash_seconds_ = 0;
   }
 }
@@ -150,47 +173,66 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
     hot_ = phase.hot;
   }
   hot_loaded_ = std::min(hot_loaded_, phase.hot);
-  if (phase.hot > 0 && phase.hot_rate > 0) {
-    const double missing = phase.hot - hot_;
-    const double misses = phase.hot_rate * dt * (missing / phase.hot);
-    if (misses > 0) {
-      const double never_loaded = std::max(0.0, phase.hot - hot_loaded_);
-      const double first_reads = std::min(misses, misses * never_loaded / missing);
-      const double refaults = misses - first_reads;
-      hot_loaded_ = std::min(phase.hot, hot_loaded_ + first_reads);
-      // Bring the pages in: free memory first, then cold pages make room. Past that they only
-      // replace other hot pages (the hot set does not fit).
-      const double wanted = std::min(misses, missing);
-      double room = std::max(0.0, Free() - MinFree());
-      if (room < wanted) {
-        const double from_cold = std::min(wanted - room, cold_);
-        cold_ -= from_cold;
-        room += from_cold;
-      }
-      hot_ += std::min(wanted, room);
-      refault_pages_ += refaults / kPage;
-      major_faults_ += misses / kPage;
-      ReadDisk(misses, kRandomRequestBytes);
-      last_.refault_bytes += refaults;
-      *stall += refaults / spec_.disk_rate;
-    }
+  // What the readers would read from disk this step at their own pace: hot-set misses
+  // (uniform reads: the miss ratio is the part of the set not resident) and streamed bytes
+  // (a first read, or a pass over a loop the cache does not hold).
+  const double missing = phase.hot - hot_;
+  double misses = phase.hot > 0 && phase.hot_rate > 0 && missing > 0
+                      ? phase.hot_rate * dt * (missing / phase.hot)
+                      : 0;
+  double streamed = phase.stream_rate * dt;
+  const bool stream_refaults = phase.loop > 0 && streamed_ >= phase.loop && cold_ < phase.loop;
+  const bool stream_hits = phase.loop > 0 && streamed_ >= phase.loop && !stream_refaults;
+  // The guest's disk reads at most disk_rate: readers that miss more wait for it, and so read
+  // less (calibration: a squeezed real guest's hot reader refaults at its disk's pace, however
+  // fast it read from cache).
+  const double from_disk = misses + (stream_hits ? 0 : streamed);
+  if (from_disk > spec_.disk_rate * dt) {
+    const double scale = spec_.disk_rate * dt / from_disk;
+    misses *= scale;
+    if (!stream_hits) streamed *= scale;
   }
-  if (phase.stream_rate > 0) {
-    const double bytes = phase.stream_rate * dt;
-    if (phase.loop > 0 && streamed_ >= phase.loop) {
-      // Another pass over a file read before: all hits when the whole file is cached, else
-      // (LRU against a loop larger than the cache) every page was evicted before its turn.
-      if (cold_ >= phase.loop) return;
-      refault_pages_ += bytes / kPage;
-      major_faults_ += bytes / kPage;
-      last_.refault_bytes += bytes;
-      *stall += bytes / spec_.disk_rate;
+  if (spec_.pace_noise > 0) {
+    // Uniform on [1 - sqrt(3) sd, 1 + sqrt(3) sd]: mean 1, standard deviation pace_noise.
+    const double pace = 1 + spec_.pace_noise * std::sqrt(3.0) * (2 * pace_rng_.Uniform() - 1);
+    misses *= pace;
+    if (!stream_hits) streamed *= pace;
+  }
+  if (misses > 0) {
+    const double never_loaded = std::max(0.0, phase.hot - hot_loaded_);
+    const double first_reads = std::min(misses, misses * never_loaded / missing);
+    const double refaults = misses - first_reads;
+    hot_loaded_ = std::min(phase.hot, hot_loaded_ + first_reads);
+    // Bring the pages in: free memory first, then cold pages make room. Past that they only
+    // replace other hot pages (the hot set does not fit).
+    const double wanted = std::min(misses, missing);
+    double room = std::max(0.0, Free() - MinFree());
+    if (room < wanted) {
+      const double from_cold = std::min(wanted - room, cold_);
+      cold_ -= from_cold;
+      room += from_cold;
     }
-    // A first read, or a pass over a loop the cache does not hold: from disk.
-    ReadDisk(bytes, kStreamRequestBytes);
-    streamed_ += bytes;
+    hot_ += std::min(wanted, room);
+    refault_pages_ += refaults / kPage;
+    major_faults_ += misses / kPage;
+    ReadDisk(misses, kRandomRequestBytes);
+    last_.refault_bytes += refaults;
+    *stall += spec_.refault_stall * refaults / spec_.disk_rate;
+  }
+  if (streamed > 0) {
+    // Another pass over a file read before: all hits when the whole file is cached, else
+    // (LRU against a loop larger than the cache) every page was evicted before its turn.
+    if (stream_hits) return;
+    if (stream_refaults) {
+      refault_pages_ += streamed / kPage;
+      major_faults_ += streamed / kPage;
+      last_.refault_bytes += streamed;
+      *stall += spec_.refault_stall * streamed / spec_.disk_rate;
+    }
+    ReadDisk(streamed, kStreamRequestBytes);
+    streamed_ += streamed;
     // Streamed pages take free memory; past that they replace older cold pages.
-    cold_ += std::min(bytes, std::max(0.0, Free() - MinFree()));
+    cold_ += std::min(streamed, std::max(0.0, Free() - MinFree()));
   }
 }
 
@@ -271,7 +313,8 @@ GuestModel::WorkingSet GuestModel::WorkingSetAt(double t) const {
   }
   const Phase& phase = spec_.phases[k];
   WorkingSet ws;
-  ws.hard = kernel_ + spec_.unreclaimable + phase.anon + std::max(16 * kMib, 0.005 * spec_.max);
+  ws.hard = kernel_ + spec_.unreclaimable + phase.anon +
+            spec_.min_free.value_or(std::max(16 * kMib, 0.005 * spec_.max));
   // The part of this phase's hot set some phase from this one on reads.
   for (size_t j = k; j < spec_.phases.size(); ++j) {
     if (spec_.phases[j].hot_rate > 0) {

@@ -34,6 +34,7 @@
 #include <optional>
 
 #include "policy/policy.h"
+#include "sim/rng.h"
 #include "sim/scenario.h"
 
 namespace plimsoll::sim {
@@ -138,6 +139,7 @@ class GuestModel {
   void Report(double now, bool spike);
 
   GuestSpec spec_;
+  Rng pace_rng_;  // pace_noise's draws
   double kernel_ = 0;
   double actual_ = 0;
   double target_ = 0;

@@ -38,6 +38,16 @@ TEST(GuestModelTest, StartsWithItsCacheFull) {
   EXPECT_GT(g.cold(), 2 * kGib);
 }
 
+TEST(GuestModelTest, AFreshlyBootedGuestStartsWithTheCacheItWasGiven) {
+  GuestSpec spec = Spec(1 * kGib, 512 * kMib, 10 * kMib);
+  spec.cache = 600 * kMib;
+  GuestModel g(spec);
+  EXPECT_EQ(g.hot(), 512 * kMib);
+  EXPECT_NEAR(g.cold(), 88 * kMib, 1);
+  // 4 GiB - 100 MiB kernel - 64 MiB unreclaimable - 1 GiB anon - 600 MiB cache.
+  EXPECT_NEAR(g.Free(), 2308 * kMib, 1);
+}
+
 TEST(GuestModelTest, InflationTakesColdThenHotNeverAnon) {
   GuestModel g(Spec(1 * kGib, 1 * kGib, 100 * kMib));
   g.SetTarget(2 * kGib);
@@ -53,6 +63,54 @@ TEST(GuestModelTest, InflationTakesColdThenHotNeverAnon) {
   EXPECT_NEAR(g.actual(), 100 * kMib + 64 * kMib + kGib + g.Free(), 1);
   EXPECT_GT(g.actual(), 1.1 * kGib);
   EXPECT_EQ(g.anon(), kGib);
+}
+
+TEST(GuestModelTest, AReaderMissingMoreThanItsDiskCanServeWaitsAndReadsLess) {
+  // A 1 GiB hot set re-read at 1 GiB/s from a 100 MiB/s disk, its guest squeezed to keep about
+  // half of it: it would miss 512 MiB/s, its disk serves 100.
+  GuestSpec spec = Spec(512 * kMib, 1 * kGib, 1 * kGib);
+  spec.refault_stall = 0.45;
+  GuestModel g(spec);
+  g.SetTarget(1.25 * kGib);
+  Advance(g, 0, 10);
+  Advance(g, 10, 20);
+  EXPECT_LT(g.hot(), 0.7 * kGib);
+  EXPECT_NEAR(g.last().refault_bytes + 0, 100 * kMib, 1 * kMib);
+  EXPECT_NEAR(g.last().disk_read_bytes, 100 * kMib, 1);
+  // Waiting on the disk all the time, yet PSI counts only the part of it given.
+  EXPECT_NEAR(g.last().stall, 0.45, 0.01);
+}
+
+TEST(GuestModelTest, AStreamAndAHotSetShareTheGuestsDisk) {
+  GuestSpec spec = Spec(256 * kMib, 2 * kGib, 200 * kMib, 80 * kMib);
+  GuestModel g(spec);
+  g.SetTarget(1 * kGib);
+  Advance(g, 0, 30);
+  // 80 MiB/s streamed plus up to 200 MiB/s of misses, from a 100 MiB/s disk.
+  EXPECT_NEAR(g.last().disk_read_bytes, 100 * kMib, 1);
+  EXPECT_LE(g.last().stall, 1.0);
+}
+
+TEST(GuestModelTest, PaceNoiseVariesTheReadsAroundTheSameMeanAndRepeats) {
+  // A loop over a file larger than the guest, read at 50 MiB/s from a 100 MiB/s disk.
+  GuestSpec spec = Spec(256 * kMib, 0, 0, 50 * kMib);
+  spec.phases[0].loop = 8 * kGib;
+  spec.pace_noise = 0.2;
+  GuestModel a(spec), b(spec);
+  double sum = 0, sum_sq = 0;
+  const int n = 2000;
+  for (int t = 1; t <= n; ++t) {
+    const double x = a.Step(t, 1).disk_read_bytes / (50 * kMib);
+    EXPECT_EQ(b.Step(t, 1).disk_read_bytes, a.last().disk_read_bytes) << "at " << t;
+    sum += x;
+    sum_sq += x * x;
+  }
+  const double mean = sum / n;
+  EXPECT_NEAR(mean, 1.0, 0.02);
+  EXPECT_NEAR(std::sqrt(sum_sq / n - mean * mean), 0.2, 0.02);
+  spec.pace_noise = 0;
+  GuestModel steady(spec);
+  EXPECT_EQ(steady.Step(1, 1).disk_read_bytes, 50 * kMib);
 }
 
 TEST(GuestModelTest, AnonThatDoesNotFitEndsInAnOomKill) {

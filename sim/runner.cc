@@ -140,6 +140,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_vie
       gr.min_actual = std::min(gr.min_actual, g.actual());
       gr.mean_actual += g.actual() * kStepSeconds / scenario.duration;
       gr.reclaimed_byte_s += (g.spec().max - g.actual()) * kStepSeconds;
+      gr.traffic_bytes += o.inflated_bytes + o.deflated_bytes;
       r.churn_bytes += o.inflated_bytes + o.deflated_bytes;
     }
     const double sum = sim.SumActual();
@@ -157,6 +158,8 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_vie
     GuestResult& gr = r.guests[i];
     gr.final_actual = sim.guests()[i].actual();
     gr.final_target = sim.guests()[i].target();
+    gr.disk_read_bytes = sim.guests()[i].disk_read_bytes();
+    gr.disk_read_requests = sim.guests()[i].disk_read_requests();
     r.reclaimed_byte_s += gr.reclaimed_byte_s;
     r.stall_s += gr.stall_s;
     r.refault_bytes += gr.refault_bytes;
@@ -206,6 +209,9 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
         if (m == "min_actual_mib") return g.min_actual / kMib;
         if (m == "mean_actual_mib") return g.mean_actual / kMib;
         if (m == "reclaimed_gib_s") return g.reclaimed_byte_s / kGib;
+        if (m == "traffic_mib") return g.traffic_bytes / kMib;
+        if (m == "disk_read_mib") return g.disk_read_bytes / kMib;
+        if (m == "disk_read_requests") return g.disk_read_requests;
         if (absl::StartsWith(m, "state_seen.")) {
           return g.first_state_s.count(std::string(m.substr(11))) > 0 ? 1.0 : 0.0;
         }

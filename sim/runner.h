@@ -19,7 +19,9 @@
 //   host_short_s       seconds the host's MemAvailable was under its reserve
 //   decisions, early_decisions   Decide calls, and those a spike triggered
 // and per guest, as guest.<name>.<metric>: stall_s, stall_pct (of the run), refault_gib,
-// oom_kills, self_deflates, max_thrash_s (longest run of failed allocations), final_actual_mib,
+// oom_kills, self_deflates, max_thrash_s (longest run of failed allocations), traffic_mib
+// (balloon inflation + deflation), disk_read_mib and disk_read_requests (as the host counts
+// them), final_actual_mib,
 // final_target_mib, final_gap_mib (|target - actual| at the end), min_actual_mib,
 // mean_actual_mib, reclaimed_gib_s, unsafe_shrink_asks (decisions that asked to shrink a guest
 // without fresh stats: the daemon refuses them, but a policy should not ask), state_seen.<state>
@@ -51,6 +53,9 @@ struct GuestResult {
   double min_actual = 0;
   double mean_actual = 0;
   double reclaimed_byte_s = 0;
+  double traffic_bytes = 0;       // balloon inflation + deflation
+  double disk_read_bytes = 0;     // as the host sees them (libvirt's block stats)
+  double disk_read_requests = 0;
   int64_t unsafe_shrink_asks = 0;
   std::map<std::string, double> first_state_s;  // state -> first time a decision gave it
 };

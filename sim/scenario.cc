@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ class Pairs {
   // Each Get leaves *out untouched when the key is absent.
   absl::Status GetBytes(const std::string& key, double* out) const {
     return Get(key, out, ParseBytes);
+  }
+  // An optional size: set only when the key is there.
+  absl::Status GetOptionalBytes(const std::string& key, std::optional<double>* out) const {
+    if (Find(key) == nullptr) return absl::OkStatus();
+    double v = 0;
+    if (absl::Status st = GetBytes(key, &v); !st.ok()) return st;
+    *out = v;
+    return absl::OkStatus();
   }
   absl::Status GetRate(const std::string& key, double* out) const {
     return Get(key, out, ParseRate);
@@ -220,9 +229,10 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     return absl::OkStatus();
   }
   if (keyword == "guest") {
-    if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "agent", "autodeflate", "speed",
+    if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "cache", "agent", "autodeflate", "speed",
                                       "shares", "kernel", "unreclaimable", "alloc_rate",
-                                      "disk_rate", "stats_period", "behaviour", "behaviour_at"});
+                                      "disk_rate", "refault_stall", "pace_noise", "min_free", "stats_period",
+                                      "behaviour", "behaviour_at"});
         !st.ok()) {
       return st;
     }
@@ -236,16 +246,9 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     absl::Status st;
     if (st = p.GetBytes("max", &g.max); !st.ok()) return st;
     if (st = p.GetBytes("min", &g.min); !st.ok()) return st;
-    if (p.Find("start") != nullptr) {
-      double start = 0;
-      if (st = p.GetBytes("start", &start); !st.ok()) return st;
-      g.start = start;
-    }
-    if (p.Find("kernel") != nullptr) {
-      double kernel = 0;
-      if (st = p.GetBytes("kernel", &kernel); !st.ok()) return st;
-      g.kernel = kernel;
-    }
+    if (st = p.GetOptionalBytes("start", &g.start); !st.ok()) return st;
+    if (st = p.GetOptionalBytes("cache", &g.cache); !st.ok()) return st;
+    if (st = p.GetOptionalBytes("kernel", &g.kernel); !st.ok()) return st;
     if (st = p.GetBool("agent", &g.agent); !st.ok()) return st;
     if (st = p.GetBool("autodeflate", &g.autodeflate); !st.ok()) return st;
     if (st = p.GetRate("speed", &g.speed); !st.ok()) return st;
@@ -253,6 +256,9 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetBytes("unreclaimable", &g.unreclaimable); !st.ok()) return st;
     if (st = p.GetRate("alloc_rate", &g.alloc_rate); !st.ok()) return st;
     if (st = p.GetRate("disk_rate", &g.disk_rate); !st.ok()) return st;
+    if (st = p.GetNumber("refault_stall", &g.refault_stall); !st.ok()) return st;
+    if (st = p.GetNumber("pace_noise", &g.pace_noise); !st.ok()) return st;
+    if (st = p.GetOptionalBytes("min_free", &g.min_free); !st.ok()) return st;
     if (st = p.GetSeconds("stats_period", &g.stats_period); !st.ok()) return st;
     if (st = p.GetSeconds("behaviour_at", &g.behaviour_at); !st.ok()) return st;
     if (const std::string* b = p.Find("behaviour"); b != nullptr) {
@@ -266,6 +272,13 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
       return absl::InvalidArgumentError("start must be in (0, max]");
     }
     if (g.stats_period < 1) return absl::InvalidArgumentError("stats_period must be at least 1s");
+    if (g.disk_rate <= 0) return absl::InvalidArgumentError("disk_rate must be positive");
+    if (g.pace_noise < 0 || g.pace_noise > 0.5) {
+      return absl::InvalidArgumentError("pace_noise must be in [0, 0.5]");
+    }
+    if (g.refault_stall < 0 || g.refault_stall > 1) {
+      return absl::InvalidArgumentError("refault_stall must be in [0, 1]");
+    }
     (*guest_index)[g.name] = s->guests.size();
     s->guests.push_back(std::move(g));
     return absl::OkStatus();
@@ -431,11 +444,14 @@ std::string FormatScenario(const Scenario& s) {
   for (const GuestSpec& g : s.guests) {
     absl::StrAppend(&out, "guest name=", g.name, " max=", Bytes(g.max), " min=", Bytes(g.min));
     if (g.start.has_value()) absl::StrAppend(&out, " start=", Bytes(*g.start));
+    if (g.cache.has_value()) absl::StrAppend(&out, " cache=", Bytes(*g.cache));
     absl::StrAppend(&out, " agent=", Bool(g.agent), " autodeflate=", Bool(g.autodeflate),
                     " speed=", Rate(g.speed), " shares=", Number(g.shares));
     if (g.kernel.has_value()) absl::StrAppend(&out, " kernel=", Bytes(*g.kernel));
+    if (g.min_free.has_value()) absl::StrAppend(&out, " min_free=", Bytes(*g.min_free));
     absl::StrAppend(&out, " unreclaimable=", Bytes(g.unreclaimable),
                     " alloc_rate=", Rate(g.alloc_rate), " disk_rate=", Rate(g.disk_rate),
+                    " refault_stall=", Number(g.refault_stall), " pace_noise=", Number(g.pace_noise),
                     " stats_period=", Seconds(g.stats_period),
                     " behaviour=", BehaviourName(g.behaviour),
                     " behaviour_at=", Seconds(g.behaviour_at), "\n");

@@ -60,6 +60,9 @@ struct GuestSpec {
   double max = 0;                  // max=  (required)
   double min = 0;                  // min=
   std::optional<double> start;     // start=  initial balloon size; default max
+  // cache=  page cache at the start, hot set first; default all that anon leaves (a guest
+  // that has run for long). A freshly booted guest has little: the rest is free memory.
+  std::optional<double> cache;
   bool agent = true;               // agent=  plimsoll-agent reports (anon, PSI, refaults, ...)
   bool autodeflate = false;        // autodeflate=  deflate on OOM
   double speed = 512.0 * (1 << 20);  // speed=  balloon bytes/s, both ways
@@ -67,7 +70,22 @@ struct GuestSpec {
   std::optional<double> kernel;    // kernel=  memory the kernel keeps; default 48MiB + 2% of max
   double unreclaimable = 64.0 * (1 << 20);  // unreclaimable=  Shmem + SUnreclaim
   double alloc_rate = 256.0 * (1 << 20);    // alloc_rate=  how fast anon grows, bytes/s
-  double disk_rate = 100.0 * (1 << 20);     // disk_rate=  refault reads, bytes/s of stall
+  // disk_rate=  how fast the guest reads from its disk, bytes/s: its readers' misses and
+  // streamed reads together never exceed it (they wait and read less).
+  double disk_rate = 100.0 * (1 << 20);
+  // refault_stall=  the part of a refault's read time that PSI counts as a memory stall, in
+  // [0, 1]. 1: the reader does nothing but wait for the disk. The lab's TCG guests measured
+  // 0.42-0.47 (docs/policy.md "Calibration").
+  double refault_stall = 1.0;
+  // pace_noise=  how unsteady the guest's readers are: each second their disk reads (hot-set
+  // misses, streamed reads) are scaled by a factor drawn uniformly with this relative standard
+  // deviation, from a stream seeded by the guest's name (the same run every time). 0: steady.
+  // The lab's looping guest's stall varies by 0.07-0.09 of its mean from one 2 s interval to
+  // the next, unconstrained (docs/policy.md "Calibration").
+  double pace_noise = 0;
+  // min_free=  free memory the guest's kernel keeps however hard it is squeezed (watermarks,
+  // reserves); default max(16 MiB, 0.5% of its size).
+  std::optional<double> min_free;
   double stats_period = 5;                  // stats_period=  seconds between reports
   Behaviour behaviour = Behaviour::kNormal;  // behaviour=
   double behaviour_at = 0;                   // behaviour_at=

@@ -23,7 +23,7 @@ host_event at=5m other=2GiB
 guest name=a max=4GiB min=512MiB agent=false autodeflate=true speed=8MiB/s shares=2000 behaviour=stuck behaviour_at=30s
 phase guest=a at=0 anon=1GiB stream_rate=10MiB/s
 phase guest=a at=2m hot=512MiB hot_rate=20MiB/s
-guest name=b max=2GiB start=1GiB kernel=100MiB unreclaimable=10MiB stats_period=10s
+guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 unreclaimable=10MiB stats_period=10s
 phase guest=b at=0s
 expect pagecache oom_kills == 0
 expect pagecache reclaimed_gib_s > 1.5 * mom
@@ -60,6 +60,12 @@ TEST(ScenarioTest, ParsesEverything) {
   EXPECT_EQ(a.phases[1].hot, 512 * kMib);
   const GuestSpec& b = s->guests[1];
   EXPECT_EQ(*b.start, kGib);
+  EXPECT_EQ(*b.cache, 200 * kMib);
+  EXPECT_EQ(*b.min_free, 40 * kMib);
+  EXPECT_EQ(b.refault_stall, 0.5);
+  EXPECT_EQ(b.pace_noise, 0.2);
+  EXPECT_EQ(a.refault_stall, 1.0);
+  EXPECT_FALSE(a.cache.has_value());
   EXPECT_EQ(*b.kernel, 100 * kMib);
   EXPECT_EQ(b.stats_period, 10);
   ASSERT_EQ(s->expectations.size(), 4u);
@@ -96,6 +102,9 @@ TEST(ScenarioTest, ErrorsNameTheLine) {
       {head + "expect pagecache oom_kills < 2 + mom\n", "expected \"<factor> * <policy>\""},
       {head + "guest name=a max=1GiB speed=fast\n", "speed: bad size"},
       {head + "guest name=a max=1GiB agent=yes\n", "agent: expected true or false"},
+      {head + "guest name=a max=1GiB refault_stall=1.5\n", "refault_stall must be in [0, 1]"},
+      {head + "guest name=a max=1GiB disk_rate=0\n", "disk_rate must be positive"},
+      {head + "guest name=a max=1GiB pace_noise=0.9\n", "pace_noise must be in [0, 0.5]"},
       {"host total=1GiB\n", "no scenario line"},
       {"scenario name=x\n", "no host line"},
       {head, "no guest"},
@@ -148,6 +157,7 @@ void ExpectSameScenario(const Scenario& a, const Scenario& b) {
     EXPECT_EQ(x.max, y.max);
     EXPECT_EQ(x.min, y.min);
     EXPECT_EQ(x.start, y.start);
+    EXPECT_EQ(x.cache, y.cache);
     EXPECT_EQ(x.agent, y.agent);
     EXPECT_EQ(x.autodeflate, y.autodeflate);
     EXPECT_EQ(x.speed, y.speed);
@@ -156,6 +166,9 @@ void ExpectSameScenario(const Scenario& a, const Scenario& b) {
     EXPECT_EQ(x.unreclaimable, y.unreclaimable);
     EXPECT_EQ(x.alloc_rate, y.alloc_rate);
     EXPECT_EQ(x.disk_rate, y.disk_rate);
+    EXPECT_EQ(x.refault_stall, y.refault_stall);
+    EXPECT_EQ(x.pace_noise, y.pace_noise);
+    EXPECT_EQ(x.min_free, y.min_free);
     EXPECT_EQ(x.stats_period, y.stats_period);
     EXPECT_EQ(x.behaviour, y.behaviour);
     EXPECT_EQ(x.behaviour_at, y.behaviour_at);
@@ -191,7 +204,7 @@ TEST(ScenarioTest, PrintedScenarioReadsBackTheSame) {
   ASSERT_TRUE(s.ok()) << s.status();
   const std::string printed = FormatScenario(*s);
   EXPECT_THAT(printed, HasSubstr("scenario name=two duration=10m tick=2s stale_after=20s\n"));
-  EXPECT_THAT(printed, HasSubstr("guest name=b max=2GiB min=0 start=1GiB agent=true"));
+  EXPECT_THAT(printed, HasSubstr("guest name=b max=2GiB min=0 start=1GiB cache=200MiB agent=true"));
   EXPECT_THAT(printed, HasSubstr("phase guest=a at=2m anon=1GiB hot=512MiB hot_rate=20MiB/s "
                                  "stream_rate=10MiB/s loop=0\n"));
   EXPECT_THAT(printed, HasSubstr("expect pagecache reclaimed_gib_s > 1.5 * mom\n"));

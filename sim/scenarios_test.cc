@@ -19,9 +19,9 @@
 namespace plimsoll::sim {
 namespace {
 
-std::vector<std::string> ScenarioFiles() {
+std::vector<std::string> ScenarioFiles(const std::string& dir = "sim/scenarios") {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator("sim/scenarios")) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".scenario") files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
@@ -76,6 +76,36 @@ TEST_P(ScenariosTest, ExpectationsHold) { PlayAndCheck(GetParam(), false); }
 TEST_P(ScenariosTest, ExpectationsHoldWithPsiAvg10Only) { PlayAndCheck(GetParam(), true); }
 
 INSTANTIATE_TEST_SUITE_P(Bundled, ScenariosTest, ::testing::ValuesIn(ScenarioFiles()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return std::filesystem::path(info.param).stem().string();
+                         });
+
+// The models of the real calibration runs (sim/scenarios/calibration, written by
+// bench/calibrate.py): each holds the one policy its real run had, and `expect` lines that keep
+// the model within 1.5x of what the real guests did wherever it agreed when it was calibrated.
+// A model change that breaks an agreement fails here; rerun bench/calibrate.py and read
+// docs/policy.md "Calibration" before accepting it.
+class CalibrationTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CalibrationTest, TheModelStillAgreesWithTheRealRun) {
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile(GetParam());
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  const std::vector<std::string> policies = PoliciesNamed(*scenario);
+  ASSERT_EQ(policies.size(), 1u) << "one real run, one policy";
+  std::map<std::string, RunResult> runs;
+  absl::StatusOr<RunResult> run = RunScenario(*scenario, policies[0]);
+  ASSERT_TRUE(run.ok()) << run.status();
+  runs[policies[0]] = *std::move(run);
+  std::cout << FormatGuestsTable(runs[policies[0]]);
+  const std::vector<ExpectationOutcome> outcomes = CheckExpectations(*scenario, runs);
+  EXPECT_GE(outcomes.size(), 10u) << "most figures should agree";
+  for (const ExpectationOutcome& o : outcomes) {
+    EXPECT_TRUE(o.ok) << scenario->name << " " << o.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Calibration, CalibrationTest,
+                         ::testing::ValuesIn(ScenarioFiles("sim/scenarios/calibration")),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return std::filesystem::path(info.param).stem().string();
                          });

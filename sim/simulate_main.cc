@@ -52,7 +52,9 @@ ABSL_FLAG(bool, corpus, false,
           "scenario files; print the summary tables (and write --json)");
 ABSL_FLAG(uint64_t, seed, 1, "the corpus's seed (--corpus, --print_scenario)");
 ABSL_FLAG(int, count, 200, "how many generated cases (--corpus): cases 0..count-1 of the seed");
-ABSL_FLAG(std::string, json, "", "with --corpus: write every case's measures here as JSON");
+ABSL_FLAG(std::string, json, "",
+          "write the measures here as JSON: with --corpus every case's (sim/corpus_report.h), "
+          "else every run's, per guest too (sim/report.h RunsJson)");
 ABSL_FLAG(int, threads, 1, "with --corpus: cases played at once (the figures do not change)");
 ABSL_FLAG(int, print_scenario, -1,
           "print generated case N of --seed as a scenario file and exit (replay it with "
@@ -192,6 +194,14 @@ int main(int argc, char** argv) {
   std::vector<const RunResult*> rows;
   for (const RunResult& r : all) rows.push_back(&r);
   std::cout << FormatRunsTable(rows);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    std::ofstream out(Resolve(json));
+    out << RunsJson(rows);
+    if (!out) {
+      std::cerr << "cannot write " << Resolve(json) << "\n";
+      return 2;
+    }
+  }
   for (const RunResult& r : all) {
     if (absl::GetFlag(FLAGS_guests)) std::cout << "\n" << r.scenario << "\n" << FormatGuestsTable(r);
     for (const std::string& line : r.trace) std::cout << r.policy << " " << line << "\n";

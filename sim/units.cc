@@ -119,4 +119,9 @@ std::string FormatExactSeconds(double seconds) {
              : absl::StrCat(text, "s");
 }
 
+std::string FormatJsonNumber(double v, int decimals) {
+  if (!std::isfinite(v)) return "null";
+  return absl::StrFormat("%.*f", decimals, v);
+}
+
 }  // namespace plimsoll::sim

@@ -36,6 +36,9 @@ std::string FormatExactBytes(double bytes);
 // "1h", "10m", "90s", "0.25s" likewise.
 std::string FormatExactSeconds(double seconds);
 
+// A JSON number with `decimals` decimals; "null" for NaN and infinities (JSON has neither).
+std::string FormatJsonNumber(double v, int decimals);
+
 }  // namespace plimsoll::sim
 
 #endif  // PLIMSOLL_SIM_UNITS_H_
