@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "policy/balloon_progress.h"
+#include "policy/burst_headroom.h"
 #include "policy/guest_safety.h"
 #include "policy/pressure_profile.h"
 #include "policy/reason_format.h"
@@ -66,7 +67,10 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const double target = static_cast<double>(guest.target_bytes);
   const double min_bytes = static_cast<double>(FloorBytes(guest));
   const double headroom = LawHeadroom(guest, p);
-  out.floor_bytes = std::clamp(s.hard_bytes + headroom, min_bytes, std::max(min_bytes, max_bytes));
+  out.burst_bytes = s.new_report ? UpdateBurst(s.hard_bytes, now_s, p.burst, &m->burst)
+                                 : (p.burst.window_seconds > 0 ? m->burst.burst_bytes : 0.0);
+  out.floor_bytes = std::clamp(s.hard_bytes + headroom + out.burst_bytes, min_bytes,
+                               std::max(min_bytes, max_bytes));
   if (s.source == SignalSource::kAgent) {
     out.working_set_bytes = s.hard_bytes + s.active_file_bytes + headroom;
   } else {

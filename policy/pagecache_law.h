@@ -3,7 +3,8 @@
 // the budget) comes after, in share_out.h.
 //
 // With M the guest's ceiling, A its actual size, H its hard demand and h the headroom:
-//   floor     F = clamp(H + h, min, M)           h = max(headroom_min, headroom_fraction * M)
+//   floor     F = clamp(H + h + burst, min, M)   h = max(headroom_min, headroom_fraction * M)
+//             burst: the largest rise of H per report within a window (burst_headroom.h)
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
 //   pressure  x = max(stall / stall_target, refault / refault_target), each reading taken as its
@@ -33,6 +34,7 @@
 #include <optional>
 #include <string>
 
+#include "policy/burst_headroom.h"
 #include "policy/guest_signals.h"
 #include "policy/pressure_profile.h"
 #include "policy/policy.h"
@@ -61,6 +63,8 @@ struct LawParams {
   double cooldown_max_seconds = 600;
   // Component: pressure only as far as a larger size relieves it (pressure_profile.h).
   ProfileParams profile;
+  // Component: room for the next allocation burst (burst_headroom.h).
+  BurstParams burst;
 };
 
 // What the law remembers between decisions for one guest. Times are unix seconds.
@@ -76,6 +80,7 @@ struct LawMemory {
   double episode_cooldown_s = 0;  // the current episode's (a backoff within it extends it by this)
   double pressured_s = -std::numeric_limits<double>::infinity();
   ProfileMemory profile;  // pressure_profile.h
+  BurstMemory burst;      // burst_headroom.h
 };
 
 enum class LawAction {
@@ -94,6 +99,7 @@ struct LawOutcome {
   LawAction action = LawAction::kHold;
   GuestSignals signals;          // what ReadSignals made of the guest's stats
   double floor_bytes = 0;        // F
+  double burst_bytes = 0;        // the burst headroom in F
   double working_set_bytes = 0;  // W
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)

@@ -41,6 +41,7 @@ double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, doub
       {"profile_ratio", &p->law.profile.ratio, 1, 0, 100},
       {"profile_bucket_fraction", &p->law.profile.bucket_fraction, 1, 0.01, 1},
       {"profile_forget_s", &p->law.profile.forget_seconds, 1, 0, 1e7},
+      {"burst_window_s", &p->law.burst.window_seconds, 1, 0, 1e7},
       {"idle_tax", &p->share.idle_tax, 1, 0, 0.99},
       {"step_fraction", &p->share.step_fraction, 1, 0, 1},
       {"min_change_mib", &p->min_change_bytes, kMibBytes, 0, 1e6},
@@ -77,7 +78,7 @@ std::vector<std::string> PagecacheLawParamNames() {
   return {"headroom_min_mib", "headroom_fraction", "probe_fraction", "probe_interval_s",
           "take_fraction", "stall_target_pct", "refault_target_mib_s", "backoff_fraction",
           "cooldown_min_s", "cooldown_max_s", "profile_ratio", "profile_bucket_fraction",
-          "profile_forget_s", "idle_tax", "step_fraction", "min_change_mib"};
+          "profile_forget_s", "burst_window_s", "idle_tax", "step_fraction", "min_change_mib"};
 }
 
 absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec) {
@@ -171,7 +172,8 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
     absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " | src=",
                     SignalSourceName(o.signals.source), " actual=", FormatMib(g.actual_bytes),
-                    " floor=", FormatMib(o.floor_bytes), " ws=", FormatMib(o.working_set_bytes),
+                    " floor=", FormatMib(o.floor_bytes), " burst=", FormatMib(o.burst_bytes),
+                    " ws=", FormatMib(o.working_set_bytes),
                     " allow=", FormatMib(o.proposal_bytes),
                     " stall_pct=", o.signals.stall_pct.has_value() ? FormatFixed(*o.signals.stall_pct, 2) : "-",
                     " refault=", o.signals.refault_bytes_per_s.has_value()

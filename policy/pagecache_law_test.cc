@@ -208,12 +208,29 @@ TEST(PagecacheLawTest, OomKillBacksOffEvenUnmeasured) {
 TEST(PagecacheLawTest, TheFloorRisesWithHardDemandAtOnce) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);
-  Driver d(g);
+  LawParams p;
+  p.burst.window_seconds = 0;  // the plain floor
+  Driver d(g, p);
   d.Step();
   d.guest().anon_bytes = 1400 * (int64_t{1} << 20);  // F = 1500 + 204.8 MiB
   const LawOutcome o = d.Step(2, /*land=*/false);
   EXPECT_NEAR(o.floor_bytes / kMib, 1704.8, 0.01);
   EXPECT_NEAR(d.TargetMib(), 1704.8, 0.01);
+}
+
+// With the burst component, the floor also keeps the rise it saw, for the next allocation.
+TEST(PagecacheLawTest, TheFloorKeepsRoomForTheLastBurst) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);
+  Driver d(g);
+  d.Step();
+  d.guest().anon_bytes = 1400 * (int64_t{1} << 20);  // +800 MiB in one report
+  LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(o.burst_bytes / kMib, 800, 0.01);
+  EXPECT_NEAR(o.floor_bytes / kMib, 1500 + 204.8 + 800, 0.01);
+  d.guest().anon_bytes = 600 * (int64_t{1} << 20);  // freed: the room stays
+  o = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(o.floor_bytes / kMib, 700 + 204.8 + 800, 0.01);
 }
 
 TEST(PagecacheLawTest, NeverBelowTheConfiguredMin) {
