@@ -286,17 +286,20 @@ TEST(PagecacheLawTest, AStaleReportIsNotANewMeasurement) {
   EXPECT_EQ(o.action, LawAction::kHold);
 }
 
-// A looping reader stalls as much at every size: measured at its ceiling first, its stall is no
-// reason to stop probing (pressure_profile.h), and it goes down to its floor.
+// With pressure_profile on: a looping reader stalls as much at every size; measured at its
+// ceiling first, its stall is no reason to stop probing, and it goes down to its floor.
 TEST(PagecacheLawTest, PressureALargerSizeDoesNotRelieveDoesNotStopProbes) {
   GuestView g = Agent();
   g.active_file_bytes = 0;  // all of its cache is read once a loop: nothing looks hot
   g.refaults_per_second = 50.0 * kMib / 4096;
-  Driver d(g);
+  LawParams p;
+  p.profile.ratio = 1.5;
+  Driver d(g, p);
   for (int i = 0; i < 60; ++i) d.Step(5);
   EXPECT_NEAR(d.TargetMib(), 904.8, 0.01);
 }
 
+// The default (profile off): the same guest is held at its ceiling by its own stall.
 TEST(PagecacheLawTest, WithTheProfileOffTheSamePressureBacksOff) {
   GuestView g = Agent();
   g.active_file_bytes = 0;
@@ -311,7 +314,9 @@ TEST(PagecacheLawTest, WithTheProfileOffTheSamePressureBacksOff) {
 // A hot set's refaults appear only once the guest is smaller than at its last calm reading.
 TEST(PagecacheLawTest, PressureThatALargerSizeRelievesBacksOff) {
   GuestView g = Agent();
-  Driver d(g);
+  LawParams p;
+  p.profile.ratio = 1.5;
+  Driver d(g, p);
   d.Step();  // take at 4096 MiB (calm there): 2650 MiB
   d.Step();  // lands
   d.guest().refaults_per_second = 5.0 * kMib / 4096;
@@ -329,7 +334,9 @@ TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
   g.usable_bytes = 3300 * (int64_t{1} << 20);
   g.unused_bytes = 2000 * (int64_t{1} << 20);
   g.disk_read_bytes = 0;
-  Driver d(g);
+  LawParams p;
+  p.profile.ratio = 1.5;
+  Driver d(g, p);
   uint64_t read = 0;
   // 20 MiB/s of reads at any size: steady reading, not pressure.
   for (int i = 0; i < 6; ++i) {

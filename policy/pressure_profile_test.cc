@@ -12,21 +12,28 @@ constexpr double kCeiling = 1000 * kMib;  // buckets of 50 MiB
 
 PressureReading Stall(double pct) { return PressureReading{pct, std::nullopt, std::nullopt}; }
 
+// The component on, at the ratio it was measured with.
+ProfileParams On() {
+  ProfileParams p;
+  p.ratio = 1.5;
+  return p;
+}
+
 TEST(PressureProfileTest, NothingMeasuredAboveMeansTheReadingItself) {
   ProfileMemory m;
-  const PressureReading e = ExcessPressure(m, 600 * kMib, kCeiling, Stall(40), 0, ProfileParams());
+  const PressureReading e = ExcessPressure(m, 600 * kMib, kCeiling, Stall(40), 0, On());
   EXPECT_EQ(e.stall_pct, 40);
 }
 
 TEST(PressureProfileTest, AtTheCeilingNoSizeCouldRelieveIt) {
   ProfileMemory m;
-  const PressureReading e = ExcessPressure(m, kCeiling, kCeiling, Stall(40), 0, ProfileParams());
+  const PressureReading e = ExcessPressure(m, kCeiling, kCeiling, Stall(40), 0, On());
   EXPECT_EQ(e.stall_pct, 0);
 }
 
 TEST(PressureProfileTest, OnlyTheExcessOverALargerSizesReadingCounts) {
   ProfileMemory m;
-  const ProfileParams p;  // ratio 1.5
+  const ProfileParams p = On();
   RecordPressure(&m, 900 * kMib, kCeiling, Stall(40), 0, p);
   EXPECT_EQ(ExcessPressure(m, 600 * kMib, kCeiling, Stall(55), 1, p).stall_pct, 0);
   EXPECT_EQ(ExcessPressure(m, 600 * kMib, kCeiling, Stall(70), 1, p).stall_pct, 10);
@@ -37,14 +44,14 @@ TEST(PressureProfileTest, OnlyTheExcessOverALargerSizesReadingCounts) {
 
 TEST(PressureProfileTest, TheSameBucketIsNotALargerSize) {
   ProfileMemory m;
-  const ProfileParams p;
+  const ProfileParams p = On();
   RecordPressure(&m, 610 * kMib, kCeiling, Stall(40), 0, p);
   EXPECT_EQ(ExcessPressure(m, 601 * kMib, kCeiling, Stall(40), 1, p).stall_pct, 40);
 }
 
 TEST(PressureProfileTest, OldReadingsAreForgotten) {
   ProfileMemory m;
-  ProfileParams p;
+  ProfileParams p = On();
   p.forget_seconds = 600;
   RecordPressure(&m, 900 * kMib, kCeiling, Stall(40), 0, p);
   EXPECT_EQ(ExcessPressure(m, 600 * kMib, kCeiling, Stall(50), 600, p).stall_pct, 0);
@@ -53,7 +60,7 @@ TEST(PressureProfileTest, OldReadingsAreForgotten) {
 
 TEST(PressureProfileTest, DiskReadsArePressureOnlyAsARise) {
   ProfileMemory m;
-  const ProfileParams p;
+  const ProfileParams p = On();
   PressureReading r{std::nullopt, std::nullopt, 20 * kMib};
   EXPECT_FALSE(ExcessPressure(m, 600 * kMib, kCeiling, r, 0, p).disk_bytes_per_s.has_value());
   RecordPressure(&m, 900 * kMib, kCeiling, r, 0, p);
