@@ -7,8 +7,8 @@
 //             burst: the largest rise of H per report within a window (burst_headroom.h)
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
-//   pressure  x = max(stall / stall_target, refault / refault_target), each reading taken as its
-//             excess over a larger size's (pressure_profile.h; off: the plain readings)
+//   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
+//             with pressure_profile.h on (off by default) each one's excess over a larger size's
 //   allowance a (the size the guest is believed calm at), starting at A, moves only on a
 //   measured report: the balloon has landed on its target and a report newer than the landing
 //   has been seen (one action per measurement, never on the journey; a guest first seen at its
