@@ -194,6 +194,10 @@ void Reporter::HandleAck(const v1::AgentReportAck& ack, bool* accepted) {
 }
 
 absl::Status Reporter::RunOneStream(bool* accepted) {
+  {
+    absl::MutexLock l(&mu_);
+    ++stats_.attempts;
+  }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(options_.server, options_.connect_timeout, options_.tls);
   if (!channel.ok()) return channel.status();
   std::unique_ptr<v1::AgentChannel::Stub> stub = v1::AgentChannel::NewStub(*channel);

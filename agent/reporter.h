@@ -75,6 +75,7 @@ struct ReporterOptions {
 };
 
 struct ReporterStats {
+  uint64_t attempts = 0;     // dials started, whether they connected or not
   uint64_t connections = 0;  // streams opened
   uint64_t reports_sent = 0;
   uint64_t spikes_sent = 0;

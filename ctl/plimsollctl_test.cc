@@ -6,11 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/testing/test_certs.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -220,15 +224,36 @@ TEST_F(PlimsollctlTest, MutualTlsWithRoles) {
   EXPECT_EQ(r.code, 3) << r.out;
 }
 
+// Polls `done` until it holds or `timeout` passes; false on timeout.
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
 TEST_F(PlimsollctlTest, WatchPrintsEvents) {
-  // A Watch that ends when the server shuts down.
-  std::string out;
-  std::thread watcher([&] { out = Ctl(Unix() + " watch --snapshot").out; });
-  for (int i = 0; i < 200 && core_.hub().subscribers() == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_EQ(Ctl(Unix() + " set web --shares=300").code, 0);
-  absl::SleepFor(absl::Milliseconds(300));
+  // A Watch that ends when the server shuts down. Its output goes to a file (plimsollctl flushes
+  // every event), so the test can wait for the event instead of sleeping.
+  const std::string out_file = *dir_ + "/watch.out";
+  std::thread watcher([&] { Ctl(Unix() + " watch --snapshot >" + out_file); });
+  // EXPECT, not ASSERT: the watcher thread must be joined whatever happens.
+  EXPECT_TRUE(WaitUntil([&] { return core_.hub().subscribers() > 0; })) << "the watch never subscribed";
+  EXPECT_EQ(Ctl(Unix() + " set web --shares=300").code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return absl::StrContains(ReadWholeFile(out_file), "override web shares=300"); }))
+      << ReadWholeFile(out_file);
   core_.hub().Close();
   watcher.join();
+  const std::string out = ReadWholeFile(out_file);
   EXPECT_THAT(out, HasSubstr("guest web snapshot"));
   EXPECT_THAT(out, HasSubstr("snapshot complete (1 guests)"));
   EXPECT_THAT(out, HasSubstr("override web shares=300"));

@@ -70,6 +70,7 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.host_reserve_bytes = options.host_reserve_bytes;
   lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
   lo.log_every_decision = options.log_every_decision;
+  lo.min_wake_interval = options.min_wake_interval;
   return lo;
 }
 
@@ -135,6 +136,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
       return absl::Status(key.status().code(), absl::StrCat("agent.agent_host_key_file: ", key.status().message()));
     }
     d->agent_validator_ = std::make_unique<agent::ReportValidator>(*key);
+    // Every rejection reason's series exists at 0 before the first report, so the first
+    // rejection shows as an increase.
+    std::vector<std::string> reasons;
+    for (agent::RejectReason r : agent::AllRejectReasons()) reasons.emplace_back(agent::RejectReasonName(r));
+    d->metrics_->DeclareAgentRejectReasons(reasons);
     agent::AgentStoreOptions so;
     so.stale_after = options.agent_stale_after;
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
@@ -172,11 +178,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     if (e.kind != hypervisor::DomainEvent::Kind::kBalloonChange) loop->Wake();
   });
   if (d->agent_store_) {
-    // A PSI spike inside a guest must not wait for the next tick: wake the loop at once.
-    d->agent_store_->SetSpikeListener([loop](const std::string& uuid) {
-      PLOG_INFO << "agent spike uuid=" << uuid << ": waking the control loop";
-      loop->Wake();
-    });
+    // A PSI spike inside a guest must not wait for the next tick: the loop ticks early (no
+    // sooner than min_wake_interval after its last tick), serving that guest first.
+    d->agent_store_->SetSpikeListener([loop](const std::string& uuid) { loop->WakeForSpike(uuid); });
   }
   d->core_ = std::make_unique<LoopControlCore>(loop, d->store_.get(), d->hub_.get(), d->clock_);
   d->authz_ = std::make_unique<Authorizer>(control.roles);
@@ -354,6 +358,11 @@ absl::Status Daemon::Start() {
 void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  // The event callback points at the loop, and the loop is destroyed before the hypervisor
+  // (members die in reverse order; the loop borrows the hypervisor), while libvirt goes on
+  // delivering events until the hypervisor closes its connection. Once this returns the callback
+  // is not running and never runs again (hypervisor.h), so the loop may go.
+  if (hypervisor_) hypervisor_->SetEventCallback(nullptr);
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   if (agent_server_) agent_server_->Shutdown();

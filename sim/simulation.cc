@@ -99,8 +99,9 @@ int Simulation::Apply(const policy::Decisions& decisions) {
     double target = std::clamp(static_cast<double>(d.target_bytes), g.spec().min, g.spec().max);
     policy::GuestView v;
     g.FillStats(now_, scenario_.stale_after, &v);
-    if (!v.has_stats) target = previous;
-    if (!v.stats_fresh && target < previous) target = previous;
+    // plimsolld's safety net (server/loop/control_loop.cc, Apply): never shrink without fresh
+    // stats; growing needs none.
+    if ((!v.has_stats || !v.stats_fresh) && target < previous) target = previous;
     if (target != previous) {
       g.SetTarget(target);
       ++changed;

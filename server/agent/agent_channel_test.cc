@@ -2,6 +2,7 @@
 // (agent side, reading a captured /proc tree) against the real AgentServer/Service/Store
 // (daemon side).
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,7 +17,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
@@ -192,7 +197,9 @@ TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
   EXPECT_EQ(s->active_file_bytes, static_cast<int64_t>(112920 * kKiB));
   EXPECT_THAT(s->psi_some_avg10, Optional(12.5));
   EXPECT_EQ(s->boot_id, kBootA);
-  EXPECT_TRUE(s->connected);
+  // The service ingests a stream's first report before it marks the stream open
+  // (AgentService: Ingest, then StreamOpened): a reader may see the report first.
+  EXPECT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim)->connected; }));
   // Counters of the captured file do not move: a rate of zero once two samples span 1 s.
   ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim)->refaults_per_second.has_value(); }));
   EXPECT_THAT(daemon->store->FreshSignals(kVictim)->refaults_per_second, Optional(0.0));
@@ -200,7 +207,9 @@ TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
   // plimsolld restarts on the same port: the agent reconnects by itself.
   daemon.reset();
   EXPECT_TRUE(WaitUntil([&] { return !agent.reporter().stats().connected; }));
-  absl::SleepFor(absl::Milliseconds(300));  // a short outage, long enough for failed attempts
+  // A short outage, long enough for a failed attempt against the absent daemon.
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(agent.reporter().stats().last_disconnect, "cannot connect"); }))
+      << agent.reporter().stats().last_disconnect;
   const absl::Time restarted = absl::Now();
   daemon = std::make_unique<Daemon>(address);
   ASSERT_NE(daemon->server, nullptr);
@@ -291,20 +300,77 @@ TEST_F(AgentChannelTest, AStallWhileSamplingIsReadAgainNotRejected) {
   Agent agent(&source, daemon.server->address(), kVictim, TokenFor(kVictim));
   ASSERT_TRUE(WaitUntil([&] { return source.reads() >= 3; }));
   const uint64_t accepted_at_stall = daemon.store->counters().accepted;
-  absl::SleepFor(absl::Seconds(3));
+  // Reports go on every 100 ms after the stall. Had the slow sample been sent, the ones after it
+  // would be rejected for ~5 s (counted below) before any was accepted again.
+  EXPECT_TRUE(WaitUntil([&] { return daemon.store->counters().accepted >= accepted_at_stall + 5; }));
   EXPECT_EQ(daemon.store->counters().rejected_for(RejectReason::kImplausibleRate), 0u);
   EXPECT_GE(agent.reporter().stats().slow_samples, 1u);
-  // Reports went on every 100 ms after the stall (1.5 s of it, then 1.5 s of reports).
-  EXPECT_GE(daemon.store->counters().accepted, accepted_at_stall + 5);
 }
 
+// A loopback port where something accepts TCP connections and closes them at once: no daemon
+// speaks there, and every connection attempt an agent makes is counted, with its time.
+class CountingListener {
+ public:
+  CountingListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 64), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CountingListener() {
+    stop_.store(true);
+    thread_.join();
+    close(fd_);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::vector<absl::Time> accepted() const {
+    absl::MutexLock l(&mu_);
+    return accepted_;
+  }
+
+ private:
+  void Serve() {
+    while (!stop_.load()) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      const int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      {
+        absl::MutexLock l(&mu_);
+        accepted_.push_back(absl::Now());
+      }
+      close(c);
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  std::vector<absl::Time> accepted_ ABSL_GUARDED_BY(mu_);
+};
+
+// Counts the connection attempts themselves: "no stream was opened" alone would also hold for
+// an agent that retried in a hot loop.
 TEST_F(AgentChannelTest, NoDaemonMeansBackoffNotASpin) {
-  // Reserve a port with nothing listening behind it.
-  Daemon probe("127.0.0.1:0");
-  const std::string address = probe.server->address();
-  probe.server->Shutdown();
-  Agent agent(proc_root_, address, kVictim, TokenFor(kVictim));
-  absl::SleepFor(absl::Seconds(2));
+  CountingListener port;
+  Agent agent(proc_root_, port.address(), kVictim, TokenFor(kVictim));
+  ASSERT_TRUE(WaitUntil([&] { return port.accepted().size() >= 5; })) << port.accepted().size() << " attempts";
+  const std::vector<absl::Time> at = port.accepted();
+  // The test agent backs off 100 ms doubling to 400 ms, each delay scaled by [0.75, 1.25]: the
+  // fifth attempt comes at least 75 + 150 + 300 + 300 = 825 ms after the first (100 ms of slack
+  // for when the listener thread saw them). Without backoff the five come within milliseconds.
+  EXPECT_GE(at[4] - at[0], absl::Milliseconds(725)) << absl::FormatDuration(at[4] - at[0]);
+  for (size_t i = 1; i < at.size() && i < 5; ++i) {
+    EXPECT_GE(at[i] - at[i - 1], absl::Milliseconds(50)) << "attempt " << i + 1;
+  }
   const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
   EXPECT_EQ(stats.connections, 0u);
   EXPECT_EQ(stats.reports_sent, 0u);  // nothing is sampled or queued while disconnected
@@ -366,8 +432,7 @@ TEST_F(AgentChannelTlsTest, AgentTrustingAnotherCaDoesNotConnectAndSaysWhy) {
   ASSERT_NE(daemon.server, nullptr);
   Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->other_ca_cert));
-  ASSERT_TRUE(WaitUntil([&] { return !agent.reporter().stats().last_disconnect.empty(); }));
-  absl::SleepFor(absl::Milliseconds(500));  // a few attempts
+  ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
   std::cout << "wrong CA: " << stats.last_disconnect << "\n";
   EXPECT_EQ(stats.connections, 0u);
@@ -384,8 +449,7 @@ TEST_F(AgentChannelTlsTest, AgentCheckingAnotherServerNameDoesNotConnect) {
   ASSERT_NE(daemon.server, nullptr);
   Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->ca_cert, "plimsoll-host.example"));
-  ASSERT_TRUE(WaitUntil([&] { return !agent.reporter().stats().last_disconnect.empty(); }));
-  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   std::cout << "wrong name: " << agent.reporter().stats().last_disconnect << "\n";
   EXPECT_EQ(agent.reporter().stats().connections, 0u);
   EXPECT_FALSE(daemon.store->Signals(kVictim).has_value());
@@ -395,8 +459,7 @@ TEST_F(AgentChannelTlsTest, PlaintextAgentCannotTalkToATlsListener) {
   Daemon daemon("127.0.0.1:0", ServerPem());
   ASSERT_NE(daemon.server, nullptr);
   Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim));
-  ASSERT_TRUE(WaitUntil([&] { return !agent.reporter().stats().last_disconnect.empty(); }));
-  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
   std::cout << "plaintext agent, TLS listener: " << stats.last_disconnect << "\n";
   EXPECT_EQ(stats.acks_accepted, 0u);
@@ -413,8 +476,7 @@ TEST_F(AgentChannelTlsTest, TlsAgentCannotTalkToAPlaintextListener) {
   EXPECT_FALSE(daemon.server->tls());
   Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->ca_cert));
-  ASSERT_TRUE(WaitUntil([&] { return !agent.reporter().stats().last_disconnect.empty(); }));
-  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   std::cout << "TLS agent, plaintext listener: " << agent.reporter().stats().last_disconnect << "\n";
   EXPECT_EQ(agent.reporter().stats().connections, 0u);
   EXPECT_FALSE(daemon.store->Signals(kVictim).has_value());

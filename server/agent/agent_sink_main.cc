@@ -24,9 +24,10 @@
 #include "server/agent/agent_store.h"
 #include "server/agent/host_key.h"
 #include "server/agent/report_validator.h"
+#include "server/config/default_paths.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:9588", "agent listener address");
-ABSL_FLAG(std::string, key_file, "/etc/plimsoll/agent.key", "host key (hex, mode 0600)");
+ABSL_FLAG(std::string, key_file, plimsoll::server::kDefaultAgentHostKeyFile, "host key (hex, mode 0600)");
 ABSL_FLAG(std::vector<std::string>, guest, {}, "guests to accept, UUID:MAX_MIB[,UUID:MAX_MIB...]");
 ABSL_FLAG(absl::Duration, print_every, absl::Seconds(2), "how often to print the signals");
 ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(), "stop after this long");

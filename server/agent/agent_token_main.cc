@@ -1,6 +1,8 @@
 // plimsoll-agent-token: host-side helper for the agent identity (docs/security.md).
-//   plimsoll-agent-token --key_file=/etc/plimsoll/agent.key --generate_key
-//   plimsoll-agent-token --key_file=/etc/plimsoll/agent.key --uuid=<domain uuid>   # prints the token
+//   plimsoll-agent-token --uuid=<domain uuid>    # prints the token, from plimsolld's own key
+//   plimsoll-agent-token --key_file=KEY --generate_key
+// --key_file defaults to plimsolld's default agent.agent_host_key_file (server/config/default_paths.h),
+// so a token minted without it is one the daemon with the default configuration accepts.
 // The printed token is what the host injects into that guest (fw_cfg or kernel command line).
 #include <cstdio>
 #include <string>
@@ -10,8 +12,10 @@
 #include "absl/flags/usage.h"
 #include "protocol/report_proof.h"
 #include "server/agent/host_key.h"
+#include "server/config/default_paths.h"
 
-ABSL_FLAG(std::string, key_file, "/etc/plimsoll/agent.key", "the host key (hex, mode 0600)");
+ABSL_FLAG(std::string, key_file, plimsoll::server::kDefaultAgentHostKeyFile,
+          "the host key (hex, mode 0600); plimsolld's agent.agent_host_key_file");
 ABSL_FLAG(bool, generate_key, false, "create a new random key at --key_file (never overwrites)");
 ABSL_FLAG(std::string, uuid, "", "print the token of the guest with this SMBIOS/domain UUID");
 

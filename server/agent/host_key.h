@@ -1,6 +1,6 @@
 // The host's secret for the agent channel: every guest token derives from it
 // (protocol/report_proof.h). Stored as lower-case hex in a file only root may read
-// (e.g. /etc/plimsoll/agent.key, mode 0600).
+// (by default /var/lib/plimsoll/agent-host.key, mode 0600: server/config/default_paths.h).
 #ifndef PLIMSOLL_SERVER_AGENT_HOST_KEY_H_
 #define PLIMSOLL_SERVER_AGENT_HOST_KEY_H_
 

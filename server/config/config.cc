@@ -18,6 +18,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "policy/policy.h"
+#include "server/config/default_paths.h"
 
 namespace plimsoll::server {
 namespace {
@@ -278,6 +279,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!c.has_tick()) c.set_tick("5s");
   if (!c.has_dry_run()) c.set_dry_run(false);
   if (!c.has_log_every_decision()) c.set_log_every_decision(false);
+  if (!c.has_min_wake_interval()) c.set_min_wake_interval("1s");
   auto* host = c.mutable_host();
   if (!host->has_host_reserve_bytes()) host->set_host_reserve_bytes(1 * kGiB);
   if (!host->has_proc_root()) host->set_proc_root("/");
@@ -288,7 +290,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!g->has_stale_after()) g->set_stale_after("30s");
   auto* a = c.mutable_agent();
   if (!a->has_agent_listen()) a->set_agent_listen("127.0.0.1:9588");
-  if (!a->has_agent_host_key_file()) a->set_agent_host_key_file("/var/lib/plimsoll/agent-host.key");
+  if (!a->has_agent_host_key_file()) a->set_agent_host_key_file(kDefaultAgentHostKeyFile);
   if (!a->has_agent_stale_after()) a->set_agent_stale_after("20s");
   return c;
 }
@@ -314,6 +316,10 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
   o.tick = *tick;
   o.dry_run = c.dry_run();
   o.log_every_decision = c.log_every_decision();
+  auto min_wake = ParsePositiveDuration("min_wake_interval", c.min_wake_interval(), absl::Milliseconds(100),
+                                        absl::Hours(1));
+  if (!min_wake.ok()) return min_wake.status();
+  o.min_wake_interval = *min_wake;
 
   o.host_reserve_bytes = c.host().host_reserve_bytes();
   if (o.host_reserve_bytes < 0) {

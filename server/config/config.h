@@ -28,6 +28,7 @@ struct Options {
   absl::Duration tick;
   bool dry_run = false;
   bool log_every_decision = false;
+  absl::Duration min_wake_interval;
   int64_t host_reserve_bytes = 0;
   std::optional<int64_t> guest_memory_budget_bytes;
   std::string proc_root;

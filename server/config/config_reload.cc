@@ -64,6 +64,7 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   c.dry_run = Compare(live, "dry_run", a.dry_run, b.dry_run, boolean);
   loop |= c.dry_run;
   loop |= Compare(live, "log_every_decision", a.log_every_decision, b.log_every_decision, boolean);
+  loop |= Compare(live, "min_wake_interval", a.min_wake_interval, b.min_wake_interval, dur);
   loop |= Compare(live, "host.host_reserve_bytes", a.host_reserve_bytes, b.host_reserve_bytes, num);
   loop |= Compare(live, "host.guest_memory_budget_bytes", a.guest_memory_budget_bytes,
                   b.guest_memory_budget_bytes, Bytes);
@@ -107,6 +108,7 @@ Options MergeReloadable(const Options& running, const Options& next) {
   o.tick = next.tick;
   o.dry_run = next.dry_run;
   o.log_every_decision = next.log_every_decision;
+  o.min_wake_interval = next.min_wake_interval;
   o.host_reserve_bytes = next.host_reserve_bytes;
   o.guest_memory_budget_bytes = next.guest_memory_budget_bytes;
   o.min_bytes = next.min_bytes;

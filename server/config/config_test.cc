@@ -26,6 +26,7 @@ TEST(ConfigTest, DefaultsAreValidAndDocumented) {
   EXPECT_EQ(o->tick, absl::Seconds(5));
   EXPECT_FALSE(o->dry_run);
   EXPECT_FALSE(o->log_every_decision);
+  EXPECT_EQ(o->min_wake_interval, absl::Seconds(1));
   EXPECT_EQ(o->host_reserve_bytes, 1LL << 30);
   EXPECT_FALSE(o->guest_memory_budget_bytes.has_value());
   EXPECT_EQ(o->min_bytes, 256LL << 20);
@@ -64,6 +65,8 @@ TEST(ConfigTest, BadValuesNameTheField) {
   const std::vector<BadCase> cases = {
       {R"(tick: "soon")", "\"tick\""},
       {R"(tick: "10ms")", "\"tick\""},
+      {R"(min_wake_interval: "10ms")", "\"min_wake_interval\""},
+      {R"(min_wake_interval: "often")", "\"min_wake_interval\""},
       {R"(policy: "yolo")", "\"policy\""},
       {R"(grpc_listen: "unix:relative.sock")", "\"grpc_listen\""},
       {R"(grpc_listen: "localhost")", "\"grpc_listen\""},

@@ -81,8 +81,12 @@ class Hypervisor {
   // Sets the live balloon target (virDomainSetMemoryFlags, AFFECT_LIVE).
   virtual absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) = 0;
 
-  // Registers the single event sink (replacing any previous one). Events may
-  // arrive on another thread; the callback must be quick and thread-safe.
+  // Registers the single event sink (replacing any previous one); nullptr
+  // removes it. Events may arrive on another thread; the callback must be quick
+  // and thread-safe. When this returns, the previous callback is not running on
+  // another thread and will not be called again, so what it captured may be
+  // destroyed: the daemon clears its callback this way before it destroys the
+  // loop the callback wakes, while events still arrive.
   virtual void SetEventCallback(std::function<void(const DomainEvent&)> callback) = 0;
 };
 

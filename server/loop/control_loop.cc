@@ -77,7 +77,8 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
       overrides_(std::make_shared<const OverrideStore::Snapshot>()),
       tracker_(options.rules),
       reconnect_backoff_(options.reconnect_min),
-      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()) {}
+      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()),
+      gate_(options.min_wake_interval) {}
 
 void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
   if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
@@ -90,7 +91,7 @@ void ControlLoop::Reconfigure(LoopReconfig reconfig) {
     if (reconfig.actuator == nullptr) reconfig.actuator = pending_reconfig_->actuator;
   }
   pending_reconfig_ = std::move(reconfig);
-  wake_ = true;
+  gate_.Wake(absl::Now());
 }
 
 void ControlLoop::ApplyReconfig() {
@@ -111,6 +112,11 @@ void ControlLoop::ApplyReconfig() {
   options_.host_reserve_bytes = n.host_reserve_bytes;
   options_.guest_memory_budget_bytes = n.guest_memory_budget_bytes;
   options_.log_every_decision = n.log_every_decision;
+  options_.min_wake_interval = n.min_wake_interval;
+  {
+    absl::MutexLock l(&mu_);
+    gate_.set_min_interval(n.min_wake_interval);
+  }
   // Floors are recomputed from the rules at the next Reconcile (this tick).
   tracker_.set_rules(n.rules);
   if (r->actuator != nullptr) deps_.actuator = r->actuator;
@@ -183,7 +189,7 @@ void ControlLoop::ApplyHostPolicy() {
 void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
   absl::MutexLock l(&mu_);
   pending_reclaims_.push_back({std::move(plan), until});
-  wake_ = true;
+  gate_.Wake(absl::Now());
 }
 
 void ControlLoop::UpdateReclaims(absl::Time now) {
@@ -259,7 +265,7 @@ const ControlLoop::GuestControl& ControlLoop::ControlOf(const std::string& uuid)
   return it == controls_.end() ? *kNone : it->second;
 }
 
-void ControlLoop::CountError(const std::string& operation) {
+void ControlLoop::CountError(LibvirtOperation operation) {
   if (deps_.metrics) deps_.metrics->CountLibvirtError(operation);
 }
 
@@ -276,7 +282,7 @@ bool ControlLoop::EnsureConnected(absl::Time now) {
   if (now < next_connect_attempt_) return false;
   absl::Status s = deps_.hypervisor->Connect();
   if (!s.ok()) {
-    CountError("connect");
+    CountError(LibvirtOperation::kConnect);
     next_connect_attempt_ = now + reconnect_backoff_;
     PLOG_WARNING << "libvirt connect failed: " << s.message()
                  << " retry_in=" << absl::FormatDuration(reconnect_backoff_);
@@ -296,7 +302,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   *collected = false;
   auto domains = deps_.hypervisor->ListActiveDomains();
   if (!domains.ok()) {
-    CountError("list_domains");
+    CountError(LibvirtOperation::kListDomains);
     PLOG_WARNING << "listing domains failed: " << domains.status().message();
     tracker_.MarkAllStale(now);
     return;
@@ -312,6 +318,8 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
     last_logged_.erase(uuid);
+    absl::MutexLock l(&mu_);
+    gate_.Forget(uuid);
   }
   if (deps_.agents != nullptr &&
       (!changes.added.empty() || !changes.removed.empty() || changes.max_changed || !agents_told_)) {
@@ -333,7 +341,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
         t->enable_stats_backoff = absl::ZeroDuration();
         t->enable_stats_retry_at = absl::InfinitePast();
       } else {
-        CountError("enable_stats");
+        CountError(LibvirtOperation::kEnableStats);
         t->enable_stats_backoff = t->enable_stats_backoff == absl::ZeroDuration()
                                       ? kEnableStatsRetryMin
                                       : std::min(2 * t->enable_stats_backoff, kEnableStatsRetryMax);
@@ -345,7 +353,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   }
   auto stats = deps_.hypervisor->GetBalloonStats(uuids);
   if (!stats.ok()) {
-    CountError("balloon_stats");
+    CountError(LibvirtOperation::kBalloonStats);
     PLOG_WARNING << "reading balloon stats failed: " << stats.status().message();
     tracker_.UpdateStats({}, now);
   } else {
@@ -353,9 +361,25 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   }
   auto host = deps_.host->Read();
   if (host.ok()) {
+    if (host_stale_) {
+      PLOG_INFO << "host memory read again after "
+                << absl::FormatDuration(absl::Trunc(now - last_host_at_, absl::Milliseconds(100)))
+                << ": guests may be shrunk again";
+    }
     last_host_ = *host;
+    last_host_at_ = now;
+    host_stale_ = false;
   } else {
-    PLOG_WARNING << "reading host memory failed: " << host.status().message();
+    // Deciding on the last good reading is better than not deciding (a guest may need memory
+    // back), but the host it describes may be gone: a guest is never shrunk on it.
+    host_stale_ = last_host_.has_value();
+    PLOG_WARNING << "reading host memory failed: " << host.status().message()
+                 << (host_stale_ ? absl::StrCat("; using the reading from ",
+                                                absl::FormatDuration(absl::Trunc(now - last_host_at_,
+                                                                                 absl::Milliseconds(100))),
+                                                " ago, no guest is shrunk this tick")
+                                 : std::string());
+    if (host_stale_ && deps_.metrics != nullptr) deps_.metrics->CountHostStaleTick();
   }
   *collected = true;
 }
@@ -413,7 +437,7 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
 
 void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
                         absl::Time now) {
-  for (size_t i = 0; i < decisions.guests.size(); ++i) {
+  for (size_t i : ApplyOrder(decisions)) {
     const policy::GuestDecision& d = decisions.guests[i];
     TrackedGuest* g = tracker_.Find(d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
@@ -442,13 +466,21 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
       target = previous;
       reason = "excluded by override: never moved";
     }
-    // Safety net under every policy: no stats, no move; stale stats, no shrink.
-    if (!g->has_stats && target != previous) {
-      absl::StrAppend(&reason, " | held: no balloon stats from guest");
+    // Safety net under every policy: no stats or stale stats, no shrink. Growing never needs
+    // stats: giving a guest memory back cannot hurt it, and a guest whose stats stopped (a busy
+    // domain, a stalled driver) may be exactly the one that needs it.
+    if (!g->has_stats && target < previous) {
+      absl::StrAppend(&reason, " | held: no balloon stats from guest, never shrink without them");
       target = previous;
     } else if (!g->stats_fresh && target < previous) {
       absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
                                                g->stats_age_seconds));
+      target = previous;
+    }
+    if (host_stale_ && target < previous) {
+      absl::StrAppend(&reason, absl::StrFormat(" | held: host memory not read this tick (data age=%.1fs), "
+                                               "never shrink on it",
+                                               absl::ToDoubleSeconds(now - last_host_at_)));
       target = previous;
     }
     Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
@@ -469,7 +501,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
           g->management = plimsoll::v1::MANAGEMENT_STATE_DRY_RUN;
         }
       } else {
-        CountError("set_target");
+        CountError(LibvirtOperation::kSetTarget);
         failed = true;
         g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
         g->detail = std::string(s.message());
@@ -520,6 +552,28 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     }
   }
   (void)snapshot;
+}
+
+std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) const {
+  std::vector<size_t> order;
+  order.reserve(decisions.guests.size());
+  if (serve_first_.empty()) {  // the usual tick: no map of every guest's uuid
+    for (size_t i = 0; i < decisions.guests.size(); ++i) order.push_back(i);
+    return order;
+  }
+  absl::flat_hash_map<absl::string_view, size_t> index;
+  for (size_t i = 0; i < decisions.guests.size(); ++i) index.emplace(decisions.guests[i].uuid, i);
+  std::vector<bool> taken(decisions.guests.size(), false);
+  for (const std::string& uuid : serve_first_) {
+    auto it = index.find(uuid);
+    if (it == index.end() || taken[it->second]) continue;
+    taken[it->second] = true;
+    order.push_back(it->second);
+  }
+  for (size_t i = 0; i < decisions.guests.size(); ++i) {
+    if (!taken[i]) order.push_back(i);
+  }
+  return order;
 }
 
 void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const {
@@ -599,6 +653,8 @@ void ControlLoop::Publish(absl::Time now) {
     host->set_psi_memory_some_avg10(last_host_->psi_some_avg10.value_or(0));
     host->set_psi_memory_full_avg10(last_host_->psi_full_avg10.value_or(0));
     host->set_guest_budget_bytes(GuestBudget(last_host_->mem_total_bytes, reserve_bytes_, budget_cap_));
+    host->set_host_data_age_seconds(absl::ToDoubleSeconds(now - last_host_at_));
+    host->set_host_data_stale(host_stale_);
   }
   host->set_host_reserve_bytes(reserve_bytes_);
   host->set_guests_actual_bytes(actual_sum);
@@ -625,7 +681,6 @@ void ControlLoop::Publish(absl::Time now) {
   host->set_libvirt_connected(deps_.hypervisor->IsConnected());
   host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
-  (void)now;
   if (deps_.metrics) {
     deps_.metrics->Publish(*view);
     if (deps_.agents != nullptr) {
@@ -660,6 +715,10 @@ void ControlLoop::Tick() {
   const absl::Time start = deps_.clock->Now();
   TickTimes times;
   ++tick_;
+  {
+    absl::MutexLock l(&mu_);
+    serve_first_ = gate_.StartTick();
+  }
   ApplyReconfig();
   ApplyHostPolicy();
   UpdateReclaims(start);
@@ -700,15 +759,26 @@ void ControlLoop::Tick() {
 }
 
 void ControlLoop::Run() {
+  // Scheduling is in real time (absl::Now), like the waits; the tick itself reads deps_.clock.
   while (true) {
     const absl::Time started = absl::Now();
     Tick();
     absl::MutexLock l(&mu_);
-    const absl::Time deadline = started + options_.tick;
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stop_; };
-    mu_.AwaitWithDeadline(absl::Condition(&woken), deadline);
+    while (!stop_) {
+      const absl::Time next = gate_.NextTickAt(started, options_.tick);
+      if (absl::Now() >= next) break;
+      // Woken for Stop() and for the first wake, which may bring `next` forward; the wakes after
+      // it coalesce without waking this thread.
+      const bool was_woken = gate_.woken();
+      auto changed = [this, was_woken]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || gate_.woken() != was_woken;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&changed), next);
+    }
     if (stop_) return;
-    wake_ = false;
+    if (gate_.woken() && absl::Now() < started + options_.tick && deps_.metrics != nullptr) {
+      deps_.metrics->CountWokenTick();
+    }
   }
 }
 
@@ -719,7 +789,21 @@ void ControlLoop::Stop() {
 
 void ControlLoop::Wake() {
   absl::MutexLock l(&mu_);
-  wake_ = true;
+  gate_.Wake(absl::Now());
+}
+
+void ControlLoop::WakeForSpike(const std::string& uuid) {
+  std::optional<int64_t> unlogged;
+  {
+    absl::MutexLock l(&mu_);
+    unlogged = gate_.Spike(uuid, absl::Now());
+  }
+  if (deps_.metrics != nullptr) deps_.metrics->CountAgentSpike();
+  if (unlogged.has_value()) {
+    PLOG_INFO << "agent spike uuid=" << uuid << ": early tick requested"
+              << (*unlogged > 0 ? absl::StrCat(" (", *unlogged, " more spikes from this guest since its last line)")
+                                : std::string());
+  }
 }
 
 std::shared_ptr<const plimsoll::v1::ListGuestsResponse> ControlLoop::Published() const {

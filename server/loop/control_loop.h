@@ -5,7 +5,13 @@
 // The control loop: one tick is Collect -> Snapshot -> Decide -> Apply -> Publish.
 // Only Collect (hypervisor, host /proc) and Apply (actuator) touch the world;
 // Decide is the policy's pure function. The loop runs on one thread; other
-// threads only call Wake(), Stop(), Published() and AddReclaimHold().
+// threads only call Wake(), WakeForSpike(), Stop(), Published(), AddReclaimHold()
+// and Reconfigure().
+//
+// Early ticks (Wake, WakeForSpike, Reconfigure, AddReclaimHold) start no sooner
+// than min_wake_interval after the previous tick started; the wakes in between
+// coalesce into one tick, which applies the decisions of the guests that spiked
+// first (wake_gate.h).
 //
 // The operator's runtime settings (OverrideStore, read once per tick through
 // snapshot(), never waiting for the disk) are applied every tick:
@@ -24,8 +30,10 @@
 //     planner uses it (lower gives first).
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.
-// The safety net is applied after all of these: no stats, no move; stale
-// stats, no shrink (a pin below the current size waits for fresh stats).
+// The safety net is applied after all of these: no stats or stale stats, no
+// shrink, while growth needs neither (a pin below the current size waits for
+// fresh stats, one above it is applied at once); host
+// memory data not read this tick (the read failed), no shrink for any guest.
 //
 // Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the
 // reloaded settings to the loop from any thread; they take effect at the start
@@ -54,6 +62,7 @@
 #include "server/hypervisor/hypervisor.h"
 #include "server/loop/actuator.h"
 #include "server/loop/guest_tracker.h"
+#include "server/loop/wake_gate.h"
 #include "server/metrics/metrics.h"
 #include "server/state/overrides.h"
 
@@ -67,6 +76,9 @@ struct LoopOptions {
   std::optional<int64_t> guest_memory_budget_bytes;
   // Log holds as well as moves, every tick (config log_every_decision).
   bool log_every_decision = false;
+  // Early ticks start at least this long after the previous tick started (config
+  // min_wake_interval): a burst of wakes costs one tick, not one each.
+  absl::Duration min_wake_interval = absl::Seconds(1);
   // Reconnect backoff after the libvirt connection is lost.
   absl::Duration reconnect_min = absl::Seconds(1);
   absl::Duration reconnect_max = absl::Seconds(30);
@@ -101,8 +113,8 @@ struct TickTimes {
 
 // What a configuration reload changes in a running loop.
 struct LoopReconfig {
-  // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes
-  // (reconnect_* are not configurable and are kept).
+  // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes,
+  // min_wake_interval (reconnect_* are not configurable and are kept).
   LoopOptions options;
   // The new base policy (the one in force when the host policy names none);
   // null: unchanged. Switching it resets the policy state.
@@ -121,8 +133,13 @@ class ControlLoop {
   // Ticks every options.tick until Stop(); Wake() starts the next tick early.
   void Run();
   void Stop();
-  // Asks for an early tick (a guest started or stopped). Thread-safe, cheap.
+  // Asks for an early tick (a guest started or stopped, an API call). Thread-safe, cheap.
   void Wake();
+  // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
+  // this guest's decision first, counts it, and logs it ("agent spike uuid=..."), at most one
+  // line per guest per 10 s with the number of spikes not logged in between. Thread-safe, cheap:
+  // called on the agent listener's threads.
+  void WakeForSpike(const std::string& uuid);
 
   // The latest published view: immutable, swapped once per tick. Thread-safe.
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> Published() const;
@@ -174,11 +191,13 @@ class ControlLoop {
   void Collect(absl::Time now, bool* collected);
   std::optional<policy::Snapshot> BuildSnapshot(absl::Time now);
   void Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions, absl::Time now);
+  // The order Apply goes through the decisions: serve_first_'s guests, then the rest in order.
+  std::vector<size_t> ApplyOrder(const policy::Decisions& decisions) const;
   void Publish(absl::Time now);
   // Fills a view with the guest's fresh agent signals (nothing when there are none).
   void AddAgentSignals(policy::GuestView& v) const;
   void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
-  void CountError(const std::string& operation);
+  void CountError(LibvirtOperation operation);
 
   LoopDeps deps_;
   LoopOptions options_;
@@ -202,11 +221,17 @@ class ControlLoop {
   policy::PolicyState policy_state_;
   std::atomic<int64_t> tick_{0};
   TickTimes last_tick_times_;
+  // The guests that spiked before this tick, first spike first: Apply serves them first.
+  std::vector<std::string> serve_first_;
 
   bool was_connected_ = false;
   absl::Duration reconnect_backoff_;
   absl::Time next_connect_attempt_ = absl::InfinitePast();
   std::optional<host::HostMemory> last_host_;
+  // When last_host_ was read (deps_.clock), and whether the last Collect's read failed, which
+  // makes last_host_ stale: no guest is shrunk on it (Apply).
+  absl::Time last_host_at_ = absl::InfinitePast();
+  bool host_stale_ = false;
   // When and what was last logged per guest, so unchanged holds are not logged every tick.
   struct LoggedDecision {
     plimsoll::v1::Direction direction = plimsoll::v1::DIRECTION_UNSPECIFIED;
@@ -216,7 +241,7 @@ class ControlLoop {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  WakeGate gate_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
   std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);

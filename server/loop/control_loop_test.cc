@@ -2,6 +2,10 @@
 // FakeClock, and a scripted policy. Each test is one property of the tick.
 #include "server/loop/control_loop.h"
 
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/testing/scripted_policy.h"
 #include "server/host/testing/fake_host_reader.h"
@@ -172,6 +176,53 @@ TEST_F(ControlLoopTest, GuestWithoutBalloonStatsIsReportedNotPushed) {
   EXPECT_TRUE(hv_.target_calls().empty());
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON);
   EXPECT_NE(Published(kA)->last_decision().reason().find("no balloon stats"), std::string::npos);
+}
+
+// Growing a guest never needs stats, only shrinking does: a guest whose stats are missing (no
+// driver stats, or a domain too busy to ask) can still be given memory back.
+TEST_F(ControlLoopTest, AGuestWithoutStatsCanBeGrownNeverShrunk) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 600 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 800 * kMiB;
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  EXPECT_EQ(hv_.LastTarget(kA), 800 * kMiB);
+  EXPECT_EQ(Published(kA)->last_decision().direction(), plimsoll::v1::DIRECTION_DEFLATE);
+  policy_.targets[kA] = 700 * kMiB;
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+  EXPECT_EQ(hv_.target_calls().size(), 1u) << "no shrink without stats";
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("no balloon stats"), std::string::npos);
+}
+
+// The NOWAIT fallback of a busy domain: the record carries the size only. The guest keeps its
+// last full stats (fresh while their last_update is recent) instead of looking stat-less, so it
+// can be shrunk on them while they are fresh and is held once they age out.
+TEST_F(ControlLoopTest, APartialStatsRecordKeepsTheGuestManaged) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  BalloonStats partial;
+  partial.actual_bytes = 1024 * kMiB;
+  hv_.SetStats(kA, partial);
+  policy_.targets[kA] = 900 * kMiB;
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_TRUE(Published(kA)->stats().has_usable());
+  EXPECT_EQ(hv_.LastTarget(kA), 900 * kMiB) << "stats 2 s old by their last_update: fresh";
+  policy_.targets[kA] = 800 * kMiB;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+  }
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_STALE_STATS);
+  EXPECT_FALSE(Published(kA)->stats().stats_fresh());
 }
 
 TEST_F(ControlLoopTest, ClampsToFloorAndCeiling) {
@@ -609,44 +660,208 @@ TEST_F(ControlLoopTest, FailingToSwitchStatsOnIsRetriedWithBackoffNotEveryTick) 
             std::string::npos);
 }
 
-// Every reading moves time on by 1 ms, so each phase of a tick takes at least one.
-class SteppingClock : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock l(&mu_);
-    now_ += absl::Milliseconds(1);
-    return now_;
+// A failed host read used to leave the last reading in use forever, so the policy went on
+// shrinking guests for a host it could no longer see. Now the reading carries its age and a tick
+// that could not read the host shrinks nobody (growing is still allowed).
+TEST_F(ControlLoopTest, NoGuestIsShrunkOnHostDataThisTickCouldNotRead) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 600 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});
+  EXPECT_FALSE(loop_->Published()->host().host_data_stale());
+  EXPECT_EQ(loop_->Published()->host().host_data_age_seconds(), 0);
+
+  host_.SetError(absl::ResourceExhaustedError("Too many open files"));
+  policy_.targets[kA] = 700 * kMiB;  // a shrink
+  policy_.targets[kB] = 800 * kMiB;  // a growth
+  ::testing::internal::CaptureStderr();
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(hv_.target_calls().size(), 1u) << "only the growth";
+  EXPECT_EQ(hv_.target_calls()[0].uuid, kB);
+  EXPECT_EQ(hv_.LastTarget(kB), 800 * kMiB);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("held: host memory not read this tick (data age=4.0s)"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+  EXPECT_TRUE(view_->host().host_data_stale());
+  EXPECT_EQ(view_->host().host_data_age_seconds(), 4);
+  EXPECT_NE(log.find("no guest is shrunk this tick"), std::string::npos) << log;
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("plimsoll_host_stale_ticks_total 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("plimsoll_host_data_age_seconds 4\n"), std::string::npos) << text;
+
+  host_.SetError(absl::OkStatus());  // the host reads again: the shrink goes ahead
+  TickWithFreshStats({kA, kB});
+  EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
+  EXPECT_FALSE(loop_->Published()->host().host_data_stale());
+}
+
+// ---- Early ticks (wake_gate.h) ----
+
+// A guest whose agent spiked is served first in the tick its spike brought forward: its balloon
+// call goes out before the others' (guests are otherwise applied in name order).
+TEST_F(ControlLoopTest, TheGuestThatSpikedIsServedFirst) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA, kB});
+  policy_.targets[kA] = 900 * kMiB;
+  policy_.targets[kB] = 900 * kMiB;
+  loop_->WakeForSpike(kB);
+  TickWithFreshStats({kA, kB});
+  ASSERT_EQ(hv_.target_calls().size(), 2u);
+  EXPECT_EQ(hv_.target_calls()[0].uuid, kB);
+  EXPECT_EQ(hv_.target_calls()[1].uuid, kA);
+
+  hv_.ClearTargetCalls();  // the next tick, with no spike: name order again
+  policy_.targets[kA] = 800 * kMiB;
+  policy_.targets[kB] = 800 * kMiB;
+  TickWithFreshStats({kA, kB});
+  ASSERT_EQ(hv_.target_calls().size(), 2u);
+  EXPECT_EQ(hv_.target_calls()[0].uuid, kA);
+  EXPECT_NE(metrics_.Render().find("plimsoll_agent_spikes_total 1\n"), std::string::npos);
+}
+
+// Run() in real time: spikes every 5 ms for a second against min_wake_interval 200 ms and a tick
+// far away. Every spike used to buy a tick (a couple of hundred here); now they coalesce into at
+// most one tick per 200 ms, and one log line.
+TEST_F(ControlLoopTest, RunCoalescesWakesIntoOneTickPerMinWakeInterval) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  actuator_ = std::make_unique<HypervisorActuator>(&hv_);
+  LoopOptions o;
+  o.tick = absl::Hours(1);
+  o.min_wake_interval = absl::Milliseconds(200);
+  ControlLoop loop(LoopDeps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_}, o);
+  ::testing::internal::CaptureStderr();
+  std::thread runner([&] { loop.Run(); });
+  const absl::Time start = absl::Now();
+  int spikes = 0;
+  while (absl::Now() - start < absl::Seconds(1)) {
+    loop.WakeForSpike(kA);
+    ++spikes;
+    absl::SleepFor(absl::Milliseconds(5));
   }
-  void SleepFor(absl::Duration d) override {
-    absl::MutexLock l(&mu_);
-    now_ += d;
+  const absl::Duration took = absl::Now() - start;
+  loop.Stop();
+  runner.join();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const int64_t ticks = loop.ticks();
+  std::cout << spikes << " spikes in " << absl::FormatDuration(took) << ": " << ticks << " ticks\n";
+  // The first tick, then at most one per started 200 ms.
+  EXPECT_LE(ticks, 1 + absl::ToInt64Milliseconds(took) / 200 + 1);
+  EXPECT_GE(ticks, 3) << "early ticks must still happen";
+  int lines = 0;
+  for (size_t at = log.find("agent spike uuid="); at != std::string::npos; at = log.find("agent spike uuid=", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1) << log;
+  EXPECT_NE(metrics_.Render().find(absl::StrCat("plimsoll_agent_spikes_total ", spikes, "\n")), std::string::npos);
+}
+
+// Every call into the world costs a known time on the fake clock, so the test knows how long
+// each phase of a tick took and can tell a misattributed phase. (The clock this test used to
+// have moved on by 1 ms at every reading, which made "each phase took at least 1 ms" true by
+// construction, wherever the phase boundaries were.)
+class TimedHypervisor : public hypervisor::Hypervisor {
+ public:
+  TimedHypervisor(FakeHypervisor* hv, FakeClock* clock) : hv_(hv), clock_(clock) {}
+  absl::Status Connect() override { return hv_->Connect(); }
+  bool IsConnected() const override {
+    clock_->Advance(absl::Milliseconds(5));
+    return hv_->IsConnected();
+  }
+  absl::StatusOr<std::vector<hypervisor::DomainInfo>> ListActiveDomains() override {
+    clock_->Advance(absl::Milliseconds(30));
+    return hv_->ListActiveDomains();
+  }
+  absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
+      const std::vector<std::string>& uuids) override {
+    clock_->Advance(absl::Milliseconds(10));
+    return hv_->GetBalloonStats(uuids);
+  }
+  absl::Status EnableStats(const std::string& uuid, int period_seconds) override {
+    return hv_->EnableStats(uuid, period_seconds);
+  }
+  absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override {
+    clock_->Advance(absl::Milliseconds(7));
+    return hv_->SetBalloonTarget(uuid, bytes);
+  }
+  void SetEventCallback(std::function<void(const hypervisor::DomainEvent&)> callback) override {
+    hv_->SetEventCallback(std::move(callback));
   }
 
  private:
-  mutable absl::Mutex mu_;
-  mutable absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
+  FakeHypervisor* const hv_;
+  FakeClock* const clock_;
+};
+
+class TimedHostReader : public host::HostReader {
+ public:
+  TimedHostReader(host::HostReader* host, FakeClock* clock) : host_(host), clock_(clock) {}
+  absl::StatusOr<host::HostMemory> Read() override {
+    clock_->Advance(absl::Milliseconds(3));
+    return host_->Read();
+  }
+
+ private:
+  host::HostReader* const host_;
+  FakeClock* const clock_;
+};
+
+class TimedPolicy : public policy::Policy {
+ public:
+  TimedPolicy(const policy::Policy* policy, FakeClock* clock) : policy_(policy), clock_(clock) {}
+  absl::string_view name() const override { return policy_->name(); }
+  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+    clock_->Advance(absl::Milliseconds(20));
+    return policy_->Decide(s, state);
+  }
+
+ private:
+  const policy::Policy* const policy_;
+  FakeClock* const clock_;
 };
 
 TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
-  SteppingClock clock;
-  HypervisorActuator actuator(&hv_);
-  LoopDeps deps{&hv_, &host_, &policy_, &actuator, &clock, &metrics_};
-  ControlLoop loop(deps, LoopOptions{});
+  TimedHypervisor hv(&hv_, &clock_);
+  TimedHostReader host(&host_, &clock_);
+  TimedPolicy policy(&policy_, &clock_);
+  HypervisorActuator actuator(&hv);
+  LoopDeps deps{&hv, &host, &policy, &actuator, &clock_, &metrics_};
+  LoopOptions o;
+  o.rules.stale_after = absl::Seconds(10);
+  ControlLoop loop(deps, o);
   EXPECT_EQ(loop.last_tick_times().total, absl::ZeroDuration()) << "no tick yet";
-  loop.Tick();
-  const TickTimes t = loop.last_tick_times();
-  EXPECT_GE(t.collect, absl::Milliseconds(1));
-  EXPECT_GE(t.decide, absl::Milliseconds(1));
-  EXPECT_GE(t.apply, absl::Milliseconds(1));
-  EXPECT_GE(t.publish, absl::Milliseconds(1));
-  EXPECT_LE(t.collect + t.decide + t.apply + t.publish, t.total);
+  Report(kA, 1024 * kMiB, 1);
+  loop.Tick();  // the first stats value proves nothing: a hold, no actuator call
+  policy_.targets[kA] = 700 * kMiB;
+  Report(kA, 1024 * kMiB, 2);
+  clock_.Advance(absl::Seconds(2));
+  loop.Tick();  // fresh now: one SetTarget
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  TickTimes t = loop.last_tick_times();
+  // collect: IsConnected 5 + list 30 + stats 10 + host 3; decide: the policy's 20; apply: one
+  // SetTarget 7; publish: IsConnected 5 for the view's libvirt_connected.
+  EXPECT_EQ(t.collect, absl::Milliseconds(48));
+  EXPECT_EQ(t.decide, absl::Milliseconds(20));
+  EXPECT_EQ(t.apply, absl::Milliseconds(7));
+  EXPECT_EQ(t.publish, absl::Milliseconds(5));
+  EXPECT_EQ(t.total, absl::Milliseconds(80));
 
   hv_.SimulateDisconnect();
   hv_.FailNext(FakeHypervisor::Method::kConnect, absl::UnavailableError("libvirtd is down"));
+  clock_.Advance(absl::Seconds(2));
   loop.Tick();
-  EXPECT_EQ(loop.last_tick_times().decide, absl::ZeroDuration()) << "nothing collected, nothing decided";
-  EXPECT_GE(loop.last_tick_times().publish, absl::Milliseconds(1));
+  t = loop.last_tick_times();
+  EXPECT_EQ(t.collect, absl::Milliseconds(5)) << "only the connection check";
+  EXPECT_EQ(t.decide, absl::ZeroDuration()) << "nothing collected, nothing decided";
+  EXPECT_EQ(t.apply, absl::ZeroDuration());
+  EXPECT_EQ(t.publish, absl::Milliseconds(5));
+  EXPECT_EQ(t.total, absl::Milliseconds(10));
 }
 
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {

@@ -4,6 +4,35 @@
 
 
 namespace plimsoll::server {
+namespace {
+
+// A record without last_update carries no guest statistics: the bulk call's NOWAIT fallback
+// for a domain busy with another job reports only what QEMU knows without asking the guest
+// (current and maximum). Such a record updates the fields it has and keeps the rest of the
+// last full record, last_update included, so freshness is still judged by last_update and a
+// briefly busy domain does not look stat-less. A full record replaces the old one outright: a
+// field the guest stopped reporting must not live on.
+void MergeStats(const hypervisor::BalloonStats& in, hypervisor::BalloonStats* out) {
+  if (in.last_update.has_value()) {
+    *out = in;
+    return;
+  }
+  auto take = [](const auto& from, auto& to) {
+    if (from.has_value()) to = from;
+  };
+  take(in.actual_bytes, out->actual_bytes);
+  take(in.unused_bytes, out->unused_bytes);
+  take(in.usable_bytes, out->usable_bytes);
+  take(in.available_bytes, out->available_bytes);
+  take(in.disk_caches_bytes, out->disk_caches_bytes);
+  take(in.rss_bytes, out->rss_bytes);
+  take(in.swap_in, out->swap_in);
+  take(in.swap_out, out->swap_out);
+  take(in.major_fault, out->major_fault);
+  take(in.minor_fault, out->minor_fault);
+}
+
+}  // namespace
 
 int64_t GuestTracker::FloorFor(int64_t max_bytes) const {
   const int64_t by_fraction = static_cast<int64_t>(rules_.min_fraction * static_cast<double>(max_bytes));
@@ -91,7 +120,7 @@ void GuestTracker::UpdateStats(
   for (auto& [uuid, g] : by_uuid_) {
     auto it = stats.find(uuid);
     if (it != stats.end()) {
-      g.stats = it->second;
+      MergeStats(it->second, &g.stats);
       if (it->second.actual_bytes.has_value()) g.actual_bytes = *it->second.actual_bytes;
     }
     RefreshFreshness(g, now);

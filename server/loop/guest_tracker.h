@@ -72,7 +72,9 @@ class GuestTracker {
   ReconcileResult Reconcile(const std::vector<hypervisor::DomainInfo>& domains, absl::Time now);
 
   // Records this tick's stats. A guest missing from `stats` keeps its old
-  // stats, which then age into staleness.
+  // stats, which then age into staleness. A partial record (no last_update: the
+  // NOWAIT fallback of a busy domain) updates what it carries and keeps the rest
+  // of the last full record, so it ages the same way instead of looking stat-less.
   void UpdateStats(const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats,
                    absl::Time now);
 

@@ -64,5 +64,82 @@ TEST(GuestTrackerTest, ReconcileAddsRemovesRenamesAndKeepsTheNameOrder) {
   EXPECT_TRUE(t.guests().empty());
 }
 
+// A full record, as a guest's balloon driver reports it.
+hypervisor::BalloonStats Full(int64_t actual_mib, int64_t last_update) {
+  hypervisor::BalloonStats s;
+  s.actual_bytes = actual_mib * kMiB;
+  s.unused_bytes = 50 * kMiB;
+  s.usable_bytes = 300 * kMiB;
+  s.available_bytes = actual_mib * kMiB;
+  s.disk_caches_bytes = 200 * kMiB;
+  s.major_fault = 7;
+  s.last_update = last_update;
+  return s;
+}
+
+// What the bulk call's NOWAIT fallback gives for a domain busy with another job: its size only.
+hypervisor::BalloonStats Partial(int64_t actual_mib) {
+  hypervisor::BalloonStats s;
+  s.actual_bytes = actual_mib * kMiB;
+  return s;
+}
+
+// A partial record used to replace the whole record, dropping last_update and the guest's own
+// numbers: a briefly busy domain looked stat-less (and, after no_balloon_after, balloon-less).
+TEST(GuestTrackerTest, APartialRecordMergesIntoTheLastFullOneAndAgesByItsLastUpdate) {
+  GuestRules rules;
+  rules.stale_after = absl::Seconds(10);
+  rules.no_balloon_after = absl::Seconds(6);
+  GuestTracker t(rules);
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1")}, now);
+  t.UpdateStats({{"u1", Full(1024, 100)}}, now);
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);  // last_update advanced: fresh
+  const TrackedGuest& g = *t.Find("u1");
+  ASSERT_TRUE(g.stats_fresh);
+
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", Partial(900)}}, now);
+  EXPECT_TRUE(g.has_stats);
+  EXPECT_TRUE(g.stats_fresh) << "2 s since last_update advanced: still fresh";
+  EXPECT_EQ(g.actual_bytes, 900 * kMiB) << "what the partial record carries is taken";
+  EXPECT_EQ(g.stats.actual_bytes, 900 * kMiB);
+  EXPECT_EQ(g.stats.usable_bytes, 300 * kMiB) << "the rest is the last full record";
+  EXPECT_EQ(g.stats.disk_caches_bytes, 200 * kMiB);
+  EXPECT_EQ(g.stats.last_update, 101);
+  EXPECT_EQ(g.management, plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+
+  // Still busy: freshness is judged by last_update as ever, so the stats go stale in time,
+  // but the guest never looks as if it had no balloon.
+  for (int i = 0; i < 5; ++i) {
+    now += absl::Seconds(2);
+    t.UpdateStats({{"u1", Partial(900)}}, now);
+  }
+  EXPECT_TRUE(g.has_stats);
+  EXPECT_FALSE(g.stats_fresh);
+  EXPECT_DOUBLE_EQ(g.stats_age_seconds, 12);
+  EXPECT_EQ(g.management, plimsoll::v1::MANAGEMENT_STATE_STALE_STATS);
+
+  // A full record again replaces everything, fields it lacks included.
+  hypervisor::BalloonStats next = Full(950, 102);
+  next.disk_caches_bytes.reset();
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", next}}, now);
+  EXPECT_TRUE(g.stats_fresh);
+  EXPECT_FALSE(g.stats.disk_caches_bytes.has_value());
+  EXPECT_EQ(g.actual_bytes, 950 * kMiB);
+}
+
+TEST(GuestTrackerTest, APartialRecordWithoutAFullOneIsNoStats) {
+  GuestRules rules;
+  GuestTracker t(rules);
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1")}, now);
+  t.UpdateStats({{"u1", Partial(700)}}, now);
+  EXPECT_FALSE(t.Find("u1")->has_stats);
+  EXPECT_EQ(t.Find("u1")->actual_bytes, 700 * kMiB);
+}
+
 }  // namespace
 }  // namespace plimsoll::server

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,22 @@ struct GuestSeries {
 
 }  // namespace
 
+const char* LibvirtOperationName(LibvirtOperation operation) {
+  switch (operation) {
+    case LibvirtOperation::kConnect:
+      return "connect";
+    case LibvirtOperation::kListDomains:
+      return "list_domains";
+    case LibvirtOperation::kEnableStats:
+      return "enable_stats";
+    case LibvirtOperation::kBalloonStats:
+      return "balloon_stats";
+    case LibvirtOperation::kSetTarget:
+      return "set_target";
+  }
+  return "unknown";
+}
+
 struct Metrics::Impl {
   // What the exposer and Render collect: refreshes the series read at scrape time, then
   // collects the registry.
@@ -97,8 +114,13 @@ struct Metrics::Impl {
   prometheus::Counter* decisions_inflate;
   prometheus::Counter* decisions_deflate;
   prometheus::Counter* decisions_hold;
-  Family<prometheus::Counter>* libvirt_errors;
+  // By LibvirtOperation, all created at construction.
+  std::array<prometheus::Counter*, std::size(kAllLibvirtOperations)> libvirt_errors{};
   prometheus::Histogram* tick_duration;
+  prometheus::Counter* agent_spikes;
+  prometheus::Counter* ticks_woken;
+  prometheus::Counter* host_stale_ticks;
+  Family<Gauge>* host_data_age;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
   Gauge* config_last_reload_success;
@@ -219,13 +241,22 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.decisions_inflate = &m.decisions->Add({{"direction", "inflate"}});
   m.decisions_deflate = &m.decisions->Add({{"direction", "deflate"}});
   m.decisions_hold = &m.decisions->Add({{"direction", "hold"}});
-  m.libvirt_errors = &prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
+  {
+    auto& errors = prometheus::BuildCounter().Name("plimsoll_libvirt_errors_total").Help("Failed libvirt calls, by operation.").Register(*m.registry);
+    for (LibvirtOperation op : kAllLibvirtOperations) {
+      m.libvirt_errors[static_cast<size_t>(op)] = &errors.Add({{"operation", LibvirtOperationName(op)}});
+    }
+  }
   auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
   auto& reloads = prometheus::BuildCounter().Name("plimsoll_config_reloads_total").Help("Configuration reloads (SIGHUP), by result: success or failure (the old config is kept).").Register(*m.registry);
   m.config_reloads_success = &reloads.Add({{"result", "success"}});
   m.config_reloads_failure = &reloads.Add({{"result", "failure"}});
   m.config_last_reload_success = &m.G("plimsoll_config_last_reload_success", "1 when the last configuration load or reload succeeded, 0 when the last reload failed and the previous config is still in use.")->Add({});
   m.config_last_reload_timestamp = &m.G("plimsoll_config_last_reload_timestamp_seconds", "Unix time of the last configuration load or reload attempt.")->Add({});
+  m.agent_spikes = &prometheus::BuildCounter().Name("plimsoll_agent_spikes_total").Help("Agent spike reports (PSI trigger) that asked for an early tick; those closer together than min_wake_interval share one.").Register(*m.registry).Add({});
+  m.ticks_woken = &prometheus::BuildCounter().Name("plimsoll_ticks_woken_total").Help("Ticks started before their schedule because something asked for one (agent spikes, guests starting or stopping, API calls, reloads); at most one per min_wake_interval.").Register(*m.registry).Add({});
+  m.host_stale_ticks = &prometheus::BuildCounter().Name("plimsoll_host_stale_ticks_total").Help("Ticks whose host memory read failed: they decided on the last good reading and shrank no guest.").Register(*m.registry).Add({});
+  m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
 
@@ -321,6 +352,7 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
   m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
   m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
   m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
+  m.host_data_age->Add({}).Set(h.host_data_age_seconds());
   m.libvirt_connected->Add({}).Set(h.libvirt_connected() ? 1 : 0);
   for (int s = plimsoll::v1::ManagementState_MIN; s <= plimsoll::v1::ManagementState_MAX; ++s) {
     if (s == plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED) continue;
@@ -362,11 +394,21 @@ void Metrics::CountDecision(plimsoll::v1::Direction direction) {
   c->Increment();
 }
 
-void Metrics::CountLibvirtError(const std::string& operation) {
-  impl_->libvirt_errors->Add({{"operation", operation}}).Increment();
+void Metrics::CountLibvirtError(LibvirtOperation operation) {
+  impl_->libvirt_errors[static_cast<size_t>(operation)]->Increment();
+}
+
+void Metrics::DeclareAgentRejectReasons(const std::vector<std::string>& reasons) {
+  for (const std::string& reason : reasons) impl_->agent_rejected->Add({{"reason", reason}});
 }
 
 void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(seconds); }
+
+void Metrics::CountAgentSpike() { impl_->agent_spikes->Increment(); }
+
+void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
+
+void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
 
 std::string Metrics::Render() const {
   prometheus::TextSerializer serializer;

@@ -24,6 +24,27 @@ class Exposer;
 
 namespace plimsoll::server {
 
+// The libvirt calls whose failures are counted, as plimsoll_libvirt_errors_total{operation}. A
+// closed set, so that every operation's series exists at 0 from the start: Prometheus'
+// increase() cannot see a counter's first increment when the series is born with it, and the
+// PlimsollLibvirtErrors alert would miss the first failure (issue 15).
+enum class LibvirtOperation {
+  kConnect,       // "connect"
+  kListDomains,   // "list_domains"
+  kEnableStats,   // "enable_stats"
+  kBalloonStats,  // "balloon_stats"
+  kSetTarget,     // "set_target"
+};
+inline constexpr LibvirtOperation kAllLibvirtOperations[] = {
+    LibvirtOperation::kConnect, LibvirtOperation::kListDomains, LibvirtOperation::kEnableStats,
+    LibvirtOperation::kBalloonStats, LibvirtOperation::kSetTarget};
+// The operation's label value.
+const char* LibvirtOperationName(LibvirtOperation operation);
+
+// Every counter family whose label values are known up front is created with all of them at 0
+// (Prometheus' advice on missing series): decisions by direction, libvirt errors by operation,
+// config reloads by result, agent streams ended by reason, and agent reports rejected by reason
+// once DeclareAgentRejectReasons has named them.
 class Metrics {
  public:
   Metrics();
@@ -43,6 +64,9 @@ class Metrics {
   // plimsoll_agent_reports_total and plimsoll_agent_reports_rejected_total{reason}.
   void PublishAgentCounters(uint64_t accepted,
                             const std::vector<std::pair<std::string, uint64_t>>& rejected_by_reason);
+  // Creates plimsoll_agent_reports_rejected_total{reason} at 0 for each reason (the daemon calls
+  // it with every RejectReasonName when the agent channel is on, before anything is served).
+  void DeclareAgentRejectReasons(const std::vector<std::string>& reasons);
 
   // The agent listener's stream counts (AgentService::counters()), as plain numbers so this
   // file needs nothing from server/agent.
@@ -65,8 +89,14 @@ class Metrics {
   void SetAgentStreamSource(std::function<AgentStreamCounts()> source);
 
   void CountDecision(plimsoll::v1::Direction direction);
-  void CountLibvirtError(const std::string& operation);
+  void CountLibvirtError(LibvirtOperation operation);
   void ObserveTick(double seconds);
+  // An agent spike report asked for an early tick (plimsoll_agent_spikes_total), and a tick
+  // started early because something asked for one (plimsoll_ticks_woken_total). Thread-safe.
+  void CountAgentSpike();
+  void CountWokenTick();
+  // A tick whose host memory read failed, so no guest was shrunk (plimsoll_host_stale_ticks_total).
+  void CountHostStaleTick();
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
@@ -154,6 +155,29 @@ TEST(MetricsTest, GuestSeriesFollowTheViewAcrossPublishes) {
   EXPECT_EQ(text.find("plimsoll_guest_balloon_target_bytes{"), std::string::npos) << text;
   EXPECT_EQ(text.find("plimsoll_guest_state{"), std::string::npos) << text;
   EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 0)")) << text;
+}
+
+// Prometheus' increase() only sees increments of a series that already exists: a counter born
+// at its first failure hides that failure from the PlimsollLibvirtErrors alert. Every counter
+// family whose label values are known up front is therefore scraped at 0 before anything happened.
+TEST(MetricsTest, CountersWithKnownLabelsExistAtZeroBeforeAnyEvent) {
+  Metrics m;
+  m.DeclareAgentRejectReasons({"bad_proof", "flood"});
+  const std::string text = m.Render();
+  for (const char* op : {"connect", "list_domains", "enable_stats", "balloon_stats", "set_target"}) {
+    EXPECT_TRUE(Has(text, absl::StrCat("plimsoll_libvirt_errors_total{operation=\"", op, "\"} 0"))) << op << text;
+  }
+  for (const char* d : {"inflate", "deflate", "hold"}) {
+    EXPECT_TRUE(Has(text, absl::StrCat("plimsoll_decisions_total{direction=\"", d, "\"} 0"))) << d;
+  }
+  EXPECT_TRUE(Has(text, R"(plimsoll_config_reloads_total{result="failure"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_agent_reports_rejected_total{reason="bad_proof"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_agent_reports_rejected_total{reason="flood"} 0)")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_reports_total 0")) << text;
+
+  // The first failure is then an increase from 0 to 1, on the series that was there.
+  m.CountLibvirtError(LibvirtOperation::kSetTarget);
+  EXPECT_TRUE(Has(m.Render(), R"(plimsoll_libvirt_errors_total{operation="set_target"} 1)"));
 }
 
 TEST(MetricsTest, DecisionsAreCountedByDirection) {

@@ -64,6 +64,36 @@ def wait_for(what, predicate, timeout, interval=0.5):
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def wait_still(what, read, timeout=30, settle=1.0, interval=0.25):
+    """Waits until read() has returned the same value for `settle` seconds, and returns it: for
+    "let it land" moments (a balloon still moving towards a target set before a daemon stopped)
+    without guessing how long the landing takes."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return value
+    raise AssertionError("timed out after %ss waiting for %s to stop changing (last: %r)" % (timeout, what, value))
+
+
+def wait_ticks(daemon, n, timeout=30):
+    """Waits until plimsolld has run `n` more ticks: a window of n decisions, whatever the pace."""
+    start = int(daemon.guests()[1].get("tick", 0))
+    wait_for("%d more ticks after tick %d" % (n, start),
+             lambda: int(daemon.guests()[1].get("tick", 0)) >= start + n, timeout, 0.2)
+
+
+def wait_heartbeats(lab, names, timeout=20):
+    """Waits for a heartbeat from each guest newer than the ones it has sent so far."""
+    seen = {n: len(lab.heartbeats(n)) for n in names}
+    wait_for("a new heartbeat from %s" % ",".join(names),
+             lambda: all(len(lab.heartbeats(n)) > seen[n] for n in names), timeout, 0.2)
+
+
 class AgentKeys:
     """The agent channel's host key and port for one test run, fixed before guests boot so
     each guest's token can go on its kernel command line (the lab's stand-in for fw_cfg)."""
@@ -172,6 +202,14 @@ class Prometheus:
             raise AssertionError("prometheus exited %s" % self.proc.returncode)
         with urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.port, timeout=2) as r:
             return r.status == 200
+
+    def wait_scrapes(self, n, timeout=30):
+        """Waits until Prometheus has scraped plimsolld `n` more times."""
+        def scrapes():
+            r = self.query('count_over_time(up{job="plimsolld"}[1h])')
+            return int(r[0][1]) if r else 0
+        start = scrapes()
+        wait_for("%d more scrapes" % n, lambda: scrapes() >= start + n, timeout, 0.2)
 
     def query(self, promql):
         """Instant query; returns [(labels dict, float value)]."""

@@ -10,6 +10,10 @@ namespace {
 
 constexpr int64_t kKiB = 1024;
 
+// Deliveries in progress on this thread: SetEventCallback from inside a callback must not wait
+// for the delivery it is part of.
+thread_local int tls_delivering = 0;
+
 bool IsActive(DomainRunState state) {
   return state == DomainRunState::kRunning || state == DomainRunState::kPaused;
 }
@@ -99,7 +103,7 @@ absl::Status FakeHypervisor::EnableStats(const std::string& uuid, int period_sec
 }
 
 absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t bytes) {
-  std::shared_ptr<const std::function<void(const DomainEvent&)>> callback;
+  bool emit = false;
   DomainEvent event;
   absl::Status result;
   {
@@ -123,8 +127,8 @@ absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t b
       if (options_.balloon_follows_target) {
         d->info.current_bytes = rounded;
         d->stats.actual_bytes = rounded;
-        if (options_.emit_balloon_events && callback_ != nullptr) {
-          callback = callback_;
+        if (options_.emit_balloon_events) {
+          emit = true;
           event.kind = DomainEvent::Kind::kBalloonChange;
           event.uuid = uuid;
           event.name = d->info.name;
@@ -134,7 +138,7 @@ absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t b
     }
     target_calls_.push_back({uuid, bytes, result});
   }
-  if (callback != nullptr) (*callback)(event);
+  if (emit) EmitEvent(event);
   return result;
 }
 
@@ -144,7 +148,12 @@ void FakeHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> ca
       callback
           ? std::make_shared<const std::function<void(const DomainEvent&)>>(std::move(callback))
           : nullptr;
+  // The contract (hypervisor.h): deliveries to the old callback on other threads are over when
+  // this returns. A callback that replaces itself cannot wait for its own delivery.
+  if (tls_delivering == 0) mu_.Await(absl::Condition(this, &FakeHypervisor::NoneInFlightLocked));
 }
+
+bool FakeHypervisor::NoneInFlightLocked() const { return in_flight_ == 0; }
 
 void FakeHypervisor::AddDomain(const DomainInfo& info) {
   absl::MutexLock l(&mu_);
@@ -246,8 +255,14 @@ void FakeHypervisor::EmitEvent(const DomainEvent& event) {
   {
     absl::MutexLock l(&mu_);
     callback = callback_;
+    if (callback == nullptr) return;
+    ++in_flight_;
   }
-  if (callback != nullptr) (*callback)(event);
+  ++tls_delivering;
+  (*callback)(event);
+  --tls_delivering;
+  absl::MutexLock l(&mu_);
+  --in_flight_;
 }
 
 }  // namespace plimsoll::hypervisor

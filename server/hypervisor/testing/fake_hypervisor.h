@@ -33,7 +33,8 @@ namespace plimsoll::hypervisor {
 //
 // Thread-safe. Events are delivered synchronously on the thread that calls
 // EmitEvent() (or SetBalloonTarget() with emit_balloon_events), without any
-// internal lock held, so the callback may call back into the fake.
+// internal lock held, so the callback may call back into the fake. Like the
+// real one, SetEventCallback waits for deliveries in progress on other threads.
 class FakeHypervisor : public Hypervisor {
  public:
   struct Options {
@@ -134,6 +135,8 @@ class FakeHypervisor : public Hypervisor {
   std::map<Method, std::deque<absl::Status>> failures_ ABSL_GUARDED_BY(mu_);
   std::map<Method, int> call_counts_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const std::function<void(const DomainEvent&)>> callback_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // deliveries running now
+  bool NoneInFlightLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace plimsoll::hypervisor

@@ -40,4 +40,15 @@ absl::Status TestDriverControl::DestroyDomain(const std::string& uuid) {
   return absl::OkStatus();
 }
 
+absl::Status TestDriverControl::StartDomain(const std::string& uuid) {
+  if (conn_ == nullptr) return absl::FailedPreconditionError("the hypervisor has not connected");
+  virDomainPtr dom = virDomainLookupByUUIDString(conn_, uuid.c_str());
+  if (dom == nullptr) return absl::NotFoundError(absl::StrCat("no domain ", uuid, ": ", LastError()));
+  const int rc = virDomainCreate(dom);
+  const std::string error = rc < 0 ? LastError() : "";
+  virDomainFree(dom);
+  if (rc < 0) return absl::InternalError(absl::StrCat("virDomainCreate ", uuid, ": ", error));
+  return absl::OkStatus();
+}
+
 }  // namespace plimsoll::hypervisor::testing

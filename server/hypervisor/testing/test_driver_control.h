@@ -1,12 +1,14 @@
 // Changes the state of libvirt's in-process test driver behind a LibvirtHypervisor, for tests of
-// the libvirt seam: stopping a domain, as a guest that shuts down or crashes would.
+// the libvirt seam: stopping a domain, as a guest that shuts down or crashes would, and starting
+// it again. Each emits a lifecycle event.
 //
 // The test driver (test:///path/node.xml) keeps its domains per connection, so only the
 // hypervisor's own connection can change them. A TestDriverControl hands the hypervisor an opener
 // that remembers the connection it opened. It takes no reference of its own, so the
 // connection's lifetime (and when libvirt frees what it registered in the event loop) is exactly
-// the hypervisor's: use it only while that hypervisor is alive and connected. Not thread-safe;
-// one per hypervisor.
+// the hypervisor's: use it only while that hypervisor is alive and connected. One per hypervisor;
+// its calls may come from another thread than the hypervisor's (libvirt connections are
+// thread-safe), but only after Opener()'s connection was made.
 #ifndef PLIMSOLL_SERVER_HYPERVISOR_TESTING_TEST_DRIVER_CONTROL_H_
 #define PLIMSOLL_SERVER_HYPERVISOR_TESTING_TEST_DRIVER_CONTROL_H_
 
@@ -29,6 +31,9 @@ class TestDriverControl {
   // Hard-stops the domain (virDomainDestroy) on the hypervisor's connection. NOT_FOUND for an
   // unknown uuid, FAILED_PRECONDITION before the hypervisor connected.
   absl::Status DestroyDomain(const std::string& uuid);
+  // Starts a stopped domain again (virDomainCreate), as a guest started by an operator would.
+  // The test driver's domains from the node XML are persistent, so a destroyed one can be started.
+  absl::Status StartDomain(const std::string& uuid);
 
  private:
   _virConnect* conn_ = nullptr;  // borrowed from the hypervisor that opened it
