@@ -180,6 +180,11 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
                                      ? absl::StrCat(FormatMib(*o.signals.refault_bytes_per_s), "/s")
                                      : "-",
                     " measured=", o.measured ? 1 : 0);
+    // With pressure_profile on, the x that decided is an excess over a larger size's reading:
+    // the plain one goes beside it.
+    if (std::isfinite(o.pressure) && std::fabs(o.raw_pressure - o.pressure) > 0.005) {
+      absl::StrAppend(&d.reason, " raw_x=", FormatFixed(o.raw_pressure, 2));
+    }
     decisions.guests.push_back(std::move(d));
   }
   decisions.summary = absl::StrCat("pagecache_law: ", ShareOutSummary(r), " guests=", n);
