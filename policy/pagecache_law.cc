@@ -46,6 +46,10 @@ const char* LawActionName(LawAction action) {
       return "probe";
     case LawAction::kCooling:
       return "cooling";
+    case LawAction::kRetry:
+      return "retry";
+    case LawAction::kEdge:
+      return "edge";
   }
   return "unknown";
 }
@@ -97,6 +101,10 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   out.measured = s.new_report && m->landed_s.has_value() && s.report_s > *m->landed_s;
 
   double a = m->allowance_bytes.value_or(actual);
+  const FollowVerdict follow = CheckFollow(guest, now_s, p.follow, &m->follow);
+  a = FollowAllowance(follow, actual, a);
+  out.state = follow.state;
+  const double step = p.probe_fraction * max_bytes;
   const PressureReading raw{s.stall_pct, s.refault_bytes_per_s, UpdateDiskRate(guest, now_s, &m->profile)};
   // Within a landing tolerance of the ceiling is the ceiling (the balloon driver keeps a few
   // pages).
@@ -108,12 +116,27 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, p.profile);
   const bool pressured = s.new_report && out.pressure >= 1;
 
-  if (pressured && (out.measured || s.new_oom_kills > 0)) {
-    a = std::max(a, actual + p.backoff_fraction * (max_bytes - actual));
+  const bool first_in_episode = now_s >= m->cool_until_s;
+  // Pressure signals lag (PSI's avg10, a refault rate over a window, the refill of a squeezed
+  // cache): pressure that fell since the previous measurement is the last backoff working.
+  const bool falling = !first_in_episode && out.pressure < m->measured_pressure;
+  const double previous_pressure = m->measured_pressure;
+  if (out.measured) m->measured_pressure = pressured ? out.pressure : 0;
+  if (pressured && s.new_oom_kills == 0 && out.measured && falling) {
+    a = std::max(a, actual);
+    m->pressured_s = now_s;
+    m->cool_until_s = std::max(m->cool_until_s, now_s + m->episode_cooldown_s);  // still the episode
+    out.action = LawAction::kWait;
+    out.reason = absl::StrCat("wait x=", FormatFixed(out.pressure, 2), " falling from ",
+                              FormatFixed(previous_pressure, 2));
+  } else if (pressured && (out.measured || s.new_oom_kills > 0)) {
+    a = std::max(a, EdgeBackoff(actual, actual + p.backoff_fraction * (max_bytes - actual), step,
+                                first_in_episode && s.new_oom_kills == 0, now_s, p.edge,
+                                &m->edge));
     // The cooldown doubles per episode, not per backoff: a guest still pressured within its
     // cooldown (its growth not granted yet, or not enough) extends the episode at its length.
     double cooldown = m->episode_cooldown_s;
-    if (now_s >= m->cool_until_s) {
+    if (first_in_episode) {
       cooldown = m->cooldown_s > 0 ? m->cooldown_s : p.cooldown_min_seconds;
       m->cooldown_s = std::min(2 * cooldown, p.cooldown_max_seconds);
       m->episode_cooldown_s = cooldown;
@@ -132,20 +155,32 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   } else if (out.measured) {
     if (now_s - m->pressured_s >= p.cooldown_max_seconds) m->cooldown_s = 0;
     a = std::min(a, actual);
+    RecordCalm(actual, now_s, &m->edge);
     const double base = a;
-    if (now_s < m->cool_until_s) {
+    const double lowest = std::max(out.floor_bytes, EdgeLimit(now_s, m->edge));
+    if (follow.in_retry) {
+      out.action = LawAction::kRetry;
+      out.reason = absl::StrCat("retry ", follow.state, " left=", FormatFixed(follow.retry_left_s, 0), "s");
+    } else if (now_s < m->cool_until_s) {
       out.action = LawAction::kCooling;
       out.reason = absl::StrCat("cooling x=", FormatFixed(out.pressure, 2), " left=",
                                 FormatFixed(m->cool_until_s - now_s, 0), "s");
-    } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > out.floor_bytes) {
-      const double probe = p.probe_fraction * max_bytes;
+    } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > lowest) {
       const double take = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
-      a = std::max(out.floor_bytes, base - std::max(probe, take));
+      a = std::max(lowest, base - std::max(step, take));
       m->probed_s = now_s;
-      out.action = take > probe ? LawAction::kTake : LawAction::kProbe;
+      out.action = take > step ? LawAction::kTake : LawAction::kProbe;
       out.reason = absl::StrCat(LawActionName(out.action), " x=", FormatFixed(out.pressure, 2),
                                 " ws=", FormatMib(out.working_set_bytes));
+    } else if (base <= lowest && lowest > out.floor_bytes) {
+      out.action = LawAction::kEdge;
+      out.reason = absl::StrCat("edge x=", FormatFixed(out.pressure, 2), " at=", FormatMib(lowest),
+                                " left=", FormatFixed(m->edge.limit_until_s - now_s, 0), "s");
     }
+  }
+  if (follow.event != ProgressEvent::kNone && out.action != LawAction::kBackoff) {
+    out.action = LawAction::kRetry;
+    out.reason = absl::StrCat("retry ", follow.state, " ", follow.detail);
   }
   if (out.action == LawAction::kHold) {
     out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2),

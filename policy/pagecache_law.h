@@ -13,10 +13,14 @@
 //   measured report: the balloon has landed on its target and a report newer than the landing
 //   has been seen (one action per measurement, never on the journey; a guest first seen at its
 //   target counts as landed long ago):
-//     x >= 1:             a <- max(a, A + backoff * (M - A)); no probing for c; a backoff
-//                         after the cooldown ended starts an episode: c <- 2c for the next
+//     x >= 1, in an episode, x below the previous measured x:
+//                         a <- max(a, A) (falling: the last backoff is working; signals lag)
+//     x >= 1 otherwise:   a <- max(a, G), G = A + backoff * (M - A) (pressure_edge.h: the
+//                         step back for an episode's first); no probing for c; a backoff after
+//                         the cooldown ended starts an episode: c <- 2c for the next
 //     x < 1, t >= cool,
-//       t - probed >= T:  a <- max(F, min(a, A) - max(probe * M, take * (min(a, A) - W)))
+//       t - probed >= T:  a <- max(F, L, min(a, A) - max(probe * M, take * (min(a, A) - W)))
+//                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry)
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
 //   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
 //   in the guest backs off at once, measured or not.
@@ -34,10 +38,12 @@
 #include <optional>
 #include <string>
 
+#include "policy/balloon_follow.h"
 #include "policy/burst_headroom.h"
 #include "policy/guest_signals.h"
-#include "policy/pressure_profile.h"
 #include "policy/policy.h"
+#include "policy/pressure_edge.h"
+#include "policy/pressure_profile.h"
 
 namespace plimsoll::policy {
 
@@ -65,6 +71,10 @@ struct LawParams {
   ProfileParams profile;
   // Component: room for the next allocation burst (burst_headroom.h).
   BurstParams burst;
+  // Component: a balloon that does not follow is not chased (balloon_follow.h).
+  FollowParams follow;
+  // Component: remember where pressure began (pressure_edge.h).
+  EdgeParams edge;
 };
 
 // What the law remembers between decisions for one guest. Times are unix seconds.
@@ -79,8 +89,13 @@ struct LawMemory {
   double cooldown_s = 0;  // the next episode's cooldown; 0 means cooldown_min_seconds
   double episode_cooldown_s = 0;  // the current episode's (a backoff within it extends it by this)
   double pressured_s = -std::numeric_limits<double>::infinity();
+  // x at the previous measured report (0 when it was calm): within an episode a backoff needs
+  // pressure that did not fall since then.
+  double measured_pressure = 0;
   ProfileMemory profile;  // pressure_profile.h
   BurstMemory burst;      // burst_headroom.h
+  FollowMemory follow;    // balloon_follow.h
+  EdgeMemory edge;        // pressure_edge.h
 };
 
 enum class LawAction {
@@ -90,9 +105,11 @@ enum class LawAction {
   kTake,      // calm: a step towards the working set
   kProbe,     // calm: a small step below it
   kCooling,   // calm, but within the cooldown of a backoff
+  kRetry,     // the balloon did not follow its target: no taking for a while (balloon_follow.h)
+  kEdge,      // calm, at the edge where pressure began (pressure_edge.h)
 };
 
-// "hold", "wait", "backoff", "take", "probe", "cooling".
+// "hold", "wait", "backoff", "take", "probe", "cooling", "retry", "edge".
 const char* LawActionName(LawAction action);
 
 struct LawOutcome {
@@ -104,6 +121,9 @@ struct LawOutcome {
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)
   bool measured = false;         // this report measured the current size
+  // "ok", or the balloon's failure to follow whose retry is under way ("stuck", "churning",
+  // "self_deflated"; balloon_follow.h).
+  const char* state = "ok";
   double proposal_bytes = 0;     // clamp(max(a, F), F, M): what the guest asks the host for
   // The action and the numbers that decided it ("probe x=0.12 ws=612MiB").
   std::string reason;

@@ -42,6 +42,8 @@ double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, doub
       {"profile_bucket_fraction", &p->law.profile.bucket_fraction, 1, 0.01, 1},
       {"profile_forget_s", &p->law.profile.forget_seconds, 1, 0, 1e7},
       {"burst_window_s", &p->law.burst.window_seconds, 1, 0, 1e7},
+      {"follow_retry_s", &p->law.follow.retry_seconds, 1, 0, 1e7},
+      {"edge_window_s", &p->law.edge.window_seconds, 1, 0, 1e7},
       {"idle_tax", &p->share.idle_tax, 1, 0, 0.99},
       {"step_fraction", &p->share.step_fraction, 1, 0, 1},
       {"min_change_mib", &p->min_change_bytes, kMibBytes, 0, 1e6},
@@ -78,7 +80,7 @@ std::vector<std::string> PagecacheLawParamNames() {
   return {"headroom_min_mib", "headroom_fraction", "probe_fraction", "probe_interval_s",
           "take_fraction", "stall_target_pct", "refault_target_mib_s", "backoff_fraction",
           "cooldown_min_s", "cooldown_max_s", "profile_ratio", "profile_bucket_fraction",
-          "profile_forget_s", "burst_window_s", "idle_tax", "step_fraction", "min_change_mib"};
+          "profile_forget_s", "burst_window_s", "follow_retry_s", "edge_window_s", "idle_tax", "step_fraction", "min_change_mib"};
 }
 
 absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec) {
@@ -161,7 +163,7 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     const LawOutcome& o = *outcomes[i];
     GuestDecision d;
     d.uuid = g.uuid;
-    d.state = "ok";
+    d.state = o.state;
     d.target_bytes = ClampTarget(g, r.targets[i]);
     if (std::fabs(static_cast<double>(d.target_bytes - g.target_bytes)) < params_.min_change_bytes &&
         g.target_bytes >= FloorBytes(g)) {

@@ -356,5 +356,104 @@ TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
   ADD_FAILURE() << "no backoff on rising disk reads";
 }
 
+TEST(PagecacheLawTest, AStepThatHurtIsGivenBackAndTheEdgeHeld) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2048 * kMib);
+  Driver d(g);
+  LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kTake) << o.reason;  // calm at 2048 MiB: towards the ws
+  const double taken_to = d.TargetMib();
+  ASSERT_LT(taken_to, 2048);
+  d.Step();  // landed, not measured yet
+  d.guest().refaults_per_second = 2.0 * kMib / 4096;
+  o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  // Back to where it was calm and one probe step (2% of 4096 MiB) more, not half the gap.
+  EXPECT_NEAR(d.TargetMib(), 2048 + 81.92, 0.01);
+  // Calm again: after the cooldown it holds at that edge for the window, then takes again.
+  d.guest().refaults_per_second = 0;
+  bool edge_seen = false;
+  while (d.now() + 2 < 1e9 + 6 + 600) {
+    o = d.Step();
+    ASSERT_NEAR(d.TargetMib(), 2048 + 81.92, 0.01) << o.reason;
+    edge_seen = edge_seen || o.action == LawAction::kEdge;
+  }
+  EXPECT_TRUE(edge_seen);
+  EXPECT_THAT(o.reason, HasSubstr("edge x=0.00 at=2129.9MiB"));
+  o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
+  EXPECT_LT(d.TargetMib(), 2048);
+}
+
+TEST(PagecacheLawTest, WithTheEdgeOffABackoffIsHalfTheGap) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2048 * kMib);
+  LawParams p;
+  p.edge.window_seconds = 0;
+  Driver d(g, p);
+  d.Step();
+  const double taken_to = d.TargetMib();
+  d.Step();
+  d.guest().refaults_per_second = 2.0 * kMib / 4096;
+  ASSERT_EQ(d.Step().action, LawAction::kBackoff);
+  EXPECT_NEAR(d.TargetMib(), taken_to + 0.5 * (4096 - taken_to), 0.01);
+}
+
+TEST(PagecacheLawTest, AChurningBalloonIsNotChased) {
+  GuestView g = Agent();
+  g.balloon_inflate_pages = 0;
+  g.balloon_deflate_pages = 0;
+  Driver d(g);
+  d.Step();  // take: the target goes down
+  const double asked = d.TargetMib();
+  ASSERT_LT(asked, 4096);
+  // The guest's shrinker hands back what the balloon takes: actual barely moves.
+  // (The first report on the way only starts the inflation's window.)
+  d.guest().actual_bytes = static_cast<int64_t>(4093 * kMib);
+  d.guest().balloon_inflate_pages = 256 * 100;
+  d.guest().balloon_deflate_pages = 256 * 97;
+  LawOutcome o = d.Step(2, /*land=*/false);
+  ASSERT_NE(o.action, LawAction::kRetry) << o.reason;
+  d.guest().actual_bytes = static_cast<int64_t>(4090 * kMib);
+  d.guest().balloon_inflate_pages = 256 * 600;
+  d.guest().balloon_deflate_pages = 256 * 591;
+  o = d.Step(2, /*land=*/false);
+  ASSERT_EQ(o.action, LawAction::kRetry) << o.reason;
+  EXPECT_STREQ(o.state, "churning");
+  EXPECT_THAT(o.reason, HasSubstr("retry churning"));
+  EXPECT_NEAR(d.TargetMib(), 4090, 0.01);  // stopped where it got to
+  // No taking for the retry (60 s); then the law takes again.
+  for (int i = 0; i < 28; ++i) {
+    o = d.Step();
+    ASSERT_NEAR(d.TargetMib(), 4090, 0.01) << o.reason;
+  }
+  EXPECT_EQ(o.action, LawAction::kRetry);
+  EXPECT_STREQ(o.state, "churning");
+  d.Step();
+  o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
+  EXPECT_STREQ(o.state, "ok");
+}
+
+TEST(PagecacheLawTest, PressureFallingAfterABackoffWaitsForIt) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2048 * kMib);
+  g.refaults_per_second = 3.0 * kMib / 4096;  // x = 3
+  Driver d(g);
+  ASSERT_EQ(d.Step().action, LawAction::kBackoff);
+  const double after_backoff = d.TargetMib();
+  d.Step();  // landed, unmeasured
+  // Measured, still over target but lower: the backoff is working.
+  d.guest().refaults_per_second = 2.0 * kMib / 4096;
+  LawOutcome o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kWait) << o.reason;
+  EXPECT_THAT(o.reason, HasSubstr("wait x=2.00 falling from 3.00"));
+  EXPECT_EQ(d.TargetMib(), after_backoff);
+  // Measured again at the same pressure: it did not fall, so more memory.
+  o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_GT(d.TargetMib(), after_backoff);
+}
+
 }  // namespace
 }  // namespace plimsoll::policy
