@@ -57,6 +57,9 @@ void ResetStatsEnabled(TrackedGuest* g) {
 
 // Retry window for switching balloon stats on after a failure: 10 s doubling to 10 min.
 constexpr absl::Duration kEnableStatsRetryMin = absl::Seconds(10);
+// A balloon within this of its target has arrived (the driver keeps a few pages; the policies'
+// landing tolerance, balloon_progress.h, starts at the same 16 MiB).
+constexpr int64_t kInflationSlackBytes = int64_t{16} << 20;
 constexpr absl::Duration kEnableStatsRetryMax = absl::Minutes(10);
 
 }  // namespace
@@ -469,19 +472,37 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     // Safety net under every policy: no stats or stale stats, no shrink. Growing never needs
     // stats: giving a guest memory back cannot hurt it, and a guest whose stats stopped (a busy
     // domain, a stalled driver) may be exactly the one that needs it.
+    auto held = [&](SafetyRule rule) {
+      target = previous;
+      if (deps_.metrics) deps_.metrics->CountSafetyHold(rule);
+    };
     if (!g->has_stats && target < previous) {
       absl::StrAppend(&reason, " | held: no balloon stats from guest, never shrink without them");
-      target = previous;
+      held(SafetyRule::kNoStats);
     } else if (!g->stats_fresh && target < previous) {
       absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
                                                g->stats_age_seconds));
-      target = previous;
+      held(SafetyRule::kStaleStats);
     }
     if (host_stale_ && target < previous) {
       absl::StrAppend(&reason, absl::StrFormat(" | held: host memory not read this tick (data age=%.1fs), "
                                                "never shrink on it",
                                                absl::ToDoubleSeconds(now - last_host_at_)));
-      target = previous;
+      held(SafetyRule::kHostStale);
+    }
+    // Holding the target is not enough while the balloon is still inflating towards it: it
+    // would go on shrinking the guest on the data that went bad. Stop it where it is (never
+    // above the guest's ceiling; a pin is the operator's and stays).
+    const bool data_bad = !g->has_stats || !g->stats_fresh || host_stale_;
+    if (data_bad && !c.pin.has_value() && !c.exclude && g->actual_bytes > target + kInflationSlackBytes) {
+      const int64_t stop = std::min(g->actual_bytes, c.ceiling);
+      if (stop > target) {
+        absl::StrAppend(&reason, " | inflation stopped at ", FormatMib(stop), " (was heading for ",
+                        FormatMib(target), "): no shrinking on ",
+                        !g->has_stats ? "missing stats" : !g->stats_fresh ? "stale stats" : "stale host data");
+        target = stop;
+        if (deps_.metrics) deps_.metrics->CountSafetyHold(SafetyRule::kInflationStopped);
+      }
     }
     Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
                           : target > previous ? plimsoll::v1::DIRECTION_DEFLATE

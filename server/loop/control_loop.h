@@ -33,7 +33,10 @@
 // The safety net is applied after all of these: no stats or stale stats, no
 // shrink, while growth needs neither (a pin below the current size waits for
 // fresh stats, one above it is applied at once); host
-// memory data not read this tick (the read failed), no shrink for any guest.
+// memory data not read this tick (the read failed), no shrink for any guest;
+// and on such data a balloon still inflating (actual above the target) is
+// stopped where it is (target = actual, at most the ceiling; not for a pin or
+// an excluded guest). Each counted in plimsoll_safety_holds_total{rule}.
 //
 // Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the
 // reloaded settings to the loop from any thread; they take effect at the start

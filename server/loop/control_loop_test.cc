@@ -25,7 +25,9 @@ using policy::testing::ScriptedPolicy;
 
 class ControlLoopTest : public ::testing::Test {
  protected:
-  ControlLoopTest() : hv_(FakeHypervisor::Options{.balloon_follows_target = true}) {
+  // balloon_follows_target false: the test moves the balloon (a finite speed).
+  explicit ControlLoopTest(bool balloon_follows_target = true)
+      : hv_(FakeHypervisor::Options{.balloon_follows_target = balloon_follows_target}) {
     host::HostMemory mem;
     mem.mem_total_bytes = 16384 * kMiB;
     mem.mem_available_bytes = 12000 * kMiB;
@@ -163,6 +165,55 @@ TEST_F(ControlLoopTest, NeverShrinksOnStatsThatDoNotAdvance) {
   loop_->Tick();
   ASSERT_EQ(hv_.target_calls().size(), 1u);
   EXPECT_EQ(hv_.target_calls()[0].bytes, 900 * kMiB);
+}
+
+class SlowBalloonLoopTest : public ControlLoopTest {
+ protected:
+  SlowBalloonLoopTest() : ControlLoopTest(/*balloon_follows_target=*/false) {}
+
+  // One tick of a balloon that moves at most 50 MiB a tick towards its target.
+  void TickMovingBalloon(bool fresh_stats) {
+    const int64_t actual = hv_.GetDomain(kA)->current_bytes;
+    const int64_t target = hv_.LastTarget(kA).value_or(actual);
+    const int64_t step = std::clamp(target - actual, -50 * kMiB, 50 * kMiB);
+    hv_.SetActualBytes(kA, actual + step);
+    if (fresh_stats) {
+      TickWithFreshStats({kA});
+    } else {
+      clock_.Advance(absl::Seconds(2));
+      loop_->Tick();
+    }
+  }
+};
+
+// A balloon still inflating when its guest's stats go stale is stopped where it is: holding
+// the target alone would let it go on shrinking the guest on data that went bad.
+TEST_F(SlowBalloonLoopTest, StaleStatsStopABalloonInFlight) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 400 * kMiB;
+  TickMovingBalloon(true);  // adopted: nothing moves on the first sight
+  TickMovingBalloon(true);
+  ASSERT_EQ(hv_.LastTarget(kA), 400 * kMiB);
+  for (int i = 0; i < 3; ++i) TickMovingBalloon(true);
+  ASSERT_EQ(hv_.GetDomain(kA)->current_bytes, 874 * kMiB);  // 3 steps of 50 MiB so far
+  // The guest stops reporting; the balloon keeps inflating until the stats are stale (10 s).
+  int64_t stopped_at = 0;
+  for (int i = 0; i < 8 && stopped_at == 0; ++i) {
+    TickMovingBalloon(false);
+    if (hv_.LastTarget(kA) != 400 * kMiB) stopped_at = hv_.GetDomain(kA)->current_bytes;
+  }
+  ASSERT_GT(stopped_at, 400 * kMiB) << "the balloon was never stopped";
+  EXPECT_EQ(hv_.LastTarget(kA), stopped_at);
+  EXPECT_FALSE(Published(kA)->stats().stats_fresh());
+  EXPECT_NE(Published(kA)->last_decision().reason().find("inflation stopped at"), std::string::npos)
+      << Published(kA)->last_decision().reason();
+  EXPECT_NE(metrics_.Render().find("plimsoll_safety_holds_total{rule=\"inflation_stopped\"} 1"),
+            std::string::npos);
+  // It stays stopped: no further shrink while the stats are stale.
+  for (int i = 0; i < 3; ++i) TickMovingBalloon(false);
+  EXPECT_EQ(hv_.GetDomain(kA)->current_bytes, stopped_at);
+  EXPECT_EQ(hv_.LastTarget(kA), stopped_at);
 }
 
 TEST_F(ControlLoopTest, GuestWithoutBalloonStatsIsReportedNotPushed) {

@@ -120,6 +120,8 @@ struct Metrics::Impl {
   prometheus::Counter* agent_spikes;
   prometheus::Counter* ticks_woken;
   prometheus::Counter* host_stale_ticks;
+  // By SafetyRule, all created at construction.
+  std::array<prometheus::Counter*, std::size(kAllSafetyRules)> safety_holds{};
   Family<Gauge>* host_data_age;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
@@ -256,6 +258,10 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.agent_spikes = &prometheus::BuildCounter().Name("plimsoll_agent_spikes_total").Help("Agent spike reports (PSI trigger) that asked for an early tick; those closer together than min_wake_interval share one.").Register(*m.registry).Add({});
   m.ticks_woken = &prometheus::BuildCounter().Name("plimsoll_ticks_woken_total").Help("Ticks started before their schedule because something asked for one (agent spikes, guests starting or stopping, API calls, reloads); at most one per min_wake_interval.").Register(*m.registry).Add({});
   m.host_stale_ticks = &prometheus::BuildCounter().Name("plimsoll_host_stale_ticks_total").Help("Ticks whose host memory read failed: they decided on the last good reading and shrank no guest.").Register(*m.registry).Add({});
+  auto& safety = prometheus::BuildCounter().Name("plimsoll_safety_holds_total").Help("Decisions the safety net changed, by rule: a shrink held for no_stats, stale_stats or host_stale; inflation_stopped: a balloon still inflating when its data went bad, stopped where it was.").Register(*m.registry);
+  for (SafetyRule rule : kAllSafetyRules) {
+    m.safety_holds[static_cast<size_t>(rule)] = &safety.Add({{"rule", SafetyRuleName(rule)}});
+  }
   m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
@@ -409,6 +415,22 @@ void Metrics::CountAgentSpike() { impl_->agent_spikes->Increment(); }
 void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
 
 void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
+
+void Metrics::CountSafetyHold(SafetyRule rule) { impl_->safety_holds[static_cast<size_t>(rule)]->Increment(); }
+
+const char* SafetyRuleName(SafetyRule rule) {
+  switch (rule) {
+    case SafetyRule::kNoStats:
+      return "no_stats";
+    case SafetyRule::kStaleStats:
+      return "stale_stats";
+    case SafetyRule::kHostStale:
+      return "host_stale";
+    case SafetyRule::kInflationStopped:
+      return "inflation_stopped";
+  }
+  return "unknown";
+}
 
 std::string Metrics::Render() const {
   prometheus::TextSerializer serializer;

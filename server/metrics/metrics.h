@@ -41,6 +41,17 @@ inline constexpr LibvirtOperation kAllLibvirtOperations[] = {
 // The operation's label value.
 const char* LibvirtOperationName(LibvirtOperation operation);
 
+// The safety net's rules (control_loop.h), the `rule` label of plimsoll_safety_holds_total.
+enum class SafetyRule {
+  kNoStats,           // "no_stats": a shrink held, the guest has no balloon stats
+  kStaleStats,        // "stale_stats": a shrink held, its stats are stale
+  kHostStale,         // "host_stale": a shrink held, the host read failed this tick
+  kInflationStopped,  // "inflation_stopped": a balloon inflating on such data stopped where it is
+};
+inline constexpr SafetyRule kAllSafetyRules[] = {SafetyRule::kNoStats, SafetyRule::kStaleStats,
+                                                 SafetyRule::kHostStale, SafetyRule::kInflationStopped};
+const char* SafetyRuleName(SafetyRule rule);
+
 // Every counter family whose label values are known up front is created with all of them at 0
 // (Prometheus' advice on missing series): decisions by direction, libvirt errors by operation,
 // config reloads by result, agent streams ended by reason, and agent reports rejected by reason
@@ -97,6 +108,8 @@ class Metrics {
   void CountWokenTick();
   // A tick whose host memory read failed, so no guest was shrunk (plimsoll_host_stale_ticks_total).
   void CountHostStaleTick();
+  // The safety net changed a decision (plimsoll_safety_holds_total{rule}).
+  void CountSafetyHold(SafetyRule rule);
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt
