@@ -54,14 +54,20 @@ ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView
   });
   // Hard demand (the floor over the guest's size: an allocation, an OOM) is granted in full and
   // paid for by the budget round below when free memory does not cover it; pressure and the
-  // rest only get what is free.
+  // rest only get what is free. Only the part up to the floor is hard: a guest asking for more
+  // than its floor gets the rest out of free memory like anyone (granted in full, the rest was
+  // taken back by the budget round on the next decision, and granted again on the one after: a
+  // 64 GiB guest without the agent swung 5.7 GiB every two seconds).
   double room = r.free;
   std::vector<bool> hard(n, false);
   for (size_t i : growers) {
     const double want = guests[i].proposal - r.targets[i];
-    const double grant = guests[i].grow == GrowClass::kHardDemand ? want : std::min(want, std::max(0.0, room));
+    const double hard_part = guests[i].grow == GrowClass::kHardDemand
+                                 ? std::clamp(guests[i].floor - r.targets[i], 0.0, want)
+                                 : 0.0;
+    const double grant = hard_part + std::min(want - hard_part, std::max(0.0, room - hard_part));
     if (grant <= 0) continue;
-    hard[i] = guests[i].grow == GrowClass::kHardDemand;
+    hard[i] = hard_part > 0;
     r.granted[i] = grant;
     r.targets[i] += grant;
     room -= grant;

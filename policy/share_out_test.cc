@@ -50,11 +50,24 @@ TEST(ShareOutTest, FreeBeforeGrow) {
 }
 
 TEST(ShareOutTest, HardDemandIsGrantedBeforePressure) {
-  std::vector<ShareOutGuest> g = {G(1000, 1300), G(1000, 1300)};
+  std::vector<ShareOutGuest> g = {G(1000, 1300), G(1000, 1300, 1300)};
   g[0].grow = GrowClass::kPressure;
   g[1].grow = GrowClass::kHardDemand;
   const ShareOutResult r = ShareOut(g, Host(2400), {});
   EXPECT_EQ(Mib(r.granted), (std::vector<double>{100, 300}));
+}
+
+// Only the part of a hard-demand guest's proposal up to its floor is hard: the rest waits for
+// free memory like anyone's, and is not paid for by the others.
+TEST(ShareOutTest, OnlyTheFloorIsHard) {
+  std::vector<ShareOutGuest> g = {G(1000, 3000, 1200), G(1000, 1000, 300)};
+  g[0].grow = GrowClass::kHardDemand;
+  ShareOutResult r = ShareOut(g, Host(2000), {});
+  EXPECT_EQ(Mib(r.targets), (std::vector<double>{1200, 800}));
+  // With 500 MiB free, the floor is granted first and the rest out of what is left.
+  r = ShareOut(g, Host(2500), {});
+  EXPECT_EQ(Mib(r.granted), (std::vector<double>{500, 0}));
+  EXPECT_EQ(Mib(r.targets), (std::vector<double>{1500, 1000}));
 }
 
 // An allocation is not refused while another guest holds memory above its floor.
