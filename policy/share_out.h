@@ -7,8 +7,9 @@
 // - Free before grow (squeezed): growth for pressure and the rest is granted only out of L minus
 //   the commitments, pressure first; within a class the guest paying the most shares per page
 //   (ESX's rho) first. Hard demand (the floor over the guest's size: an allocation, an OOM kill)
-//   is granted in full, and what free memory does not cover is taken from the others in the
-//   budget round below; only what they cannot give (floors, steps) is cut from it.
+//   is granted up to the floor, and what free memory does not cover is taken from the others in
+//   the budget round below; only what they cannot give (floors, steps) is cut from it. The rest
+//   of that guest's proposal, above its floor, waits for free memory like anyone's.
 // - The budget is a hard limit: when the targets together exceed L, the excess is taken from
 //   the guests that may shrink by shares with the idle-memory tax (idle_tax.h), never below a
 //   guest's floor and at most step_fraction of its ceiling per decision (a balloon's speed).
