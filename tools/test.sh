@@ -18,6 +18,9 @@ trap 'bazel shutdown >/dev/null 2>&1 || true
 
 passed=0; failed=0; skipped=0
 t0=$(date +%s)
+# Every stage's output also goes here, so the names of what failed can be repeated at the end,
+# next to the summary line (a CI log cut to its tail still says which test failed).
+logs=$(mktemp -d)
 
 echo "=== build (bazel build //...)"
 if ! bazel build //... 2>&1 | tail -25; then :; fi
@@ -29,7 +32,7 @@ fi
 t_build=$(date +%s)
 
 echo "=== unit and integration tests (bazel test //...)"
-bazel test //... 2>&1 | grep -E "PASSED|FAILED|TIMEOUT|NO STATUS|Executed|ERROR" || true
+bazel test //... 2>&1 | tee "$logs/bazel" | grep -E "PASSED|FAILED|TIMEOUT|NO STATUS|Executed|ERROR" || true
 # Count individual test cases from the JUnit XML every gtest target writes.
 read -r u_pass u_fail u_skip < <(python3 tools/count_junit.py bazel-testlogs)
 passed=$((passed + u_pass)); failed=$((failed + u_fail)); skipped=$((skipped + u_skip))
@@ -40,7 +43,7 @@ t_asan=$t_unit; t_fuzz=$t_unit
 if [ "$MODE" != "--unit" ]; then
 echo "=== Bazel tests under ASan/LSan/UBSan (tools/sanitize.sh)"
 s_sum=$(mktemp)
-tools/sanitize.sh --summary-file="$s_sum" 2>&1 | tail -15
+tools/sanitize.sh --summary-file="$s_sum" 2>&1 | tee "$logs/asan" | tail -15
 read -r s_pass s_fail s_skip < "$s_sum" || { s_pass=0; s_fail=1; s_skip=0; }
 passed=$((passed + s_pass)); failed=$((failed + s_fail)); skipped=$((skipped + s_skip))
 echo "sanitizer tests: ${s_pass} passed, ${s_fail} failed, ${s_skip} skipped ($(( $(date +%s) - t_unit ))s)"
@@ -48,7 +51,7 @@ t_asan=$(date +%s)
 
 echo "=== fuzzing: every libFuzzer target for a bounded time (tools/fuzz.sh)"
 f_sum=$(mktemp)
-tools/fuzz.sh --seconds="${PLIMSOLL_FUZZ_SECONDS:-15}" --summary-file="$f_sum" 2>&1 | tail -12
+tools/fuzz.sh --seconds="${PLIMSOLL_FUZZ_SECONDS:-15}" --summary-file="$f_sum" 2>&1 | tee "$logs/fuzz" | tail -12
 read -r f_pass f_fail f_skip < "$f_sum" || { f_pass=0; f_fail=1; f_skip=0; }
 passed=$((passed + f_pass)); failed=$((failed + f_fail)); skipped=$((skipped + f_skip))
 echo "fuzz targets: ${f_pass} passed, ${f_fail} failed, ${f_skip} skipped ($(( $(date +%s) - t_asan ))s)"
@@ -61,6 +64,8 @@ if [ "$MODE" != "--unit" ]; then
   bazel build //server:plimsolld //ctl:plimsollctl //tests/lab:guest_workload //agent:plimsoll-agent \
     //server/agent:plimsoll-agent-token >/dev/null 2>&1
   out=$(mktemp)
+  # Not through a pipe: the lab starts daemons that could hold it open. Its failures print at
+  # the end of its own output, next to the summary line anyway.
   python3 tests/e2e/run_e2e.py --summary-file "$out"
   read -r e_pass e_fail e_skip < "$out" || { e_pass=0; e_fail=1; e_skip=0; }
   rm -f "$out"
@@ -68,6 +73,15 @@ if [ "$MODE" != "--unit" ]; then
   echo "e2e tests: ${e_pass} passed, ${e_fail} failed, ${e_skip} skipped ($(( $(date +%s) - t_fuzz ))s)"
 fi
 
+if [ "$failed" -ne 0 ]; then
+  echo "=== what failed, by stage"
+  for stage in bazel asan fuzz; do
+    [ -f "$logs/$stage" ] || continue
+    grep -E "^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS)|^--- //[^ ]+: what failed|^fuzz [^ ]+: FAILED" \
+      "$logs/$stage" | sed -E "s/ in [0-9.]+s$//; s/^/$stage: /" | sort -u | head -20
+  done
+fi
+rm -rf "$logs"
 echo "timings: build $((t_build - t0))s, bazel tests $((t_unit - t_build))s, sanitizers $((t_asan - t_unit))s, fuzz $((t_fuzz - t_asan))s, total $(( $(date +%s) - t0 ))s"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ]
