@@ -184,7 +184,7 @@ TEST(ChannelPump, AFloodingLinkDoesNotDelayAnother) {
   reader.join();
   std::printf("quiet link's worst latency under a flood: %s (flood moved %lu bytes)\n",
               absl::FormatDuration(worst).c_str(), static_cast<unsigned long>((*pump)->counters().bytes_from_guests));
-  EXPECT_LT(worst, absl::Milliseconds(100));
+  EXPECT_LT(worst, absl::Milliseconds(250));  // generous: a loaded 2-core machine, sanitizers
 }
 
 }  // namespace
