@@ -27,10 +27,13 @@ struct Pending {
   bool empty() const { return sent == bytes.size(); }
 };
 
-// Writes what it can of `p` to `fd` (non-blocking). False on a hard error.
-bool WriteSome(int fd, Pending& p) {
+// Writes what it can of `p` to `fd` (non-blocking). False on a hard error. On the socket,
+// MSG_NOSIGNAL: gRPC closing its end must end the bridge, not kill the agent with SIGPIPE.
+bool WriteSome(int fd, Pending& p, bool socket) {
   while (!p.empty()) {
-    const ssize_t n = write(fd, p.bytes.data() + p.sent, p.bytes.size() - p.sent);
+    const char* data = p.bytes.data() + p.sent;
+    const size_t size = p.bytes.size() - p.sent;
+    const ssize_t n = socket ? send(fd, data, size, MSG_NOSIGNAL) : write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno == EAGAIN || errno == EWOULDBLOCK;
@@ -72,9 +75,9 @@ void Bridge(int port, int sock, std::shared_ptr<std::atomic<bool>> alive) {
     }
     // The port: a hangup with nothing left to read makes read() return 0.
     if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !ReadSome(port, to_sock)) break;
-    if ((p[0].revents & POLLOUT) != 0 && !WriteSome(port, to_port)) break;
+    if ((p[0].revents & POLLOUT) != 0 && !WriteSome(port, to_port, false)) break;
     if ((p[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !ReadSome(sock, to_port)) break;
-    if (!to_sock.empty() && !WriteSome(sock, to_sock)) break;
+    if (!to_sock.empty() && !WriteSome(sock, to_sock, true)) break;
     if ((p[0].revents & POLLNVAL) != 0 || (p[1].revents & POLLNVAL) != 0) break;
   }
   close(port);

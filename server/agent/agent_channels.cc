@@ -232,7 +232,14 @@ bool AgentChannels::Scan() {
     // The loop reconnects libvirt; channels already connected keep working meanwhile.
     absl::MutexLock l(&mu_);
     const std::string message(listed.status().message());
-    if (message != list_error_) PLOG_WARNING << "agent channels: cannot list domains: " << message;
+    if (message != list_error_) {
+      // Before the first listing this is the daemon starting (the loop opens libvirt): no alarm.
+      if (listed_once_) {
+        PLOG_WARNING << "agent channels: cannot list domains: " << message;
+      } else {
+        PLOG_INFO << "agent channels: waiting for libvirt: " << message;
+      }
+    }
     list_error_ = message;
     return false;
   }
@@ -241,6 +248,7 @@ bool AgentChannels::Scan() {
   {
     absl::MutexLock l(&mu_);
     list_error_.clear();
+    listed_once_ = true;
     for (auto it = domains_.begin(); it != domains_.end();) {
       if (alive.contains(it->first)) {
         ++it;

@@ -164,6 +164,7 @@ class AgentChannels {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool unsupported_logged_ ABSL_GUARDED_BY(mu_) = false;
   std::string list_error_ ABSL_GUARDED_BY(mu_);
+  bool listed_once_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_ ABSL_GUARDED_BY(mu_);
   // "fd:N" -> (uuid, generation) of the link whose socketpair end gRPC has as N.

@@ -297,7 +297,7 @@ TEST_F(AgentChannelsTest, ReconnectsWhenTheSessionBreaks) {
   int fd = qemu.Accept(absl::Seconds(5));
   ASSERT_GE(fd, 0);
   const char junk[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nthis is not a frame of the session in progress";
-  for (int i = 0; i < 2; ++i) ASSERT_GT(write(fd, junk, sizeof(junk)), 0);
+  for (int i = 0; i < 2; ++i) ASSERT_GT(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), 0);
   const int again = qemu.Accept(absl::Seconds(5));
   ASSERT_GE(again, 0) << "plimsolld did not reconnect after its session broke";
   close(fd);

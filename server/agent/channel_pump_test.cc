@@ -130,7 +130,7 @@ TEST(ChannelPump, GuestBytesAreHeldToTheirBudget) {
     std::string chunk(4096, 'x');
     size_t sent = 0;
     while (sent < total) {
-      const ssize_t n = write(link.guest, chunk.data(), std::min(chunk.size(), total - sent));
+      const ssize_t n = send(link.guest, chunk.data(), std::min(chunk.size(), total - sent), MSG_NOSIGNAL);
       if (n <= 0) break;
       sent += static_cast<size_t>(n);
     }
@@ -160,7 +160,7 @@ TEST(ChannelPump, AFloodingLinkDoesNotDelayAnother) {
   std::thread writer([&] {
     std::string chunk(65536, 'f');
     while (!stop.load()) {
-      if (write(flood.guest, chunk.data(), chunk.size()) <= 0) break;
+      if (send(flood.guest, chunk.data(), chunk.size(), MSG_NOSIGNAL) <= 0) break;
     }
   });
   std::thread reader([&] {

@@ -140,19 +140,19 @@ class FakeQemu {
       if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         const ssize_t n = read(host, buf, sizeof(buf));
         if (n <= 0) return;
-        WriteAll(master_, buf, static_cast<size_t>(n));
+        WriteAll(master_, buf, static_cast<size_t>(n), false);
       }
       if ((p[1].revents & POLLIN) != 0) {
         const ssize_t n = read(master_, buf, sizeof(buf));
-        if (n > 0) WriteAll(host, buf, static_cast<size_t>(n));
+        if (n > 0) WriteAll(host, buf, static_cast<size_t>(n), true);
       } else if ((p[1].revents & POLLHUP) != 0) {
         absl::SleepFor(absl::Milliseconds(20));  // no guest opener right now
       }
     }
   }
-  static void WriteAll(int fd, const char* data, size_t n) {
+  static void WriteAll(int fd, const char* data, size_t n, bool socket) {
     while (n > 0) {
-      const ssize_t w = write(fd, data, n);
+      const ssize_t w = socket ? send(fd, data, n, MSG_NOSIGNAL) : write(fd, data, n);
       if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
         absl::SleepFor(absl::Milliseconds(1));
         continue;
@@ -198,6 +198,8 @@ class VirtioSerialChannelTest : public ::testing::Test {
     o.rescan_every = absl::Milliseconds(200);
     o.initial_backoff = absl::Milliseconds(50);
     o.max_backoff = absl::Milliseconds(500);
+    // The test gives the domain its channel after the daemon side may have looked once.
+    o.recheck_without_channel = absl::Milliseconds(200);
     absl::StatusOr<std::unique_ptr<AgentChannels>> c = AgentChannels::Start(&hv_, store_.get(), RealClock::Get(), o);
     ASSERT_TRUE(c.ok()) << c.status();
     channels_ = *std::move(c);
