@@ -105,6 +105,7 @@ void BM_Decide(benchmark::State& state, const char* policy_name) {
   PerGuestCounter(state);
 }
 BENCHMARK_CAPTURE(BM_Decide, pagecache, "pagecache")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Decide, pagecache_law, "pagecache_law")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decide, mom, "mom")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decide, proxmox, "proxmox")->Unit(benchmark::kMillisecond);
 

@@ -284,7 +284,7 @@ TEST(MomPolicyTest, PureAndOneDecisionPerGuestInOrder) {
   for (int64_t budget : {20000, 60000, 100000}) {
     const Snapshot snapshot = MakeSnapshot(H().Budget(budget), guests);
     PolicyState state;
-    state.guests["uuid-3"].values["unrelated"] = 1.0;
+    state.guests["uuid-3"].Set(1.0);  // another policy's memory: MoM ignores it
     const MomPolicy policy;
     const Decisions a = policy.Decide(snapshot, state);
     const Decisions b = policy.Decide(snapshot, state);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -18,8 +19,6 @@
 
 namespace plimsoll::policy {
 namespace {
-
-constexpr char kHostKey[] = "@host";
 
 enum StateCode { kOk = 0, kStuck = 1, kChurning = 2, kSelfDeflated = 3 };
 
@@ -36,7 +35,12 @@ const char* StateName(int code) {
   }
 }
 
-// Typed access to the generic PolicyState slots.
+// This policy's memory is still string-keyed doubles (the keys are listed in the header); it
+// lives in this policy's own slot type until the policy is retired (issue 14).
+struct GuestPolicyState {
+  absl::flat_hash_map<std::string, double> values;
+};
+
 std::optional<double> Get(const GuestPolicyState& state, absl::string_view key) {
   auto it = state.values.find(key);
   if (it == state.values.end() || !std::isfinite(it->second)) return std::nullopt;
@@ -160,9 +164,13 @@ class Decider {
   Decisions Run();
 
  private:
-  const GuestPolicyState& Previous(absl::string_view key) const {
-    auto it = state_.guests.find(key);
-    return it == state_.guests.end() ? empty_ : it->second;
+  const GuestPolicyState& Previous(absl::string_view uuid) const {
+    const GuestPolicyState* m = FindGuestState<GuestPolicyState>(state_, uuid);
+    return m == nullptr ? empty_ : *m;
+  }
+  const GuestPolicyState& PreviousHost() const {
+    const GuestPolicyState* m = state_.host.Get<GuestPolicyState>();
+    return m == nullptr ? empty_ : *m;
   }
   void Assess(const GuestView& guest, Work* w) const;
   void AssessBlind(const GuestView& guest, Work* w) const;
@@ -861,8 +869,8 @@ void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
   const double free = limit - sum_actual;
   const double free_fraction = free / budget;
 
-  // Hysteresis, remembered under "@host".
-  const GuestPolicyState& prev_host = Previous(kHostKey);
+  // Hysteresis, remembered in the host slot.
+  const GuestPolicyState& prev_host = PreviousHost();
   bool psi_latch = GetOr(prev_host, "psi_latch", 0) != 0;
   if (host.psi_some_avg10.has_value()) {
     if (*host.psi_some_avg10 >= p_.host_psi_high) psi_latch = true;
@@ -873,7 +881,7 @@ void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
   bool reclaim = GetOr(prev_host, "reclaim", 0) != 0;
   if (free_fraction < p_.low_free_fraction || psi_latch) reclaim = true;
   if (free_fraction >= p_.high_free_fraction && !psi_latch) reclaim = false;
-  GuestPolicyState& host_next = decisions->next_state.guests[kHostKey];
+  GuestPolicyState& host_next = decisions->next_state.host.Set(GuestPolicyState());
   host_next.values["psi_latch"] = psi_latch;
   host_next.values["reclaim"] = reclaim;
 
@@ -1103,6 +1111,7 @@ Decisions Decider::Run() {
       auto it = state_.guests.find(guest.uuid);
       if (it != state_.guests.end()) decisions.next_state.guests[guest.uuid] = it->second;
     }
+    decisions.next_state.host = state_.host;
     decisions.summary = absl::StrCat(why, " guests=", snapshot_.guests.size());
     return decisions;
   }
@@ -1117,7 +1126,7 @@ Decisions Decider::Run() {
     ++counts[std::clamp(w.state, 0, 3)];
     pressured += w.under_pressure ? 1 : 0;
     held += (w.hold || w.blind) ? 1 : 0;
-    decisions.next_state.guests[w.guest->uuid] = std::move(w.next);
+    decisions.next_state.guests[w.guest->uuid].Set(std::move(w.next));
   }
   absl::StrAppend(&decisions.summary, " pressured=", pressured, " held=", held,
                   " stuck=", counts[kStuck], " churning=", counts[kChurning],
@@ -1131,6 +1140,15 @@ absl::string_view PagecachePolicy::name() const { return "pagecache"; }
 
 Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
   return Decider(params_, snapshot, state).Run();
+}
+
+std::optional<double> PagecacheMemoryValue(const PolicyState& state, absl::string_view uuid,
+                                           absl::string_view key) {
+  const GuestPolicyState* m = FindGuestState<GuestPolicyState>(state, uuid);
+  if (m == nullptr) return std::nullopt;
+  auto it = m->values.find(key);
+  if (it == m->values.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace plimsoll::policy

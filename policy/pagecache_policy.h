@@ -51,7 +51,8 @@
 // - Outside an overcommit no guest is shrunk while under pressure, and none on stale or
 //   implausible stats, nor before a report newer than its last target change has been seen.
 //
-// PolicyState keys, per guest uuid (all doubles; times are unix seconds, sizes bytes):
+// Memory kept between ticks, per guest in this policy's own slot type (policy_state.h): string-keyed
+// doubles, times unix seconds, sizes bytes (to be replaced by a typed struct, issue 14):
 //   allow       allowance: the size the guest is believed to be calm at
 //   probe_t     when the allowance was last probed down
 //   move_t      when this policy last changed the guest's target
@@ -94,9 +95,11 @@
 //   futile      1 when the guest's pressure did not respond to its size (see the params)
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
 //   p_tgt p_act p_dir p_t p_start infl defl p_raise   balloon_progress.h ProgressMemory
-// and under the key "@host" (not a uuid): reclaim (0/1, the hysteresis mode) and psi_latch (0/1).
+// and in the host slot: reclaim (0/1, the hysteresis mode) and psi_latch (0/1).
 #ifndef PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
 #define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
+
+#include <optional>
 
 #include "absl/strings/string_view.h"
 #include "policy/balloon_progress.h"
@@ -233,6 +236,11 @@ class PagecachePolicy : public Policy {
  private:
   const PagecacheParams params_;
 };
+
+// For tests: the value this policy remembers under `key` (header comment) for guest `uuid` in
+// `state`, or nullopt.
+std::optional<double> PagecacheMemoryValue(const PolicyState& state, absl::string_view uuid,
+                                           absl::string_view key);
 
 }  // namespace plimsoll::policy
 

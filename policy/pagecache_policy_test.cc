@@ -806,7 +806,7 @@ TEST(PagecachePolicyTest, PressureOnTheFirstMeasurementAfterAStepDownGoesBackASt
   Harness w({HotGuest("w")}, 16384, small);
   for (int i = 0; i < 61; ++i) w.Tick();
   ASSERT_THAT(w.Tick().guests[0].reason, HasSubstr("action=probe"));
-  const double from = w.state().guests.at("uuid-w").values.at("calm_act") / kMib;
+  const double from = PagecacheMemoryValue(w.state(), "uuid-w", "calm_act").value() / kMib;
   const double to = w.TargetMib(0);
   ASSERT_GT(from, to + 2);
   ASSERT_LT(from - to, 0.01 * to);
@@ -1059,7 +1059,7 @@ TEST(PagecachePolicyTest, AnAllocationsLeadGoesOnceTheAllocationIsDone) {
   // stall's episode cools down for 30 s, not 60.
   g.psi_some_total_us = *g.psi_some_total_us + 250'000;  // 5%
   EXPECT_THAT(a.Tick().guests[0].reason, HasSubstr("action=backoff"));
-  EXPECT_EQ(a.state().guests.at("uuid-b").values.at("ep_len"), 30);
+  EXPECT_EQ(PagecacheMemoryValue(a.state(), "uuid-b", "ep_len"), 30);
 
   // Growth after an OOM kill waits the 30 s: what the kill freed looks unused too.
   Harness k({AgentGuest("c")});
@@ -1361,7 +1361,7 @@ TEST(PagecachePolicyTest, DepartedGuestsLeaveTheState) {
   h.guests().pop_back();
   h.Tick();
   EXPECT_FALSE(h.state().guests.contains("uuid-b"));
-  EXPECT_TRUE(h.state().guests.contains("@host"));
+  EXPECT_FALSE(h.state().host.empty());  // the host-level memory stays
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // The policy seam: a pure function from a snapshot of the world to balloon
 // targets. Policies do no I/O, read no clock and log nothing; everything they
 // need is in the Snapshot and everything they want to remember between ticks
-// travels in and out through PolicyState. That makes every policy testable by
+// travels in and out through PolicyState (policy_state.h: one typed value per guest,
+// owned by the policy). That makes every policy testable by
 // a table of literal snapshots (policy/*_test.cc) and replayable in sim/.
 #ifndef PLIMSOLL_POLICY_POLICY_H_
 #define PLIMSOLL_POLICY_POLICY_H_
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "policy/policy_state.h"
 
 namespace plimsoll::policy {
 
@@ -98,16 +100,6 @@ struct Snapshot {
   int64_t tick = 0;
   HostView host;
   std::vector<GuestView> guests;
-};
-
-// Per-guest memory a policy keeps between ticks. Generic named slots keep the
-// type shared by all policies; each policy documents the keys it uses.
-struct GuestPolicyState {
-  absl::flat_hash_map<std::string, double> values;
-};
-
-struct PolicyState {
-  absl::flat_hash_map<std::string, GuestPolicyState> guests;  // by uuid
 };
 
 // One guest's decision. target_bytes == the guest's target_bytes means hold.

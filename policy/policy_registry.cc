@@ -8,8 +8,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "policy/mom_policy.h"
+#include "policy/pagecache_law_policy.h"
 #include "policy/pagecache_policy.h"
 #include "policy/policy.h"
 #include "policy/proxmox_policy.h"
@@ -22,11 +24,19 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name) {
   if (name == "static") return std::make_unique<StaticPolicy>();
   if (name == "pagecache") return std::make_unique<PagecachePolicy>();
   if (name == "proxmox") return std::make_unique<ProxmoxPolicy>();
+  if (name == "pagecache_law") return std::make_unique<PagecacheLawPolicy>();
+  // A variant with some parameters changed ("pagecache_law:probe_fraction=0.01:profile_ratio=0"),
+  // for comparing components side by side in the simulator.
+  if (absl::ConsumePrefix(&name, "pagecache_law:")) {
+    absl::StatusOr<PagecacheLawParams> params = ParsePagecacheLawParams(name);
+    if (!params.ok()) return params.status();
+    return std::make_unique<PagecacheLawPolicy>(*params);
+  }
   return absl::InvalidArgumentError(absl::StrCat("unknown policy \"", absl::CHexEscape(name),
                                                  "\"; known policies: ",
                                                  absl::StrJoin(PolicyNames(), ", ")));
 }
 
-std::vector<std::string> PolicyNames() { return {"mom", "static", "pagecache", "proxmox"}; }
+std::vector<std::string> PolicyNames() { return {"mom", "static", "pagecache", "proxmox", "pagecache_law"}; }
 
 }  // namespace plimsoll::policy

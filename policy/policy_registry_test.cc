@@ -14,7 +14,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(PolicyRegistryTest, NamesAreEveryPolicy) {
-  EXPECT_THAT(PolicyNames(), ElementsAre("mom", "static", "pagecache", "proxmox"));
+  EXPECT_THAT(PolicyNames(), ElementsAre("mom", "static", "pagecache", "proxmox", "pagecache_law"));
 }
 
 TEST(PolicyRegistryTest, EveryNameBuildsAPolicyOfThatName) {
@@ -34,10 +34,22 @@ TEST(PolicyRegistryTest, UnknownNameListsKnownNames) {
     ASSERT_FALSE(policy.ok()) << name;
     EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(policy.status().message(),
-                HasSubstr("known policies: mom, static, pagecache, proxmox"));
+                HasSubstr("known policies: mom, static, pagecache, proxmox, pagecache_law"));
   }
   EXPECT_THAT(MakePolicy("Proxmox").status().message(), HasSubstr("unknown policy \"Proxmox\""));
   EXPECT_THAT(MakePolicy("a\nb").status().message(), HasSubstr("\"a\\nb\""));
+}
+
+TEST(PolicyRegistryTest, PagecacheLawVariantsNameTheirBadParameter) {
+  absl::StatusOr<std::unique_ptr<Policy>> ok = MakePolicy("pagecache_law:profile_ratio=0:probe_fraction=0.01");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)->name(), "pagecache_law");
+  EXPECT_THAT(MakePolicy("pagecache_law:bogus=1").status().message(),
+              HasSubstr("unknown pagecache_law parameter \"bogus\"; known: headroom_min_mib,"));
+  EXPECT_THAT(MakePolicy("pagecache_law:probe_fraction=2").status().message(),
+              HasSubstr("probe_fraction=2 is outside [0, 1]"));
+  EXPECT_THAT(MakePolicy("pagecache_law:probe_fraction").status().message(),
+              HasSubstr("\"probe_fraction\" is not name=number"));
 }
 
 }  // namespace

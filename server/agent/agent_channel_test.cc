@@ -197,7 +197,9 @@ TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
   EXPECT_EQ(s->active_file_bytes, static_cast<int64_t>(112920 * kKiB));
   EXPECT_THAT(s->psi_some_avg10, Optional(12.5));
   EXPECT_EQ(s->boot_id, kBootA);
-  EXPECT_TRUE(s->connected);
+  // The service ingests a stream's first report before it marks the stream open
+  // (AgentService: Ingest, then StreamOpened): a reader may see the report first.
+  EXPECT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim)->connected; }));
   // Counters of the captured file do not move: a rate of zero once two samples span 1 s.
   ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim)->refaults_per_second.has_value(); }));
   EXPECT_THAT(daemon->store->FreshSignals(kVictim)->refaults_per_second, Optional(0.0));

@@ -1,0 +1,160 @@
+#include "policy/pagecache_law.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "policy/balloon_progress.h"
+#include "policy/burst_headroom.h"
+#include "policy/guest_safety.h"
+#include "policy/pressure_profile.h"
+#include "policy/reason_format.h"
+
+namespace plimsoll::policy {
+namespace {
+
+// The overshoot over the pressure targets, 0 when the guest reported no pressure signal. Disk
+// reads (present only as an excess over a larger size's, pressure_profile.h) count like refaults.
+double Pressure(const PressureReading& r, const LawParams& p) {
+  double x = 0;
+  if (r.stall_pct.has_value() && p.stall_target_pct > 0) {
+    x = std::max(x, *r.stall_pct / p.stall_target_pct);
+  }
+  for (const std::optional<double>& rate : {r.refault_bytes_per_s, r.disk_bytes_per_s}) {
+    if (rate.has_value() && p.refault_target_bytes_per_second > 0) {
+      x = std::max(x, *rate / p.refault_target_bytes_per_second);
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+const char* LawActionName(LawAction action) {
+  switch (action) {
+    case LawAction::kHold:
+      return "hold";
+    case LawAction::kWait:
+      return "wait";
+    case LawAction::kBackoff:
+      return "backoff";
+    case LawAction::kTake:
+      return "take";
+    case LawAction::kProbe:
+      return "probe";
+    case LawAction::kCooling:
+      return "cooling";
+  }
+  return "unknown";
+}
+
+double LawHeadroom(const GuestView& guest, const LawParams& params) {
+  return std::max(params.headroom_min_bytes,
+                  params.headroom_fraction * static_cast<double>(guest.max_bytes));
+}
+
+LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m) {
+  LawOutcome out;
+  SignalMemory next_signals;
+  out.signals = ReadSignals(guest, now_s, m->signals, &next_signals);
+  m->signals = next_signals;
+  const GuestSignals& s = out.signals;
+
+  const double max_bytes = static_cast<double>(guest.max_bytes);
+  const double actual = static_cast<double>(guest.actual_bytes);
+  const double target = static_cast<double>(guest.target_bytes);
+  const double min_bytes = static_cast<double>(FloorBytes(guest));
+  const double headroom = LawHeadroom(guest, p);
+  out.burst_bytes = s.new_report ? UpdateBurst(s.hard_bytes, now_s, p.burst, &m->burst)
+                                 : (p.burst.window_seconds > 0 ? m->burst.burst_bytes : 0.0);
+  out.floor_bytes = std::clamp(s.hard_bytes + headroom + out.burst_bytes, min_bytes,
+                               std::max(min_bytes, max_bytes));
+  if (s.source == SignalSource::kAgent) {
+    out.working_set_bytes = s.hard_bytes + s.active_file_bytes + headroom;
+  } else {
+    const double unused = static_cast<double>(guest.unused_bytes.value_or(0));
+    out.working_set_bytes = actual - std::max(0.0, unused - headroom);
+  }
+  out.working_set_bytes = std::clamp(out.working_set_bytes, out.floor_bytes, std::max(out.floor_bytes, max_bytes));
+
+  // Landing: the balloon is within tolerance of the target, first seen when. A new target
+  // (ours or anyone's) starts the journey again.
+  // A guest seen for the first time at its target has been there since before we know (the
+  // daemon adopts a guest's actual size as its target): its first report measures that size.
+  const bool first = !m->target_bytes.has_value();
+  if (first || std::fabs(*m->target_bytes - target) >= 1) m->landed_s.reset();
+  m->target_bytes = target;
+  const bool landed = std::fabs(actual - target) <= ProgressTolerance(target, ProgressParams());
+  if (!landed) {
+    m->landed_s.reset();
+  } else if (first) {
+    m->landed_s = -HUGE_VAL;
+  } else if (!m->landed_s.has_value()) {
+    m->landed_s = now_s;
+  }
+  out.measured = s.new_report && m->landed_s.has_value() && s.report_s > *m->landed_s;
+
+  double a = m->allowance_bytes.value_or(actual);
+  const PressureReading raw{s.stall_pct, s.refault_bytes_per_s, UpdateDiskRate(guest, now_s, &m->profile)};
+  // Within a landing tolerance of the ceiling is the ceiling (the balloon driver keeps a few
+  // pages).
+  const double profile_size =
+      actual >= max_bytes - ProgressTolerance(max_bytes, ProgressParams()) ? max_bytes : actual;
+  const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, p.profile);
+  out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
+  out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);
+  if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, p.profile);
+  const bool pressured = s.new_report && out.pressure >= 1;
+
+  if (pressured && (out.measured || s.new_oom_kills > 0)) {
+    a = std::max(a, actual + p.backoff_fraction * (max_bytes - actual));
+    // The cooldown doubles per episode, not per backoff: a guest still pressured within its
+    // cooldown (its growth not granted yet, or not enough) extends the episode at its length.
+    double cooldown = m->episode_cooldown_s;
+    if (now_s >= m->cool_until_s) {
+      cooldown = m->cooldown_s > 0 ? m->cooldown_s : p.cooldown_min_seconds;
+      m->cooldown_s = std::min(2 * cooldown, p.cooldown_max_seconds);
+      m->episode_cooldown_s = cooldown;
+    }
+    m->cool_until_s = now_s + cooldown;
+    m->pressured_s = now_s;
+    out.action = LawAction::kBackoff;
+    out.reason = absl::StrCat(
+        "backoff x=", s.new_oom_kills > 0 ? std::string("oom") : FormatFixed(out.pressure, 2),
+        " cooldown=", FormatFixed(cooldown, 0), "s");
+  } else if (pressured) {
+    a = std::max(a, actual);
+    m->pressured_s = now_s;
+    out.action = LawAction::kWait;
+    out.reason = absl::StrCat("wait x=", FormatFixed(out.pressure, 2), " unmeasured");
+  } else if (out.measured) {
+    if (now_s - m->pressured_s >= p.cooldown_max_seconds) m->cooldown_s = 0;
+    a = std::min(a, actual);
+    const double base = a;
+    if (now_s < m->cool_until_s) {
+      out.action = LawAction::kCooling;
+      out.reason = absl::StrCat("cooling x=", FormatFixed(out.pressure, 2), " left=",
+                                FormatFixed(m->cool_until_s - now_s, 0), "s");
+    } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > out.floor_bytes) {
+      const double probe = p.probe_fraction * max_bytes;
+      const double take = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
+      a = std::max(out.floor_bytes, base - std::max(probe, take));
+      m->probed_s = now_s;
+      out.action = take > probe ? LawAction::kTake : LawAction::kProbe;
+      out.reason = absl::StrCat(LawActionName(out.action), " x=", FormatFixed(out.pressure, 2),
+                                " ws=", FormatMib(out.working_set_bytes));
+    }
+  }
+  if (out.action == LawAction::kHold) {
+    out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2),
+                              out.measured ? "" : " unmeasured");
+  }
+  a = std::clamp(a, out.floor_bytes, std::max(out.floor_bytes, max_bytes));
+  m->allowance_bytes = a;
+  out.proposal_bytes = a;
+  return out;
+}
+
+}  // namespace plimsoll::policy

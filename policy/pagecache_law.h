@@ -1,0 +1,123 @@
+// The per-guest law of the page-cache-aware policy (docs/policy.md writes it as equations):
+// what size one guest should have, from its signals alone. The host's say (free before grow,
+// the budget) comes after, in share_out.h.
+//
+// With M the guest's ceiling, A its actual size, H its hard demand and h the headroom:
+//   floor     F = clamp(H + h + burst, min, M)   h = max(headroom_min, headroom_fraction * M)
+//             burst: the largest rise of H per report within a window (burst_headroom.h)
+//   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
+//             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
+//   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
+//             with pressure_profile.h on (off by default) each one's excess over a larger size's
+//   allowance a (the size the guest is believed calm at), starting at A, moves only on a
+//   measured report: the balloon has landed on its target and a report newer than the landing
+//   has been seen (one action per measurement, never on the journey; a guest first seen at its
+//   target counts as landed long ago):
+//     x >= 1:             a <- max(a, A + backoff * (M - A)); no probing for c; a backoff
+//                         after the cooldown ended starts an episode: c <- 2c for the next
+//     x < 1, t >= cool,
+//       t - probed >= T:  a <- max(F, min(a, A) - max(probe * M, take * (min(a, A) - W)))
+//     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
+//   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
+//   in the guest backs off at once, measured or not.
+//   c starts at cooldown_min, doubles per episode up to cooldown_max, and goes back to
+//   cooldown_min after cooldown_max without pressure.
+//   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
+// Slow to take (a step per measurement, the small probe below the working set), fast to give
+// (half the gap to the ceiling at once).
+//
+// Pure functions, thread-safe.
+#ifndef PLIMSOLL_POLICY_PAGECACHE_LAW_H_
+#define PLIMSOLL_POLICY_PAGECACHE_LAW_H_
+
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "policy/burst_headroom.h"
+#include "policy/guest_signals.h"
+#include "policy/pressure_profile.h"
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+
+struct LawParams {
+  // The floor's headroom over hard demand: the larger of the two. Memory a guest needs to
+  // start a process or absorb a burst before the next report.
+  double headroom_min_bytes = 128.0 * (1 << 20);
+  double headroom_fraction = 0.05;  // of M
+  // Probing below the working set: a step of probe_fraction of M, at most every
+  // probe_interval_seconds. Small, because a hot set's edge is a cliff (docs/policy.md).
+  double probe_fraction = 0.02;
+  double probe_interval_seconds = 5;
+  // Memory above the working set goes faster: this share of it per measured step.
+  double take_fraction = 0.5;
+  // Pressure targets: at or above either, the guest is under pressure.
+  double stall_target_pct = 0.5;
+  double refault_target_bytes_per_second = 1.0 * (1 << 20);
+  // A backoff gives this share of the gap between A and M at once.
+  double backoff_fraction = 0.5;
+  // No probing for a cooldown after a backoff; it doubles per episode (a backoff after the
+  // previous cooldown ended), and resets after cooldown_max_seconds without pressure.
+  double cooldown_min_seconds = 30;
+  double cooldown_max_seconds = 600;
+  // Component: pressure only as far as a larger size relieves it (pressure_profile.h).
+  ProfileParams profile;
+  // Component: room for the next allocation burst (burst_headroom.h).
+  BurstParams burst;
+};
+
+// What the law remembers between decisions for one guest. Times are unix seconds.
+struct LawMemory {
+  SignalMemory signals;                   // guest_signals.h's rates and counters
+  std::optional<double> allowance_bytes;  // a: the size the guest is believed calm at
+  std::optional<double> target_bytes;     // the target last seen (a change means a move)
+  // When the balloon was first seen landed on the current target; absent while travelling.
+  std::optional<double> landed_s;
+  double probed_s = -std::numeric_limits<double>::infinity();
+  double cool_until_s = -std::numeric_limits<double>::infinity();
+  double cooldown_s = 0;  // the next episode's cooldown; 0 means cooldown_min_seconds
+  double episode_cooldown_s = 0;  // the current episode's (a backoff within it extends it by this)
+  double pressured_s = -std::numeric_limits<double>::infinity();
+  ProfileMemory profile;  // pressure_profile.h
+  BurstMemory burst;      // burst_headroom.h
+};
+
+enum class LawAction {
+  kHold,      // nothing measured to act on, or nothing to take
+  kWait,      // pressure on an unmeasured report: the balloon stops where it is
+  kBackoff,   // pressure measured: memory back at once
+  kTake,      // calm: a step towards the working set
+  kProbe,     // calm: a small step below it
+  kCooling,   // calm, but within the cooldown of a backoff
+};
+
+// "hold", "wait", "backoff", "take", "probe", "cooling".
+const char* LawActionName(LawAction action);
+
+struct LawOutcome {
+  LawAction action = LawAction::kHold;
+  GuestSignals signals;          // what ReadSignals made of the guest's stats
+  double floor_bytes = 0;        // F
+  double burst_bytes = 0;        // the burst headroom in F
+  double working_set_bytes = 0;  // W
+  double pressure = 0;           // x (0 without any pressure signal)
+  double raw_pressure = 0;       // x by the plain readings (stall and refaults)
+  bool measured = false;         // this report measured the current size
+  double proposal_bytes = 0;     // clamp(max(a, F), F, M): what the guest asks the host for
+  // The action and the numbers that decided it ("probe x=0.12 ws=612MiB").
+  std::string reason;
+};
+
+// The headroom h for `guest` (see the file comment).
+double LawHeadroom(const GuestView& guest, const LawParams& params);
+
+// One decision of the law for `guest` at `now_s`, whose stats are safe to act on
+// (guest_safety.h UnsafeToActReason is empty, ImplausibleStatsReason too). `memory` is read and
+// updated (its signals by ReadSignals).
+LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& params,
+                   LawMemory* memory);
+
+}  // namespace plimsoll::policy
+
+#endif  // PLIMSOLL_POLICY_PAGECACHE_LAW_H_

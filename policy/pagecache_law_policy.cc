@@ -1,0 +1,194 @@
+#include "policy/pagecache_law_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "policy/guest_safety.h"
+#include "policy/guest_signals.h"
+#include "policy/reason_format.h"
+
+namespace plimsoll::policy {
+namespace {
+
+// The field of the tunable `name`, the factor from the table's unit to the field's, and the
+// range the table's value must be in; null for an unknown name.
+double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, double* lo, double* hi) {
+  constexpr double kMibBytes = 1 << 20;
+  struct Row {
+    const char* name;
+    double* field;
+    double scale, lo, hi;
+  };
+  const Row rows[] = {
+      {"headroom_min_mib", &p->law.headroom_min_bytes, kMibBytes, 0, 1e9},
+      {"headroom_fraction", &p->law.headroom_fraction, 1, 0, 1},
+      {"probe_fraction", &p->law.probe_fraction, 1, 0, 1},
+      {"probe_interval_s", &p->law.probe_interval_seconds, 1, 0, 1e6},
+      {"take_fraction", &p->law.take_fraction, 1, 0, 1},
+      {"stall_target_pct", &p->law.stall_target_pct, 1, 0, 100},
+      {"refault_target_mib_s", &p->law.refault_target_bytes_per_second, kMibBytes, 0, 1e9},
+      {"backoff_fraction", &p->law.backoff_fraction, 1, 0, 1},
+      {"cooldown_min_s", &p->law.cooldown_min_seconds, 1, 0, 1e6},
+      {"cooldown_max_s", &p->law.cooldown_max_seconds, 1, 0, 1e7},
+      {"profile_ratio", &p->law.profile.ratio, 1, 0, 100},
+      {"profile_bucket_fraction", &p->law.profile.bucket_fraction, 1, 0.01, 1},
+      {"profile_forget_s", &p->law.profile.forget_seconds, 1, 0, 1e7},
+      {"burst_window_s", &p->law.burst.window_seconds, 1, 0, 1e7},
+      {"idle_tax", &p->share.idle_tax, 1, 0, 0.99},
+      {"step_fraction", &p->share.step_fraction, 1, 0, 1},
+      {"min_change_mib", &p->min_change_bytes, kMibBytes, 0, 1e6},
+  };
+  for (const Row& r : rows) {
+    if (name == r.name) {
+      *scale = r.scale;
+      *lo = r.lo;
+      *hi = r.hi;
+      return r.field;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::Status SetPagecacheLawParam(absl::string_view name, double value, PagecacheLawParams* params) {
+  double scale = 1, lo = 0, hi = 0;
+  double* field = Field(name, params, &scale, &lo, &hi);
+  if (field == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown pagecache_law parameter \"", name,
+                                                   "\"; known: ", absl::StrJoin(PagecacheLawParamNames(), ", ")));
+  }
+  if (!(value >= lo && value <= hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pagecache_law parameter ", name, "=", value, " is outside [", lo, ", ", hi, "]"));
+  }
+  *field = value * scale;
+  return absl::OkStatus();
+}
+
+std::vector<std::string> PagecacheLawParamNames() {
+  return {"headroom_min_mib", "headroom_fraction", "probe_fraction", "probe_interval_s",
+          "take_fraction", "stall_target_pct", "refault_target_mib_s", "backoff_fraction",
+          "cooldown_min_s", "cooldown_max_s", "profile_ratio", "profile_bucket_fraction",
+          "profile_forget_s", "burst_window_s", "idle_tax", "step_fraction", "min_change_mib"};
+}
+
+absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec) {
+  PagecacheLawParams params;
+  for (absl::string_view item : absl::StrSplit(spec, ':', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    double value = 0;
+    if (eq == absl::string_view::npos || !absl::SimpleAtod(item.substr(eq + 1), &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pagecache_law parameter \"", item, "\" is not name=number"));
+    }
+    if (absl::Status s = SetPagecacheLawParam(item.substr(0, eq), value, &params); !s.ok()) return s;
+  }
+  return params;
+}
+
+absl::string_view PagecacheLawPolicy::name() const { return "pagecache_law"; }
+
+Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
+  Decisions decisions;
+  const size_t n = snapshot.guests.size();
+  decisions.guests.reserve(n);
+  const double now_s = absl::ToDoubleSeconds(snapshot.now - absl::UnixEpoch());
+  if (snapshot.host.guest_budget_bytes <= 0) {
+    const std::string why =
+        absl::StrCat("pagecache_law: hold guest_budget_bytes=", snapshot.host.guest_budget_bytes);
+    for (const GuestView& g : snapshot.guests) {
+      decisions.guests.push_back(HoldDecision(g, why));
+      auto it = state.guests.find(g.uuid);
+      if (it != state.guests.end()) decisions.next_state.guests[g.uuid] = it->second;
+    }
+    decisions.summary = absl::StrCat(why, " guests=", n);
+    return decisions;
+  }
+
+  std::vector<ShareOutGuest> share(n);
+  std::vector<std::optional<LawOutcome>> outcomes(n);
+  std::vector<std::string> held(n);
+  for (size_t i = 0; i < n; ++i) {
+    const GuestView& g = snapshot.guests[i];
+    const LawMemory* previous = FindGuestState<LawMemory>(state, g.uuid);
+    LawMemory memory = previous != nullptr ? *previous : LawMemory();
+    ShareOutGuest& s = share[i];
+    s.actual = static_cast<double>(g.actual_bytes);
+    s.target = static_cast<double>(g.target_bytes);
+    s.ceiling = static_cast<double>(g.max_bytes);
+    s.shares = static_cast<double>(g.shares);
+    std::optional<std::string> unsafe = UnsafeToActReason(g);
+    if (!unsafe.has_value()) unsafe = ImplausibleStatsReason(g);
+    if (unsafe.has_value()) {
+      // Held: never shrunk by the law nor by the host; what the law knew stays for when the
+      // stats come back.
+      held[i] = *unsafe;
+      s.proposal = s.target;
+      s.floor = static_cast<double>(FloorBytes(g));
+      s.active = s.actual;
+      s.may_shrink = false;
+    } else {
+      outcomes[i] = StepLaw(g, now_s, params_.law, &memory);
+      const LawOutcome& o = *outcomes[i];
+      s.proposal = o.proposal_bytes;
+      s.floor = o.floor_bytes;
+      s.active = std::min(s.actual, o.working_set_bytes);
+      if (o.floor_bytes > s.actual || o.signals.new_oom_kills > 0) {
+        s.grow = GrowClass::kHardDemand;
+      } else if (o.pressure >= 1) {
+        s.grow = GrowClass::kPressure;
+      }
+    }
+    decisions.next_state.guests[g.uuid].Set(std::move(memory));
+  }
+
+  const ShareOutResult r = ShareOut(share, snapshot.host, params_.share);
+  for (size_t i = 0; i < n; ++i) {
+    const GuestView& g = snapshot.guests[i];
+    if (!outcomes[i].has_value()) {
+      decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache_law: hold ", held[i])));
+      continue;
+    }
+    const LawOutcome& o = *outcomes[i];
+    GuestDecision d;
+    d.uuid = g.uuid;
+    d.state = "ok";
+    d.target_bytes = ClampTarget(g, r.targets[i]);
+    if (std::fabs(static_cast<double>(d.target_bytes - g.target_bytes)) < params_.min_change_bytes &&
+        g.target_bytes >= FloorBytes(g)) {
+      d.target_bytes = g.target_bytes;
+    }
+    d.reason = absl::StrCat("pagecache_law: ", o.reason);
+    if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
+    if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
+    absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " | src=",
+                    SignalSourceName(o.signals.source), " actual=", FormatMib(g.actual_bytes),
+                    " floor=", FormatMib(o.floor_bytes), " burst=", FormatMib(o.burst_bytes),
+                    " ws=", FormatMib(o.working_set_bytes),
+                    " allow=", FormatMib(o.proposal_bytes),
+                    " stall_pct=", o.signals.stall_pct.has_value() ? FormatFixed(*o.signals.stall_pct, 2) : "-",
+                    " refault=", o.signals.refault_bytes_per_s.has_value()
+                                     ? absl::StrCat(FormatMib(*o.signals.refault_bytes_per_s), "/s")
+                                     : "-",
+                    " measured=", o.measured ? 1 : 0);
+    // With pressure_profile on, the x that decided is an excess over a larger size's reading:
+    // the plain one goes beside it.
+    if (std::isfinite(o.pressure) && std::fabs(o.raw_pressure - o.pressure) > 0.005) {
+      absl::StrAppend(&d.reason, " raw_x=", FormatFixed(o.raw_pressure, 2));
+    }
+    decisions.guests.push_back(std::move(d));
+  }
+  decisions.summary = absl::StrCat("pagecache_law: ", ShareOutSummary(r), " guests=", n);
+  return decisions;
+}
+
+}  // namespace plimsoll::policy

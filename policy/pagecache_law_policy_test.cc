@@ -1,0 +1,149 @@
+#include "policy/pagecache_law_policy.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/time/time.h"
+#include "policy/pagecache_law.h"
+
+namespace plimsoll::policy {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int64_t kMib = int64_t{1} << 20;
+
+GuestView Guest(const std::string& name, int64_t actual_mib) {
+  GuestView g;
+  g.name = name;
+  g.uuid = "uuid-" + name;
+  g.max_bytes = 1024 * kMib;
+  g.min_bytes = 256 * kMib;
+  g.actual_bytes = actual_mib * kMib;
+  g.target_bytes = g.actual_bytes;
+  g.has_stats = true;
+  g.stats_fresh = true;
+  g.unused_bytes = 20 * kMib;
+  g.disk_caches_bytes = 700 * kMib;
+  g.anon_bytes = 150 * kMib;
+  g.unreclaimable_bytes = 50 * kMib;
+  g.active_file_bytes = 100 * kMib;
+  g.inactive_file_bytes = 600 * kMib;
+  g.refaults_per_second = 0;
+  g.agent_age_seconds = 0;
+  g.oom_kill = 0;
+  return g;
+}
+
+Snapshot Snap(std::vector<GuestView> guests, int64_t budget_mib, double t = 1e9) {
+  Snapshot s;
+  s.now = absl::FromUnixSeconds(static_cast<int64_t>(t));
+  s.host.mem_total_bytes = 64 * 1024 * kMib;
+  s.host.mem_available_bytes = 32 * 1024 * kMib;
+  s.host.guest_budget_bytes = budget_mib * kMib;
+  s.guests = std::move(guests);
+  return s;
+}
+
+// A guest whose cache is all in use (Active(file)): the law only probes it (2% of 1024 MiB).
+GuestView Hot(const std::string& name) {
+  GuestView g = Guest(name, 1024);
+  g.active_file_bytes = 700 * kMib;
+  g.inactive_file_bytes = 0;
+  return g;
+}
+
+TEST(PagecacheLawPolicyTest, TheBudgetIsTakenByShares) {
+  const PagecacheLawPolicy policy;
+  // Proposals 1003.52 MiB each (a probe), 3010.56 in all: 610.56 MiB over a 2400 MiB budget.
+  const Decisions d = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 2400), PolicyState());
+  ASSERT_EQ(d.guests.size(), 3u);
+  int64_t sum = 0;
+  for (const GuestDecision& g : d.guests) {
+    sum += g.target_bytes;
+    EXPECT_THAT(g.reason, StartsWith("pagecache_law: probe"));
+    EXPECT_THAT(g.reason, HasSubstr("taken=203.5MiB"));
+    EXPECT_NEAR(static_cast<double>(g.target_bytes) / kMib, 800, 0.01);
+  }
+  EXPECT_NEAR(static_cast<double>(sum) / kMib, 2400, 0.01);
+  EXPECT_THAT(d.summary, HasSubstr("overcommit=610.6MiB"));
+  EXPECT_THAT(d.summary, HasSubstr("unmet=0"));
+}
+
+TEST(PagecacheLawPolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
+  const PagecacheLawPolicy policy;
+  // 962.56 MiB over 2048; at most 25% of 1024 MiB from each guest per decision.
+  const Decisions d = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 2048), PolicyState());
+  for (const GuestDecision& g : d.guests) {
+    EXPECT_NEAR(static_cast<double>(g.target_bytes) / kMib, 1003.52 - 256, 0.01);
+  }
+  EXPECT_THAT(d.summary, HasSubstr("unmet=194.6MiB"));
+}
+
+TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
+  GuestView stale = Guest("s", 1024);
+  stale.stats_fresh = false;
+  stale.stats_age_seconds = 40;
+  const PagecacheLawPolicy policy;
+  const Decisions d = policy.Decide(Snap({stale, Guest("b", 1024)}, 1536), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("stats_fresh=false"));
+  // b's take (to 726 MiB) and 214 MiB more for the budget.
+  EXPECT_NEAR(static_cast<double>(d.guests[1].target_bytes) / kMib, 512, 0.01);
+}
+
+TEST(PagecacheLawPolicyTest, RemembersTypedStatePerGuest) {
+  const PagecacheLawPolicy policy;
+  const Decisions d = policy.Decide(Snap({Guest("a", 1024)}, 4096), PolicyState());
+  const LawMemory* m = FindGuestState<LawMemory>(d.next_state, "uuid-a");
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->allowance_bytes.has_value());
+  // Its first report measured it (at its target): a take, 1024 - (1024 - 428) / 2.
+  EXPECT_EQ(*m->allowance_bytes, 726.0 * kMib);
+}
+
+// A measured calm report takes half of the memory above the working set; the next report sees
+// the balloon landed, the one after measures and takes again.
+TEST(PagecacheLawPolicyTest, TakesColdCacheStepByStep) {
+  const PagecacheLawPolicy policy;
+  PolicyState state;
+  GuestView g = Guest("a", 1024);
+  std::vector<int64_t> targets;
+  for (int i = 0; i < 6; ++i) {
+    const Decisions d = policy.Decide(Snap({g}, 4096, 1e9 + 5 * i), state);
+    state = d.next_state;
+    g.target_bytes = g.actual_bytes = d.guests[0].target_bytes;
+    targets.push_back(g.target_bytes / kMib);
+  }
+  // F = 200 + 128 = 328 MiB, W = 428 MiB: 1024 -> 726 -> 577 -> 502.5.
+  EXPECT_EQ(targets, (std::vector<int64_t>{726, 726, 577, 577, 502, 502}));
+}
+
+TEST(PagecacheLawPolicyTest, ParamsInTheTablesUnits) {
+  absl::StatusOr<PagecacheLawParams> p =
+      ParsePagecacheLawParams("headroom_min_mib=64:cooldown_max_s=300:profile_ratio=0");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->law.headroom_min_bytes, 64.0 * kMib);
+  EXPECT_EQ(p->law.cooldown_max_seconds, 300);
+  EXPECT_EQ(p->law.profile.ratio, 0);
+  EXPECT_EQ(p->law.probe_fraction, PagecacheLawParams().law.probe_fraction);
+  // Every name in the list can be set.
+  for (const std::string& name : PagecacheLawParamNames()) {
+    PagecacheLawParams q;
+    EXPECT_TRUE(SetPagecacheLawParam(name, 0.5, &q).ok()) << name;
+  }
+}
+
+TEST(PagecacheLawPolicyTest, NoBudgetHoldsEveryGuest) {
+  const PagecacheLawPolicy policy;
+  const Decisions d = policy.Decide(Snap({Guest("a", 1024)}, 0), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
+  EXPECT_THAT(d.summary, HasSubstr("hold guest_budget_bytes=0"));
+}
+
+}  // namespace
+}  // namespace plimsoll::policy

@@ -1,0 +1,360 @@
+#include "policy/pagecache_law.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace plimsoll::policy {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kMib = 1 << 20;
+
+// An agent guest of 4096 MiB: 600 MiB anon + 100 MiB unreclaimable (hard demand 700 MiB), 300 MiB
+// hot cache (Active(file)), the rest cold; calm. Headroom: max(128 MiB, 5% of 4096) = 204.8 MiB.
+// So F = 904.8 MiB and W = 1204.8 MiB.
+GuestView Agent() {
+  GuestView g;
+  g.uuid = "u";
+  g.max_bytes = 4096 * (int64_t{1} << 20);
+  g.min_bytes = 512 * (int64_t{1} << 20);
+  g.actual_bytes = g.max_bytes;
+  g.target_bytes = g.max_bytes;
+  g.has_stats = true;
+  g.stats_fresh = true;
+  g.unused_bytes = 50 * (int64_t{1} << 20);
+  g.disk_caches_bytes = 3200 * (int64_t{1} << 20);
+  g.anon_bytes = 600 * (int64_t{1} << 20);
+  g.unreclaimable_bytes = 100 * (int64_t{1} << 20);
+  g.active_file_bytes = 300 * (int64_t{1} << 20);
+  g.inactive_file_bytes = 2900 * (int64_t{1} << 20);
+  g.refaults_per_second = 0;
+  g.agent_age_seconds = 0;
+  g.oom_kill = 0;
+  return g;
+}
+
+// Drives the law like a loop: one report per call (age 0 at a time that advances), the balloon
+// landing on its target at once unless told not to.
+class Driver {
+ public:
+  explicit Driver(GuestView g, LawParams p = LawParams()) : g_(g), p_(p) {}
+
+  LawOutcome Step(double dt = 2, bool land = true) {
+    now_ += dt;
+    LawOutcome o = StepLaw(g_, now_, p_, &m_);
+    last_ = o;
+    g_.target_bytes = static_cast<int64_t>(std::llround(o.proposal_bytes));
+    if (land) g_.actual_bytes = g_.target_bytes;
+    return o;
+  }
+  GuestView& guest() { return g_; }
+  LawMemory& memory() { return m_; }
+  double now() const { return now_; }
+  double TargetMib() const { return static_cast<double>(g_.target_bytes) / kMib; }
+
+ private:
+  GuestView g_;
+  LawParams p_;
+  LawMemory m_;
+  LawOutcome last_;
+  double now_ = 1e9;
+};
+
+TEST(PagecacheLawTest, FloorAndWorkingSetFromTheAgent) {
+  LawMemory m;
+  const LawOutcome o = StepLaw(Agent(), 1e9, LawParams(), &m);
+  EXPECT_NEAR(o.floor_bytes / kMib, 700 + 204.8, 0.01);
+  EXPECT_NEAR(o.working_set_bytes / kMib, 700 + 300 + 204.8, 0.01);
+  EXPECT_EQ(o.signals.source, SignalSource::kAgent);
+}
+
+TEST(PagecacheLawTest, WithoutTheAgentOnlyFreeMemoryIsKnownUnused) {
+  GuestView g = Agent();
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.usable_bytes = 3300 * (int64_t{1} << 20);  // hard = 4096 - 3300 = 796 MiB
+  g.unused_bytes = 1000 * (int64_t{1} << 20);
+  LawMemory m;
+  const LawOutcome o = StepLaw(g, 1e9, LawParams(), &m);
+  EXPECT_EQ(o.signals.source, SignalSource::kLibvirt);
+  EXPECT_NEAR(o.floor_bytes / kMib, 796 + 204.8, 0.01);
+  EXPECT_NEAR(o.working_set_bytes / kMib, 4096 - (1000 - 204.8), 0.01);
+}
+
+// A guest first seen at its target has been there for a while: its first report measures it.
+TEST(PagecacheLawTest, FirstReportAtTheTargetIsAMeasurement) {
+  Driver d(Agent());
+  const LawOutcome o = d.Step();
+  EXPECT_TRUE(o.measured);
+  EXPECT_EQ(o.action, LawAction::kTake);
+}
+
+// ...but not one first seen on its way to a target.
+TEST(PagecacheLawTest, FirstReportOnTheJourneyHolds) {
+  GuestView g = Agent();
+  g.target_bytes = 2000 * (int64_t{1} << 20);
+  Driver d(g);
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_FALSE(o.measured);
+  EXPECT_EQ(o.action, LawAction::kHold);
+  EXPECT_NEAR(o.proposal_bytes / kMib, 4096, 0.01);
+}
+
+// Above the working set, half of the distance per measured step; below it, 2% of M.
+TEST(PagecacheLawTest, TakesFastAboveTheWorkingSetThenProbes) {
+  Driver d(Agent());
+  LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kTake) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), 4096 - 0.5 * (4096 - 1204.8), 0.01);
+  // The next report sees it landed; the next step needs a report newer than the landing.
+  o = d.Step(5);
+  EXPECT_EQ(o.action, LawAction::kHold) << o.reason;
+  o = d.Step(5);
+  EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
+  for (int i = 0; i < 40; ++i) d.Step(5);
+  // Down to the floor at last, through small probes under the working set.
+  EXPECT_NEAR(d.TargetMib(), 904.8, 0.01);
+}
+
+TEST(PagecacheLawTest, ProbeBelowTheWorkingSetIsTwoPercentOfMax) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(1204.8 * kMib);
+  Driver d(g);
+  const LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), 1204.8 - 0.02 * 4096, 0.01);
+  EXPECT_THAT(o.reason, HasSubstr("probe x=0.00 ws=1204.8MiB"));
+}
+
+TEST(PagecacheLawTest, ProbesWaitTheProbeInterval) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
+  Driver d(g);
+  ASSERT_EQ(d.Step().action, LawAction::kTake);
+  d.Step(1);                                      // lands
+  EXPECT_EQ(d.Step(1).action, LawAction::kHold);  // measured, but 2 s after the last step
+  EXPECT_EQ(d.Step(3).action, LawAction::kTake);
+}
+
+TEST(PagecacheLawTest, MeasuredPressureBacksOffHalfTheGapAndCoolsDown) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2048 * kMib);
+  g.refaults_per_second = 2.0 * kMib / 4096;  // 2 MiB/s: x = 2
+  Driver d(g);
+  LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), 2048 + 0.5 * 2048, 0.01);
+  EXPECT_THAT(o.reason, HasSubstr("backoff x=2.00 cooldown=30s"));
+  EXPECT_EQ(d.memory().cooldown_s, 60);
+  // The next report (balloon landed, report not newer than the landing) cannot back off again.
+  o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kWait) << o.reason;
+  EXPECT_EQ(d.TargetMib(), 3072);
+  // Measured again and still pressured: a second backoff, in the same episode (same cooldown).
+  o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kBackoff);
+  EXPECT_NEAR(d.TargetMib(), 3072 + 0.5 * 1024, 0.01);
+  EXPECT_THAT(o.reason, HasSubstr("cooldown=30s"));
+  EXPECT_EQ(d.memory().cooldown_s, 60);
+  // Calm again: no probing until the cooldown (30 s from the last backoff) is over.
+  d.guest().refaults_per_second = 0;
+  for (double t = 0; t < 28; t += 2) {
+    o = d.Step();
+    ASSERT_NE(o.action, LawAction::kTake) << t;
+    ASSERT_NE(o.action, LawAction::kProbe) << t;
+  }
+  EXPECT_EQ(o.action, LawAction::kCooling);
+  EXPECT_NEAR(d.TargetMib(), 3584, 0.01);
+  o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
+  EXPECT_LT(d.TargetMib(), 3584);
+  // The next episode cools down twice as long.
+  d.Step();
+  d.guest().refaults_per_second = 2.0 * kMib / 4096;
+  o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_THAT(o.reason, HasSubstr("cooldown=60s"));
+  EXPECT_EQ(d.memory().cooldown_s, 120);
+}
+
+TEST(PagecacheLawTest, PressureOnTheJourneyStopsTheBalloonWhereItIs) {
+  GuestView g = Agent();
+  Driver d(g);
+  d.Step();  // take: target 2650 MiB
+  // The balloon has only reached 3500 MiB when pressure shows.
+  d.guest().actual_bytes = static_cast<int64_t>(3500 * kMib);
+  d.guest().refaults_per_second = 4.0 * kMib / 4096;
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_EQ(o.action, LawAction::kWait) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), 3500, 0.01);
+}
+
+TEST(PagecacheLawTest, OomKillBacksOffEvenUnmeasured) {
+  Driver d(Agent());
+  d.Step();
+  d.guest().actual_bytes = static_cast<int64_t>(3000 * kMib);
+  d.guest().oom_kill = 1;
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_THAT(o.reason, HasSubstr("x=oom"));
+  EXPECT_NEAR(d.TargetMib(), 3000 + 0.5 * 1096, 0.01);
+}
+
+TEST(PagecacheLawTest, TheFloorRisesWithHardDemandAtOnce) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);
+  LawParams p;
+  p.burst.window_seconds = 0;  // the plain floor
+  Driver d(g, p);
+  d.Step();
+  d.guest().anon_bytes = 1400 * (int64_t{1} << 20);  // F = 1500 + 204.8 MiB
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(o.floor_bytes / kMib, 1704.8, 0.01);
+  EXPECT_NEAR(d.TargetMib(), 1704.8, 0.01);
+}
+
+// With the burst component, the floor also keeps the rise it saw, for the next allocation.
+TEST(PagecacheLawTest, TheFloorKeepsRoomForTheLastBurst) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);
+  Driver d(g);
+  d.Step();
+  d.guest().anon_bytes = 1400 * (int64_t{1} << 20);  // +800 MiB in one report
+  LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(o.burst_bytes / kMib, 800, 0.01);
+  EXPECT_NEAR(o.floor_bytes / kMib, 1500 + 204.8 + 800, 0.01);
+  d.guest().anon_bytes = 600 * (int64_t{1} << 20);  // freed: the room stays
+  o = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(o.floor_bytes / kMib, 700 + 204.8 + 800, 0.01);
+}
+
+TEST(PagecacheLawTest, NeverBelowTheConfiguredMin) {
+  GuestView g = Agent();
+  g.min_bytes = 3000 * (int64_t{1} << 20);
+  Driver d(g);
+  for (int i = 0; i < 30; ++i) d.Step(5);
+  EXPECT_EQ(d.TargetMib(), 3000);
+}
+
+TEST(PagecacheLawTest, CooldownResetsAfterCooldownMaxWithoutPressure) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(900 * kMib);
+  g.anon_bytes = 500 * (int64_t{1} << 20);
+  g.refaults_per_second = 2.0 * kMib / 4096;
+  Driver d(g);
+  ASSERT_EQ(d.Step().action, LawAction::kBackoff);
+  EXPECT_EQ(d.memory().cooldown_s, 60);
+  d.guest().refaults_per_second = 0;
+  for (int i = 0; i < 299; ++i) d.Step();
+  EXPECT_EQ(d.memory().cooldown_s, 60);  // 598 s
+  d.Step();
+  d.Step();
+  EXPECT_EQ(d.memory().cooldown_s, 0);
+}
+
+TEST(PagecacheLawTest, CalmAtASmallerSizeLowersTheAllowance) {
+  // The law believed 4096 MiB calm, but the host's share-out put the guest at 3000 MiB, where
+  // it was measured calm while cooling down: 3000 MiB is the allowance now.
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(3000 * kMib);
+  LawMemory m;
+  m.allowance_bytes = 4096 * kMib;
+  m.target_bytes = static_cast<double>(g.target_bytes);
+  m.landed_s = 1e9 - 10;
+  m.cool_until_s = 1e9 + 1000;
+  const LawOutcome o = StepLaw(g, 1e9, LawParams(), &m);
+  EXPECT_TRUE(o.measured);
+  EXPECT_EQ(o.action, LawAction::kCooling) << o.reason;
+  EXPECT_NEAR(o.proposal_bytes / kMib, 3000, 0.01);
+}
+
+TEST(PagecacheLawTest, AStaleReportIsNotANewMeasurement) {
+  GuestView g = Agent();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
+  Driver d(g);
+  ASSERT_EQ(d.Step().action, LawAction::kTake);
+  d.Step();
+  // The agent's report stops advancing (age grows with time): no action on it.
+  d.guest().agent_age_seconds = 10;
+  const LawOutcome o = d.Step(10);
+  EXPECT_FALSE(o.signals.new_report);
+  EXPECT_EQ(o.action, LawAction::kHold);
+}
+
+// With pressure_profile on: a looping reader stalls as much at every size; measured at its
+// ceiling first, its stall is no reason to stop probing, and it goes down to its floor.
+TEST(PagecacheLawTest, PressureALargerSizeDoesNotRelieveDoesNotStopProbes) {
+  GuestView g = Agent();
+  g.active_file_bytes = 0;  // all of its cache is read once a loop: nothing looks hot
+  g.refaults_per_second = 50.0 * kMib / 4096;
+  LawParams p;
+  p.profile.ratio = 1.5;
+  Driver d(g, p);
+  for (int i = 0; i < 60; ++i) d.Step(5);
+  EXPECT_NEAR(d.TargetMib(), 904.8, 0.01);
+}
+
+// The default (profile off): the same guest is held at its ceiling by its own stall.
+TEST(PagecacheLawTest, WithTheProfileOffTheSamePressureBacksOff) {
+  GuestView g = Agent();
+  g.active_file_bytes = 0;
+  g.refaults_per_second = 50.0 * kMib / 4096;
+  LawParams p;
+  p.profile.ratio = 0;
+  Driver d(g, p);
+  for (int i = 0; i < 60; ++i) d.Step(5);
+  EXPECT_EQ(d.TargetMib(), 4096);
+}
+
+// A hot set's refaults appear only once the guest is smaller than at its last calm reading.
+TEST(PagecacheLawTest, PressureThatALargerSizeRelievesBacksOff) {
+  GuestView g = Agent();
+  LawParams p;
+  p.profile.ratio = 1.5;
+  Driver d(g, p);
+  d.Step();  // take at 4096 MiB (calm there): 2650 MiB
+  d.Step();  // lands
+  d.guest().refaults_per_second = 5.0 * kMib / 4096;
+  const LawOutcome o = d.Step();
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+}
+
+// Without the agent the host's disk reads stand in for refaults, but only as a rise over a
+// larger size's: a guest that reads steadily at every size is not under pressure.
+TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
+  GuestView g = Agent();
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.refaults_per_second.reset();
+  g.usable_bytes = 3300 * (int64_t{1} << 20);
+  g.unused_bytes = 2000 * (int64_t{1} << 20);
+  g.disk_read_bytes = 0;
+  LawParams p;
+  p.profile.ratio = 1.5;
+  Driver d(g, p);
+  uint64_t read = 0;
+  // 20 MiB/s of reads at any size: steady reading, not pressure.
+  for (int i = 0; i < 6; ++i) {
+    read += static_cast<uint64_t>(40 * kMib);
+    d.guest().disk_read_bytes = read;
+    const LawOutcome o = d.Step();
+    ASSERT_NE(o.action, LawAction::kBackoff) << i << " " << o.reason;
+  }
+  ASSERT_LT(d.TargetMib(), 4096 - 500);
+  // Reads that rise to 60 MiB/s once smaller: refaults seen from outside.
+  for (int i = 0; i < 2; ++i) {
+    read += static_cast<uint64_t>(120 * kMib);
+    d.guest().disk_read_bytes = read;
+    const LawOutcome o = d.Step();
+    if (o.action == LawAction::kBackoff) return;
+  }
+  ADD_FAILURE() << "no backoff on rising disk reads";
+}
+
+}  // namespace
+}  // namespace plimsoll::policy

@@ -1,0 +1,96 @@
+#include "policy/pressure_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace plimsoll::policy {
+namespace {
+
+// Buckets never exceed this many: a bucket_fraction below 1% is treated as 1%.
+constexpr int kMaxBuckets = 100;
+
+int BucketCount(const ProfileParams& p) {
+  const double f = std::max(p.bucket_fraction, 1.0 / kMaxBuckets);
+  return static_cast<int>(std::ceil(1.0 / f)) + 1;  // + 1: the ceiling itself
+}
+
+int BucketOf(double size_bytes, double ceiling_bytes, const ProfileParams& p) {
+  if (!(ceiling_bytes > 0)) return 0;
+  const double f = std::max(p.bucket_fraction, 1.0 / kMaxBuckets);
+  const int i = static_cast<int>(std::floor(std::max(0.0, size_bytes) / (f * ceiling_bytes)));
+  return std::clamp(i, 0, BucketCount(p) - 1);
+}
+
+// The excess of `now` over `ratio` times the least of `above` (which may be absent).
+std::optional<double> Excess(const std::optional<double>& now, const std::optional<double>& above,
+                             double ratio) {
+  if (!now.has_value()) return std::nullopt;
+  if (!above.has_value()) return now;
+  return std::max(0.0, *now - ratio * *above);
+}
+
+void TakeMin(const std::optional<double>& v, std::optional<double>* least) {
+  if (v.has_value() && (!least->has_value() || *v < **least)) *least = v;
+}
+
+}  // namespace
+
+std::optional<double> UpdateDiskRate(const GuestView& guest, double now_s, ProfileMemory* m) {
+  if (!guest.disk_read_bytes.has_value()) {
+    m->disk_read_bytes.reset();
+    m->disk_bytes_per_s.reset();
+    return std::nullopt;
+  }
+  const double bytes = static_cast<double>(*guest.disk_read_bytes);
+  std::optional<double> rate;
+  if (m->disk_read_bytes.has_value() && bytes >= *m->disk_read_bytes && now_s > m->disk_read_s) {
+    rate = (bytes - *m->disk_read_bytes) / (now_s - m->disk_read_s);
+  }
+  m->disk_read_bytes = bytes;
+  m->disk_read_s = now_s;
+  m->disk_bytes_per_s = rate;
+  return rate;
+}
+
+PressureReading ExcessPressure(const ProfileMemory& m, double size_bytes, double ceiling_bytes,
+                               const PressureReading& r, double now_s, const ProfileParams& p) {
+  if (p.ratio <= 0) return PressureReading{r.stall_pct, r.refault_bytes_per_s, std::nullopt};
+  PressureReading least;
+  const int here = BucketOf(size_bytes, ceiling_bytes, p);
+  if (here == BucketCount(p) - 1) {
+    // At the ceiling no larger size exists: whatever pressure is there, memory cannot relieve
+    // it, and it is the reading smaller sizes are measured against.
+    auto zero = [](const std::optional<double>& v) { return v.has_value() ? std::optional<double>(0) : v; };
+    return PressureReading{zero(r.stall_pct), zero(r.refault_bytes_per_s), std::nullopt};
+  }
+  for (int i = here + 1; i < static_cast<int>(m.buckets.size()); ++i) {
+    const ProfileMemory::Bucket& b = m.buckets[i];
+    if (now_s - b.at_s > p.forget_seconds) continue;
+    TakeMin(b.reading.stall_pct, &least.stall_pct);
+    TakeMin(b.reading.refault_bytes_per_s, &least.refault_bytes_per_s);
+    TakeMin(b.reading.disk_bytes_per_s, &least.disk_bytes_per_s);
+  }
+  PressureReading out;
+  out.stall_pct = Excess(r.stall_pct, least.stall_pct, p.ratio);
+  out.refault_bytes_per_s = Excess(r.refault_bytes_per_s, least.refault_bytes_per_s, p.ratio);
+  // Disk reads are pressure only against a larger size's: alone they are just reading.
+  if (r.disk_bytes_per_s.has_value() && least.disk_bytes_per_s.has_value()) {
+    out.disk_bytes_per_s = Excess(r.disk_bytes_per_s, least.disk_bytes_per_s, p.ratio);
+  }
+  return out;
+}
+
+void RecordPressure(ProfileMemory* m, double size_bytes, double ceiling_bytes,
+                    const PressureReading& r, double now_s, const ProfileParams& p) {
+  if (p.ratio <= 0) return;
+  if (static_cast<int>(m->buckets.size()) != BucketCount(p)) m->buckets.assign(BucketCount(p), {});
+  for (ProfileMemory::Bucket& b : m->buckets) {
+    if (now_s - b.at_s > p.forget_seconds) b = ProfileMemory::Bucket();
+  }
+  ProfileMemory::Bucket& b = m->buckets[BucketOf(size_bytes, ceiling_bytes, p)];
+  b.reading = r;
+  b.at_s = now_s;
+}
+
+}  // namespace plimsoll::policy

@@ -1,0 +1,78 @@
+// Component of the pagecache law (pagecache_law.h): pressure counts only as far as a larger
+// size would relieve it.
+//
+// A reader looping over a file larger than its guest stalls and refaults at any size (42-48% on
+// TCG guests, docs/policy.md "Calibration"): by the plain targets it is always under pressure
+// and the law would give it its ceiling, memory that buys it nothing. And without the agent the
+// host sees each guest's disk reads (GuestView::disk_read_bytes), which say nothing by
+// themselves (a guest may just be reading a file once) but which, when they rise as the
+// balloon grows, are refaults seen from outside.
+//
+// Both are the same question: is this pressure the size's doing? The profile keeps, per size
+// bucket (bucket_fraction of the ceiling), the latest measured reading of each signal (stall %,
+// refault bytes/s, disk read bytes/s). The pressure the law acts on is, per signal,
+//   excess = max(0, reading - ratio * least reading in any bucket above the current one)
+// and the reading itself when no larger size has been measured (a guest never larger than now
+// cannot be shown to be calm there); at the ceiling (the last bucket holds only sizes >= it)
+// the excess is 0: no size could relieve it, and smaller sizes are measured against it. Readings older than forget_seconds are dropped, so a
+// workload that changed is measured again (at most one re-exploration per forget_seconds).
+// Disk reads count only through the profile: a guest's own reading rate is not pressure.
+//
+// Switched off by ratio <= 0: the law then uses the plain readings and ignores disk reads.
+//
+// Pure functions, thread-safe.
+#ifndef PLIMSOLL_POLICY_PRESSURE_PROFILE_H_
+#define PLIMSOLL_POLICY_PRESSURE_PROFILE_H_
+
+#include <optional>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace plimsoll::policy {
+
+struct ProfileParams {
+  // <= 0: off (the default: on the corpus it bought 0-13% reclaim for 0-22% more stall and
+  // 2-42% more traffic; docs/benchmarks.md "Scenario corpus: the law"). 1.5 is the value measured.
+  double ratio = 0;
+  double bucket_fraction = 0.05;
+  double forget_seconds = 600;
+};
+
+// One measurement of the three signals (any may be absent).
+struct PressureReading {
+  std::optional<double> stall_pct;
+  std::optional<double> refault_bytes_per_s;
+  std::optional<double> disk_bytes_per_s;
+};
+
+struct ProfileMemory {
+  struct Bucket {
+    PressureReading reading;
+    double at_s = 0;
+  };
+  std::vector<Bucket> buckets;  // index: size / (bucket_fraction * ceiling); empty: never measured
+  // Disk reads: the counter at the previous decision and when, and the last rate.
+  std::optional<double> disk_read_bytes;
+  double disk_read_s = 0;
+  std::optional<double> disk_bytes_per_s;
+};
+
+// The disk read rate of `guest` at `now_s` (bytes/s over the interval since the previous call),
+// updating `memory`; nullopt on the first call, when the guest reports no disk reads, or when
+// the counter went backwards (a restarted domain).
+std::optional<double> UpdateDiskRate(const GuestView& guest, double now_s, ProfileMemory* memory);
+
+// The excess pressure at `size_bytes` for a guest of ceiling `ceiling_bytes` (see the file
+// comment), without recording `reading`.
+PressureReading ExcessPressure(const ProfileMemory& memory, double size_bytes, double ceiling_bytes,
+                               const PressureReading& reading, double now_s,
+                               const ProfileParams& params);
+
+// Records a measured `reading` at `size_bytes`, and forgets readings older than forget_seconds.
+void RecordPressure(ProfileMemory* memory, double size_bytes, double ceiling_bytes,
+                    const PressureReading& reading, double now_s, const ProfileParams& params);
+
+}  // namespace plimsoll::policy
+
+#endif  // PLIMSOLL_POLICY_PRESSURE_PROFILE_H_

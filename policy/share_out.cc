@@ -1,0 +1,116 @@
+#include "policy/share_out.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "policy/idle_tax.h"
+#include "policy/reason_format.h"
+
+namespace plimsoll::policy {
+
+ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView& host,
+                        const ShareOutParams& params) {
+  const size_t n = guests.size();
+  ShareOutResult r;
+  r.targets.assign(n, 0);
+  r.granted.assign(n, 0);
+  r.taken.assign(n, 0);
+  double sum_actual = 0;
+  double committed = 0;
+  for (const ShareOutGuest& g : guests) {
+    sum_actual += g.actual;
+    committed += std::max(g.actual, g.target);
+  }
+  const double host_room = static_cast<double>(host.mem_available_bytes) -
+                           static_cast<double>(host.host_reserve_bytes) + sum_actual;
+  r.limit = std::min(static_cast<double>(host.guest_budget_bytes), host_room);
+  r.free = r.limit - committed;
+
+  // Shrinks as proposed; growth waits for its grant.
+  std::vector<size_t> growers;
+  for (size_t i = 0; i < n; ++i) {
+    const ShareOutGuest& g = guests[i];
+    const double commitment = std::max(g.actual, g.target);
+    if (g.proposal > commitment) {
+      r.targets[i] = commitment;
+      growers.push_back(i);
+    } else {
+      r.targets[i] = g.may_shrink ? g.proposal : std::max(g.proposal, g.target);
+    }
+  }
+  auto rho = [&](size_t i) {
+    ReclaimCandidate c;
+    c.size = guests[i].actual;
+    c.active = guests[i].active;
+    c.shares = guests[i].shares;
+    return ShareRatio(c, c.size, params.idle_tax);
+  };
+  std::stable_sort(growers.begin(), growers.end(), [&](size_t a, size_t b) {
+    if (guests[a].grow != guests[b].grow) return guests[a].grow > guests[b].grow;
+    return rho(a) > rho(b);
+  });
+  // Hard demand (the floor over the guest's size: an allocation, an OOM) is granted in full and
+  // paid for by the budget round below when free memory does not cover it; pressure and the
+  // rest only get what is free.
+  double room = r.free;
+  std::vector<bool> hard(n, false);
+  for (size_t i : growers) {
+    const double want = guests[i].proposal - r.targets[i];
+    const double grant = guests[i].grow == GrowClass::kHardDemand ? want : std::min(want, std::max(0.0, room));
+    if (grant <= 0) continue;
+    hard[i] = guests[i].grow == GrowClass::kHardDemand;
+    r.granted[i] = grant;
+    r.targets[i] += grant;
+    room -= grant;
+  }
+
+  // The budget: the excess of the targets over L, by shares with the idle tax.
+  const double total = std::accumulate(r.targets.begin(), r.targets.end(), 0.0);
+  r.overcommit = std::max(0.0, total - r.limit);
+  if (r.overcommit > 0) {
+    std::vector<ReclaimCandidate> candidates(n);
+    for (size_t i = 0; i < n; ++i) {
+      const ShareOutGuest& g = guests[i];
+      candidates[i].size = r.targets[i];
+      candidates[i].active = g.active;
+      candidates[i].shares = g.shares;
+      const double step_floor = r.targets[i] - params.step_fraction * g.ceiling;
+      candidates[i].lowest = g.may_shrink && !hard[i] ? std::max(g.floor, step_floor) : r.targets[i];
+    }
+    const std::vector<double> take = DistributeReclaim(candidates, r.overcommit, params.idle_tax);
+    double taken = 0;
+    for (size_t i = 0; i < n; ++i) {
+      r.taken[i] = take[i];
+      r.targets[i] -= take[i];
+      taken += take[i];
+    }
+    r.unmet = std::max(0.0, r.overcommit - taken);
+    // What the others could not give is taken back from the hard-demand grants, in proportion.
+    double hard_granted = 0;
+    for (size_t i = 0; i < n; ++i) hard_granted += hard[i] ? r.granted[i] : 0;
+    if (r.unmet > 0 && hard_granted > 0) {
+      const double cut = std::min(r.unmet, hard_granted);
+      for (size_t i = 0; i < n; ++i) {
+        if (!hard[i]) continue;
+        const double back = cut * r.granted[i] / hard_granted;
+        r.granted[i] -= back;
+        r.targets[i] -= back;
+      }
+      r.unmet -= cut;
+    }
+  }
+  return r;
+}
+
+std::string ShareOutSummary(const ShareOutResult& r) {
+  const double granted = std::accumulate(r.granted.begin(), r.granted.end(), 0.0);
+  const double taken = std::accumulate(r.taken.begin(), r.taken.end(), 0.0);
+  return absl::StrCat("limit=", FormatMib(r.limit), " free=", FormatMib(r.free),
+                      " granted=", FormatMib(granted), " overcommit=", FormatMib(r.overcommit),
+                      " taken=", FormatMib(taken), " unmet=", FormatMib(r.unmet));
+}
+
+}  // namespace plimsoll::policy
