@@ -334,6 +334,10 @@ TEST_F(AgentChannelsTest, ForgetsAStoppedDomainAndRefusesUnknownPeers) {
   close(fd);
 }
 
+// An end-to-end check of isolation between two channels, whichever limit cuts the flood (the
+// service's frame budget does here, before the pump's byte budget is reached): it fails if the
+// victim's reports are refused or delayed past 250 ms, or if nothing cut the flood. The byte
+// budget itself is tested in channel_pump_test, where it is the only limit.
 TEST_F(AgentChannelsTest, FloodOnOneChannelDoesNotDelayAnother) {
   GiveChannel(kVictim);
   GiveChannel(kAttacker);
