@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -14,16 +15,19 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/create_channel_posix.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "agent/virtio_port.h"
 
 namespace plimsoll::agent {
 namespace {
@@ -126,6 +130,20 @@ absl::StatusOr<int> ConnectVsock(uint32_t cid, uint32_t port, absl::Duration tim
 
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
   ServerAddress address;
+  if (absl::StartsWith(text, "virtio-serial:")) {
+    const absl::string_view name = text.substr(14);
+    const bool valid = !name.empty() && name.size() <= 128 && name[0] != '.' &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+                       });
+    if (!valid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--server ", text, ": want virtio-serial:NAME (letters, digits, '.', '_', '-')"));
+    }
+    address.kind = ServerAddress::Kind::kVirtioSerial;
+    address.port_name = std::string(name);
+    return address;
+  }
   if (absl::StartsWith(text, "vsock:")) {
     std::vector<absl::string_view> parts = absl::StrSplit(text.substr(6), ':');
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &address.vsock_cid) ||
@@ -139,7 +157,8 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
   uint32_t port = 0;
   if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
       port == 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--server ", text, ": want host:port or vsock:CID:PORT"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--server ", text, ": want host:port, vsock:CID:PORT or virtio-serial:NAME"));
   }
   address.kind = ServerAddress::Kind::kTcp;
   address.tcp_target = std::string(text);
@@ -150,6 +169,38 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ServerAddress& address
                                                     absl::Duration connect_timeout, const AgentTls& tls) {
   std::shared_ptr<grpc::Channel> channel;
   std::string what;
+  if (address.kind == ServerAddress::Kind::kVirtioSerial) {
+    if (tls.enabled()) {
+      return absl::InvalidArgumentError("TLS is for TCP server addresses; a virtio-serial port is host-local");
+    }
+    what = absl::StrCat("virtio-serial:", address.port_name);
+    absl::StatusOr<std::string> device = FindVirtioPort(address.virtio_root, address.port_name);
+    if (!device.ok()) return absl::UnavailableError(device.status().message());
+    // One HTTP/2 session per host connection: while the port's bridge lives, every attempt
+    // gets the same channel. A new session started in the middle of the one plimsolld is
+    // reading would be taken for garbage and cost both sides a reconnection.
+    static absl::Mutex mu(absl::kConstInit);
+    static std::string* cached_device ABSL_GUARDED_BY(mu) = nullptr;
+    static std::shared_ptr<grpc::Channel>* cached ABSL_GUARDED_BY(mu) = nullptr;
+    static std::shared_ptr<std::atomic<bool>>* cached_alive ABSL_GUARDED_BY(mu) = nullptr;
+    absl::MutexLock l(&mu);
+    if (cached != nullptr && *cached_device == *device && (*cached_alive)->load()) return *cached;
+    auto alive = std::make_shared<std::atomic<bool>>(false);
+    absl::StatusOr<int> fd = OpenVirtioPortBridge(*device, connect_timeout, alive);
+    if (!fd.ok()) return fd.status();
+    // gRPC owns the socketpair end from here on; the bridge thread owns the port. A channel on a
+    // descriptor is not a client channel, so there is no connectivity state to wait for.
+    std::shared_ptr<grpc::Channel> made = grpc::CreateCustomInsecureChannelFromFd(what, *fd, AgentChannelArguments());
+    if (cached == nullptr) {
+      cached_device = new std::string();
+      cached = new std::shared_ptr<grpc::Channel>();
+      cached_alive = new std::shared_ptr<std::atomic<bool>>();
+    }
+    *cached_device = *device;
+    *cached = made;
+    *cached_alive = alive;
+    return made;
+  }
   if (address.kind == ServerAddress::Kind::kVsock) {
     if (tls.enabled()) {
       return absl::InvalidArgumentError("TLS is for TCP server addresses; vsock is host-local and stays plaintext");
@@ -157,8 +208,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ServerAddress& address
     what = absl::StrCat("vsock:", address.vsock_cid, ":", address.vsock_port);
     absl::StatusOr<int> fd = ConnectVsock(address.vsock_cid, address.vsock_port, connect_timeout);
     if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat(what, ": ", fd.status().message()));
-    // gRPC owns the descriptor from here on.
-    channel = grpc::CreateCustomInsecureChannelFromFd(what, *fd, AgentChannelArguments());
+    // gRPC owns the descriptor from here on. Like the virtio-serial channel above, a channel on
+    // a descriptor has no connectivity state (gRPC answers SHUTDOWN), so WaitReady is skipped.
+    return grpc::CreateCustomInsecureChannelFromFd(what, *fd, AgentChannelArguments());
   } else {
     what = address.tcp_target;
     grpc::ChannelArguments args = AgentChannelArguments();

@@ -1,4 +1,8 @@
-// How the agent reaches plimsolld. Two address forms (docs/agent.md):
+// How the agent reaches plimsolld. Three address forms (docs/agent.md):
+//   virtio-serial:NAME     the domain's own virtio-serial port NAME (the default,
+//                          virtio-serial:org.plimsoll.agent.0): no network, no token; the host
+//                          knows which domain the port belongs to. Bridged to gRPC through a
+//                          socketpair (virtio_port.h).
 //   host:port, [v6]:port   TCP. In a QEMU user-networking guest the host's 127.0.0.1:PORT is
 //                          10.0.2.2:PORT.
 //   vsock:CID:PORT         AF_VSOCK; CID 2 is the host. gRPC 1.51 has no vsock resolver, so the
@@ -18,9 +22,13 @@
 
 namespace plimsoll::agent {
 
+inline constexpr char kDefaultServer[] = "virtio-serial:org.plimsoll.agent.0";
+
 struct ServerAddress {
-  enum class Kind { kTcp, kVsock };
+  enum class Kind { kTcp, kVsock, kVirtioSerial };
   Kind kind = Kind::kTcp;
+  std::string port_name;    // kVirtioSerial: the port's name
+  std::string virtio_root;  // kVirtioSerial: "" = the real /dev and /sys (tests: a fake tree)
   std::string tcp_target;  // "host:port" as gRPC takes it (kTcp)
   uint32_t vsock_cid = 0;  // kVsock
   uint32_t vsock_port = 0;
@@ -46,7 +54,9 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
 // gRPC's shared reconnect state, decides when the next attempt happens. UNAVAILABLE with the
 // reason on failure (for TLS, gRPC's handshake error when it gives one, e.g. a certificate
 // that does not verify); DEADLINE_EXCEEDED when the attempt did not finish in time.
-// INVALID_ARGUMENT when `tls` is enabled for a vsock address.
+// INVALID_ARGUMENT when `tls` is enabled for a vsock or virtio-serial address. For those two the
+// channel is made on a connected descriptor (gRPC cannot report such a channel's connectivity,
+// so the attempt is "connected" once the descriptor is; a dead one fails the first stream).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ServerAddress& address,
                                                     absl::Duration connect_timeout,
                                                     const AgentTls& tls = {});

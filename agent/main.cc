@@ -30,9 +30,10 @@
 #include "google/protobuf/text_format.h"
 #include "protocol/report_proof.h"
 
-ABSL_FLAG(std::string, server, "10.0.2.2:9588",
-          "plimsolld's agent listener: host:port (TCP; 10.0.2.2 is the host under QEMU user "
-          "networking) or vsock:CID:PORT (CID 2 is the host)");
+ABSL_FLAG(std::string, server, plimsoll::agent::kDefaultServer,
+          "how to reach plimsolld: virtio-serial:NAME (the domain's own virtio-serial port, no "
+          "token needed: the host knows whose port it is), host:port (TCP; 10.0.2.2 is the host "
+          "under QEMU user networking; needs the guest token) or vsock:CID:PORT (CID 2 is the host)");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM file of the CA that signed plimsolld's agent-listener certificate; when set the agent "
           "speaks TLS and refuses a daemon whose certificate does not verify against it (TCP only; "
@@ -133,7 +134,8 @@ int Main() {
   }
   if (!tls_ca_file.empty()) {
     if (server->kind != ServerAddress::Kind::kTcp) {
-      PLOG_ERROR << "--tls_ca_file applies to a TCP --server; vsock is host-local and stays plaintext";
+      PLOG_ERROR << "--tls_ca_file applies to a TCP --server; vsock and virtio-serial are host-local and stay "
+                    "plaintext";
       return 2;
     }
     absl::StatusOr<std::string> ca = ReadSmallFile(tls_ca_file, 1 << 20);
@@ -162,13 +164,16 @@ int Main() {
     return 1;
   }
   options.guest_uuid = *uuid;
-  absl::StatusOr<std::string> token = LoadToken(proc_root);
-  if (!token.ok()) {
-    // The message never contains the token text.
-    PLOG_ERROR << "guest token: " << token.status();
-    return 1;
+  // A virtio-serial port belongs to one domain, and the host knows which: no token.
+  if (server->kind != ServerAddress::Kind::kVirtioSerial) {
+    absl::StatusOr<std::string> token = LoadToken(proc_root);
+    if (!token.ok()) {
+      // The message never contains the token text.
+      PLOG_ERROR << "guest token: " << token.status();
+      return 1;
+    }
+    options.token = *std::move(token);
   }
-  options.token = *std::move(token);
   absl::StatusOr<std::string> boot_id = reader.ReadBootId();
   if (!boot_id.ok()) {
     PLOG_ERROR << "boot id: " << boot_id.status();
@@ -212,7 +217,9 @@ int Main() {
   });
   signals.detach();
   PLOG_INFO << "plimsoll-agent starting: server=" << options.server_text
-            << " transport=" << (options.tls.enabled() ? "tls" : "plaintext")
+            << " transport="
+            << (server->kind == ServerAddress::Kind::kVirtioSerial ? "virtio-serial"
+                                                                    : (options.tls.enabled() ? "tls" : "plaintext"))
             << (options.tls.server_name.empty() ? "" : absl::StrCat(" tls_server_name=", options.tls.server_name))
             << " uuid=" << options.guest_uuid
             << " boot_id=" << options.boot_id << " interval=" << absl::FormatDuration(options.interval)

@@ -51,15 +51,21 @@ absl::StatusOr<std::unique_ptr<Reporter>> Reporter::Create(ReporterOptions optio
                                                            std::unique_ptr<PsiTrigger> trigger) {
   if (!protocol::IsCanonicalUuid(options.guest_uuid)) return absl::InvalidArgumentError("reporter: guest_uuid is not canonical");
   if (!protocol::IsCanonicalUuid(options.boot_id)) return absl::InvalidArgumentError("reporter: boot_id is not canonical");
-  if (options.token.size() != protocol::kTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("reporter: token must be ", protocol::kTokenBytes, " bytes"));
+  // On a virtio-serial port the host knows which domain speaks, so there is no token; anywhere
+  // else every report must be proven with one.
+  const bool channel_identity = options.server.kind == ServerAddress::Kind::kVirtioSerial;
+  if (channel_identity ? !options.token.empty() : options.token.size() != protocol::kTokenBytes) {
+    return absl::InvalidArgumentError(channel_identity ? std::string("reporter: no token on a virtio-serial port")
+                                                       : absl::StrCat("reporter: token must be ",
+                                                                      protocol::kTokenBytes, " bytes"));
   }
   if (options.interval < absl::Milliseconds(10)) return absl::InvalidArgumentError("reporter: interval below 10ms");
   if (options.initial_backoff <= absl::ZeroDuration() || options.max_backoff < options.initial_backoff) {
     return absl::InvalidArgumentError("reporter: need 0 < initial_backoff <= max_backoff");
   }
   if (options.tls.enabled() && options.server.kind != ServerAddress::Kind::kTcp) {
-    return absl::InvalidArgumentError("reporter: TLS applies to a TCP server address only (vsock is host-local)");
+    return absl::InvalidArgumentError(
+        "reporter: TLS applies to a TCP server address only (vsock and virtio-serial are host-local)");
   }
   if (options.ack_timeout == absl::ZeroDuration()) options.ack_timeout = 3 * options.interval + absl::Seconds(10);
   const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -170,7 +176,7 @@ absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t 
   v1::SignedAgentReport frame;
   std::string* bytes = frame.mutable_report();
   report.SerializeToString(bytes);
-  frame.set_proof(protocol::ComputeProof(options_.token, *bytes));
+  if (!options_.token.empty()) frame.set_proof(protocol::ComputeProof(options_.token, *bytes));
   return frame;
 }
 

@@ -16,6 +16,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/agent/agent_channels.h"
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
@@ -121,6 +122,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     }
   }
   d->hub_ = std::make_unique<WatchHub>(d->clock_);
+  // Reports come over TCP (agent_listen, each proven with the guest's token) and/or over the
+  // domains' own virtio-serial channels (channel_name, whose identity is the channel's); both
+  // feed one validator and store.
+  const bool channel_agents = !options.agent_channel_name.empty();
+  if (options.agent_listen.empty() && channel_agents) {
+    // No TCP listener: no token is ever checked, so no host key is needed.
+    d->agent_validator_ = std::make_unique<agent::ReportValidator>(std::string());
+  }
   if (!options.agent_listen.empty()) {
     auto key = agent::LoadHostKey(options.agent_host_key_file);
     if (absl::IsNotFound(key.status())) {
@@ -136,6 +145,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
       return absl::Status(key.status().code(), absl::StrCat("agent.agent_host_key_file: ", key.status().message()));
     }
     d->agent_validator_ = std::make_unique<agent::ReportValidator>(*key);
+  }
+  if (d->agent_validator_) {
     // Every rejection reason's series exists at 0 before the first report, so the first
     // rejection shows as an increase.
     std::vector<std::string> reasons;
@@ -144,21 +155,50 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     agent::AgentStoreOptions so;
     so.stale_after = options.agent_stale_after;
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
-    d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
-    // Stream counts are read at scrape time: a listener under attack shows in /metrics even
-    // while the loop is slow. Shutdown() detaches this before the service goes away.
-    d->metrics_->SetAgentStreamSource([service = d->agent_service_.get()] {
-      const agent::AgentServiceCounters c = service->counters();
+    if (!options.agent_listen.empty()) {
+      d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
+    }
+    // Stream counts (TCP listener and channels together) are read at scrape time: a listener
+    // under attack shows in /metrics even while the loop is slow. Shutdown() detaches this
+    // before the services go away.
+    d->metrics_->SetAgentStreamSource([daemon = d.get()] {
       Metrics::AgentStreamCounts out;
-      out.active = c.active_streams;
-      out.opened = c.streams_opened;
-      out.refused = c.streams_refused;
-      out.timed_out = c.streams_timed_out;
-      out.superseded = c.streams_superseded;
-      out.denied = c.streams_denied;
-      out.flooded = c.streams_flooded;
+      auto add = [&out](const agent::AgentServiceCounters& c) {
+        out.active += c.active_streams;
+        out.opened += c.streams_opened;
+        out.refused += c.streams_refused;
+        out.timed_out += c.streams_timed_out;
+        out.superseded += c.streams_superseded;
+        out.denied += c.streams_denied;
+        out.flooded += c.streams_flooded;
+      };
+      if (daemon->agent_service_) add(daemon->agent_service_->counters());
+      if (agent::AgentChannels* c = daemon->channels_live_.load()) add(c->stream_counters());
       return out;
     });
+    if (channel_agents) {
+      d->metrics_->SetAgentChannelSource([daemon = d.get()] {
+        Metrics::AgentChannelCounts out;
+        agent::AgentChannels* channels = daemon->channels_live_.load();
+        if (channels == nullptr) return out;
+        const agent::AgentChannelsCounters c = channels->counters();
+        out.connected = c.connected;
+        out.without_channel = c.without_channel;
+        out.without_controller = c.without_controller;
+        out.connects = c.connects;
+        out.connect_failures = c.connect_failures;
+        out.closed_guest = c.ended_guest;
+        out.closed_daemon = c.ended_daemon;
+        out.closed_error = c.ended_error;
+        out.closed_domain_stopped = c.ended_gone;
+        out.attached = c.attached;
+        out.attach_failed = c.attach_failed;
+        out.attach_no_controller = c.attach_no_controller;
+        out.guest_bytes = c.pump.bytes_from_guests;
+        out.throttled = c.pump.throttled;
+        return out;
+      });
+    }
   }
   const LoopOptions lo = LoopOptionsFrom(options);
   LoopDeps deps;
@@ -173,9 +213,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
   deps.hub = d->hub_.get();
   d->loop_ = std::make_unique<ControlLoop>(deps, lo);
   ControlLoop* loop = d->loop_.get();
-  d->hypervisor_->SetEventCallback([loop](const hypervisor::DomainEvent& e) {
-    // Lifecycle changes are worth an early tick; balloon moves are read next tick.
-    if (e.kind != hypervisor::DomainEvent::Kind::kBalloonChange) loop->Wake();
+  d->hypervisor_->SetEventCallback([loop, daemon = d.get()](const hypervisor::DomainEvent& e) {
+    // Lifecycle changes are worth an early tick (and a look for the domain's agent channel);
+    // balloon moves are read next tick.
+    if (e.kind == hypervisor::DomainEvent::Kind::kBalloonChange) return;
+    loop->Wake();
+    if (agent::AgentChannels* c = daemon->channels_live_.load()) c->Wake();
   });
   if (d->agent_store_) {
     // A PSI spike inside a guest must not wait for the next tick: the loop ticks early (no
@@ -327,6 +370,21 @@ absl::Status Daemon::StartAgentChannel() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::StartAgentChannels() {
+  if (options_.agent_channel_name.empty() || !agent_store_) return absl::OkStatus();
+  agent::AgentChannelsOptions co;
+  co.channel_name = options_.agent_channel_name;
+  co.autoattach = options_.agent_channel_autoattach;
+  co.socket_dir = options_.agent_channel_socket_dir;
+  auto channels = agent::AgentChannels::Start(hypervisor_.get(), agent_store_.get(), clock_, co);
+  if (!channels.ok()) {
+    return absl::Status(channels.status().code(), absl::StrCat("agent.channel_name: ", channels.status().message()));
+  }
+  agent_channels_ = std::move(*channels);
+  channels_live_.store(agent_channels_.get());
+  return absl::OkStatus();
+}
+
 std::string Daemon::agent_address() const { return agent_server_ ? agent_server_->address() : ""; }
 
 absl::Status Daemon::Start() {
@@ -338,6 +396,7 @@ absl::Status Daemon::Start() {
   }
   if (absl::Status s = StartGrpc(); !s.ok()) return s;
   if (absl::Status s = StartAgentChannel(); !s.ok()) return s;
+  if (absl::Status s = StartAgentChannels(); !s.ok()) return s;
   PLOG_INFO << "plimsolld serving grpc=" << grpc_address_ << " metrics="
             << (options_.metrics_listen.empty()
                     ? std::string("off")
@@ -347,6 +406,10 @@ absl::Status Daemon::Start() {
             << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri
             << " agent=" << (agent_server_ ? agent_server_->address() : std::string("off"))
             << (agent_server_ ? (agent_server_->tls() ? " agent_transport=tls" : " agent_transport=plaintext") : "")
+            << " agent_channels="
+            << (agent_channels_ ? absl::StrCat("virtio-serial:", options_.agent_channel_name,
+                                                options_.agent_channel_autoattach ? " autoattach" : "")
+                                : std::string("off"))
             << " control=" << (control_.unix_socket ? "unix" : "mtls")
             << (control_.socket_group.empty() ? "" : absl::StrCat(" socket_group=", control_.socket_group))
             << " state_file=" << (control_.state_file.empty() ? std::string("memory-only") : control_.state_file);
@@ -366,7 +429,13 @@ void Daemon::Shutdown() {
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   if (agent_server_) agent_server_->Shutdown();
-  if (metrics_) metrics_->SetAgentStreamSource(nullptr);
+  if (metrics_) {
+    metrics_->SetAgentStreamSource(nullptr);
+    metrics_->SetAgentChannelSource(nullptr);
+  }
+  // The event callback is gone already; after the sources are detached nothing reads it.
+  channels_live_.store(nullptr);
+  if (agent_channels_) agent_channels_->Shutdown();
   // Ends every Watch stream (UNAVAILABLE) so the gRPC shutdown does not wait for them.
   if (hub_) hub_->Close();
   if (grpc_server_) {

@@ -9,6 +9,7 @@
 #ifndef PLIMSOLL_SERVER_DAEMON_H_
 #define PLIMSOLL_SERVER_DAEMON_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,6 +34,7 @@ namespace plimsoll::server {
 
 class ControlService;
 namespace agent {
+class AgentChannels;
 class AgentServer;
 class AgentService;
 class AgentStore;
@@ -96,6 +98,7 @@ class Daemon {
   Daemon() = default;
   absl::Status StartGrpc();
   absl::Status StartAgentChannel();
+  absl::Status StartAgentChannels();
 
   Options options_;
   ControlApiOptions control_;
@@ -116,6 +119,11 @@ class Daemon {
   std::unique_ptr<agent::AgentStore> agent_store_;
   std::unique_ptr<agent::AgentService> agent_service_;
   std::unique_ptr<agent::AgentServer> agent_server_;
+  // The virtio-serial channels (agent.channel_name): started in Start(). The event callback and
+  // the metrics source read it through channels_live_, set once it runs and cleared before it
+  // stops.
+  std::unique_ptr<agent::AgentChannels> agent_channels_;
+  std::atomic<agent::AgentChannels*> channels_live_{nullptr};
   Clock* clock_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;

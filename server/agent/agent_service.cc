@@ -22,7 +22,7 @@ namespace plimsoll::server::agent {
 // TryCancel, so calling those under mu_ cannot re-enter it.
 class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply> {
  public:
-  Stream(AgentService* service, grpc::CallbackServerContext* context, absl::Time now)
+  Stream(AgentService* service, grpc::CallbackServerContext* context, absl::Time now, std::string channel_uuid)
       : service_(service),
         context_(context),
         peer_(context->peer()),
@@ -31,6 +31,7 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
         bucket_time_(now) {
     binding_.nonce = nonce_;
     binding_.proof_cache = &proof_cache_;
+    binding_.channel_uuid = std::move(channel_uuid);
   }
 
   // Sends the hello; its OnWriteDone starts the first read.
@@ -163,6 +164,16 @@ class AgentService::RefusedStream final
   void OnDone() override { delete this; }
 };
 
+// Answers a stream whose connection is no known domain's channel and goes away; never registered.
+class AgentService::DeniedStream final
+    : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply> {
+ public:
+  DeniedStream() {
+    Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "connection is no known domain's agent channel"));
+  }
+  void OnDone() override { delete this; }
+};
+
 AgentService::AgentService(AgentStore* store, Clock* clock, AgentServiceOptions options)
     : store_(store), clock_(clock), options_(options) {}
 
@@ -176,6 +187,17 @@ AgentService::~AgentService() {
 grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* AgentService::Report(
     grpc::CallbackServerContext* context) {
   const absl::Time now = clock_->Now();
+  std::string channel_uuid;
+  if (options_.channel_identity) {
+    std::optional<std::string> uuid = options_.channel_identity(context->peer());
+    if (!uuid.has_value() || uuid->empty()) {
+      absl::MutexLock l(&mu_);
+      ++counters_.streams_denied;
+      if (MayLog()) PLOG_WARNING << "agent stream denied: no domain's channel peer=" << context->peer();
+      return new DeniedStream();
+    }
+    channel_uuid = *std::move(uuid);
+  }
   Stream* stream = nullptr;
   {
     absl::MutexLock l(&mu_);
@@ -184,7 +206,7 @@ grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* AgentService::Re
       if (MayLog()) PLOG_WARNING << "agent stream refused: limit " << options_.max_streams << " peer=" << context->peer();
       return new RefusedStream();
     }
-    stream = new Stream(this, context, now);
+    stream = new Stream(this, context, now, std::move(channel_uuid));
     stream->opened = now;
     stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
     streams_.insert(stream);

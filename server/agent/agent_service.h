@@ -27,6 +27,8 @@
 #define PLIMSOLL_SERVER_AGENT_AGENT_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -52,6 +54,12 @@ struct AgentServiceOptions {
   absl::Duration auth_timeout = absl::Seconds(10);
   // A proven stream must send a report at least this often (agents default to 5 s).
   absl::Duration idle_timeout = absl::Minutes(2);
+  // Set for a server whose connections are domains' own channels (virtio-serial, AgentChannels):
+  // maps a stream's peer (grpc::ServerContext::peer()) to the uuid of the domain whose channel it
+  // arrived on. Every stream's reports are then that domain's, without a proof
+  // (StreamBinding::channel_uuid); a peer it does not know is refused (PERMISSION_DENIED,
+  // counted as denied). Called once per stream, on a gRPC thread; must be thread-safe.
+  std::function<std::optional<std::string>(const std::string& peer)> channel_identity;
 };
 
 struct AgentServiceCounters {
@@ -81,6 +89,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
  private:
   class Stream;
   class RefusedStream;
+  class DeniedStream;
   struct Outcome {
     bool finish = false;  // end the stream with `status` instead of acking
     grpc::Status status;

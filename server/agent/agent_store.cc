@@ -52,21 +52,60 @@ void AgentStore::SetKnownGuests(absl::flat_hash_map<std::string, GuestLimits> gu
   }
 }
 
-IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream) {
+IngestResult AgentStore::IdentifyByChannel(const v1::SignedAgentReport& frame, const std::string& channel_uuid,
+                                           v1::AgentReport* report) {
   IngestResult result;
-  v1::AgentReport report;
-  // The costly part (parse, two HMACs) runs without the lock.
-  Verdict verdict = validator_->Authenticate(frame, &report, stream.proof_cache);
-  result.sequence = report.sequence();
+  Verdict verdict = validator_->Parse(frame, report);
+  result.sequence = report->sequence();
   if (!verdict.ok()) {
     Count(*verdict.reject);
     result.reject = verdict.reject;
     result.detail = std::move(verdict.detail);
-    result.end_stream = *verdict.reject == RejectReason::kBadProof;
+    return result;
+  }
+  if (report->guest_uuid() != channel_uuid) {
+    // The hypervisor says which domain this channel belongs to; a report naming another guest is
+    // a lie (or a misconfigured agent) and must not touch that guest.
+    Count(RejectReason::kChannelIdentityMismatch);
+    result.reject = RejectReason::kChannelIdentityMismatch;
+    result.detail = absl::StrCat("channel of ", channel_uuid, " sent a report for ", report->guest_uuid());
+    result.end_stream = true;
+    const absl::Time now = clock_->Now();
+    absl::MutexLock l(&mu_);
+    // Recorded on the channel's own guest (a managed one only, so memory stays bounded), never
+    // on the guest the report names.
+    if (known_.contains(channel_uuid)) {
+      Entry& entry = entries_[channel_uuid];
+      entry.last_reject_reason = std::string(RejectReasonName(RejectReason::kChannelIdentityMismatch));
+      entry.last_reject = now;
+    }
     return result;
   }
   result.authenticated = true;
-  result.uuid = report.guest_uuid();
+  result.uuid = channel_uuid;
+  return result;
+}
+
+IngestResult AgentStore::Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream) {
+  IngestResult result;
+  v1::AgentReport report;
+  if (!stream.channel_uuid.empty()) {
+    result = IdentifyByChannel(frame, stream.channel_uuid, &report);
+    if (!result.authenticated) return result;
+  } else {
+    // The costly part (parse, two HMACs) runs without the lock.
+    Verdict verdict = validator_->Authenticate(frame, &report, stream.proof_cache);
+    result.sequence = report.sequence();
+    if (!verdict.ok()) {
+      Count(*verdict.reject);
+      result.reject = verdict.reject;
+      result.detail = std::move(verdict.detail);
+      result.end_stream = *verdict.reject == RejectReason::kBadProof;
+      return result;
+    }
+    result.authenticated = true;
+    result.uuid = report.guest_uuid();
+  }
   if (!stream.uuid.empty() && stream.uuid != result.uuid) {
     Count(RejectReason::kStreamIdentityChanged);
     result.reject = RejectReason::kStreamIdentityChanged;

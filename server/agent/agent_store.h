@@ -125,6 +125,10 @@ struct StreamBinding {
   std::string nonce;  // from the stream's hello; empty: not checked
   // The stream's own ProofCache (null: none), so its reports skip the token derivation.
   ProofCache* proof_cache = nullptr;
+  // Set for a stream on a domain's own channel (virtio-serial): the domain's uuid, as the
+  // hypervisor names it. Its reports carry no proof; one naming another uuid is
+  // kChannelIdentityMismatch and ends the stream. Empty: a network stream, proven per report.
+  std::string channel_uuid;
 };
 
 // The outcome of Ingest, for the service's ack.
@@ -153,7 +157,9 @@ class AgentStore {
   // describes the stream the frame came on (AgentService always passes it; in-process callers
   // may not): a proven frame for another uuid than the one the stream already proved is
   // kStreamIdentityChanged, and one that does not carry the stream's nonce is kReplay; neither
-  // changes anything.
+  // changes anything. With `stream.channel_uuid` set the identity is the channel's, not a
+  // proof's: a report naming another uuid is kChannelIdentityMismatch, changes nothing of the
+  // guest it names, and is recorded as the channel's guest's last rejection.
   IngestResult Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream = {});
 
   // Counts a rejection decided outside Ingest (the service's kFlood).
@@ -203,6 +209,10 @@ class AgentStore {
   // discarded: the previous latest, freed outside the lock).
   IngestResult IngestAuthenticated(v1::AgentReport& report, absl::Time now, IngestResult result)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The identity stage of a frame on a domain's channel: parse, then the uuid must be the
+  // channel's. Fills `report`; returns a rejection (counted) or an authenticated result.
+  IngestResult IdentifyByChannel(const v1::SignedAgentReport& frame, const std::string& channel_uuid,
+                                 v1::AgentReport* report) ABSL_LOCKS_EXCLUDED(mu_);
   AgentSignals SignalsLocked(const std::string& uuid, const Entry& e, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

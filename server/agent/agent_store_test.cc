@@ -160,7 +160,7 @@ TEST_F(AgentStoreTest, SizesAreCheckedAgainstEachGuestsOwnMax) {
 
 TEST_F(AgentStoreTest, StreamIdentityIsBound) {
   clock_.Advance(absl::Seconds(1));
-  IngestResult r = store_.Ingest(SignAsSelf(MakeReport(kAttacker, kBootA, 10)), StreamBinding{kVictim, ""});
+  IngestResult r = store_.Ingest(SignAsSelf(MakeReport(kAttacker, kBootA, 10)), StreamBinding{kVictim, "", nullptr, ""});
   EXPECT_EQ(r.reject, RejectReason::kStreamIdentityChanged);
   EXPECT_TRUE(r.end_stream);
   EXPECT_FALSE(store_.Signals(kAttacker).has_value());
@@ -171,10 +171,10 @@ TEST_F(AgentStoreTest, ReportsMadeForAnotherStreamAreReplays) {
   recorded.set_stream_nonce("nonce-of-stream-1");
   const v1::SignedAgentReport frame = SignAsSelf(recorded);  // genuine, captured by a MITM
   clock_.Advance(absl::Seconds(1));
-  ASSERT_TRUE(store_.Ingest(frame, StreamBinding{"", "nonce-of-stream-1"}).ok());
+  ASSERT_TRUE(store_.Ingest(frame, StreamBinding{"", "nonce-of-stream-1", nullptr, ""}).ok());
   // Played back on another stream (after a "reboot" would even pass the boottime check).
   clock_.Advance(absl::Seconds(1));
-  IngestResult r = store_.Ingest(frame, StreamBinding{"", "nonce-of-stream-2"});
+  IngestResult r = store_.Ingest(frame, StreamBinding{"", "nonce-of-stream-2", nullptr, ""});
   EXPECT_EQ(r.reject, RejectReason::kReplay);
   EXPECT_TRUE(r.end_stream);
   EXPECT_EQ(store_.Signals(kVictim)->reports_accepted, 1u);
@@ -189,7 +189,7 @@ TEST_F(AgentStoreTest, BadProofEndsTheStream) {
 // proved over its own bytes.
 TEST_F(AgentStoreTest, AProvenStreamsFramesAreStillEachProved) {
   ProofCache cache;
-  StreamBinding stream{"", "", &cache};
+  StreamBinding stream{"", "", &cache, ""};
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(store_.Ingest(SignAsSelf(MakeReport(kVictim, kBootA, 10, 1)), stream).ok());
   stream.uuid = kVictim;  // as AgentService binds it
@@ -235,6 +235,48 @@ TEST_F(AgentStoreTest, SpikeIsRecordedAndWakesTheListener) {
   clock_.Advance(absl::Seconds(1));
   EXPECT_FALSE(store_.Ingest(SignAsSelf(r)).ok());
   EXPECT_EQ(woken.size(), 1u);
+}
+
+// A frame on a domain's own channel (virtio-serial): no proof; the channel is the identity.
+TEST_F(AgentStoreTest, ChannelIdentityInsteadOfAProof) {
+  StreamBinding attacker_channel;
+  attacker_channel.channel_uuid = kAttacker;
+  v1::SignedAgentReport own;
+  MakeReport(kAttacker, kBootA, 100, 1).SerializeToString(own.mutable_report());
+  clock_.Advance(absl::Seconds(5));
+  IngestResult ok = store_.Ingest(own, attacker_channel);
+  EXPECT_TRUE(ok.ok()) << ok.detail;
+  EXPECT_EQ(ok.uuid, kAttacker);
+  ASSERT_TRUE(store_.FreshSignals(kAttacker).has_value());
+
+  // The victim's valid proof does not make a report on the attacker's channel the victim's.
+  ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());
+  const AgentSignals before = *store_.Signals(kVictim);
+  clock_.Advance(absl::Seconds(5));
+  IngestResult lie = store_.Ingest(SignAsSelf(MakeReport(kVictim, kBootA, 110, 9)), attacker_channel);
+  EXPECT_EQ(lie.reject, RejectReason::kChannelIdentityMismatch);
+  EXPECT_TRUE(lie.end_stream);
+  EXPECT_FALSE(lie.authenticated);
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kChannelIdentityMismatch), 1u);
+  const AgentSignals after = *store_.Signals(kVictim);
+  EXPECT_EQ(after.sequence, before.sequence);
+  EXPECT_EQ(after.reports_accepted, before.reports_accepted);
+  EXPECT_EQ(after.last_reject_reason, "");
+  EXPECT_EQ(store_.Signals(kAttacker)->last_reject_reason, "channel_identity_mismatch");
+
+  // Malformed frames on a channel are counted as such and end nothing.
+  v1::SignedAgentReport junk;
+  junk.set_report("not a report");
+  IngestResult bad = store_.Ingest(junk, attacker_channel);
+  EXPECT_EQ(bad.reject, RejectReason::kMalformed);
+  EXPECT_FALSE(bad.end_stream);
+  // A channel of a guest the daemon does not manage is unknown_guest, and creates nothing.
+  StreamBinding stranger_channel;
+  stranger_channel.channel_uuid = kStranger;
+  v1::SignedAgentReport stranger;
+  MakeReport(kStranger, kBootA, 100, 1).SerializeToString(stranger.mutable_report());
+  EXPECT_EQ(store_.Ingest(stranger, stranger_channel).reject, RejectReason::kUnknownGuest);
+  EXPECT_FALSE(store_.Signals(kStranger).has_value());
 }
 
 }  // namespace

@@ -120,6 +120,7 @@ absl::string_view RejectReasonName(RejectReason reason) {
     case RejectReason::kImplausibleRate: return "implausible_rate";
     case RejectReason::kFlood: return "flood";
     case RejectReason::kStreamIdentityChanged: return "stream_identity_changed";
+    case RejectReason::kChannelIdentityMismatch: return "channel_identity_mismatch";
   }
   return "unknown";
 }
@@ -129,7 +130,7 @@ const std::array<RejectReason, kNumRejectReasons>& AllRejectReasons() {
       RejectReason::kOversized,      RejectReason::kMalformed,        RejectReason::kBadProof,
       RejectReason::kUnknownGuest,   RejectReason::kRateLimited,      RejectReason::kSizeOutOfRange,
       RejectReason::kReplay,         RejectReason::kCounterBackwards, RejectReason::kImplausibleRate,
-      RejectReason::kFlood,          RejectReason::kStreamIdentityChanged,
+      RejectReason::kFlood,          RejectReason::kStreamIdentityChanged, RejectReason::kChannelIdentityMismatch,
   };
   return kAll;
 }
@@ -137,8 +138,7 @@ const std::array<RejectReason, kNumRejectReasons>& AllRejectReasons() {
 ReportValidator::ReportValidator(std::string host_key, ValidatorOptions options)
     : host_key_(std::move(host_key)), options_(options) {}
 
-Verdict ReportValidator::Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report,
-                                      ProofCache* cache) const {
+Verdict ReportValidator::Parse(const v1::SignedAgentReport& frame, v1::AgentReport* report) const {
   if (frame.report().size() > options_.max_report_bytes) {
     return Reject(RejectReason::kOversized,
                   absl::StrCat("report is ", frame.report().size(), " bytes, limit ", options_.max_report_bytes));
@@ -147,6 +147,12 @@ Verdict ReportValidator::Authenticate(const v1::SignedAgentReport& frame, v1::Ag
   if (!IsCanonicalUuid(report->guest_uuid())) {
     return Reject(RejectReason::kMalformed, "guest_uuid is not a canonical lower-case UUID");
   }
+  return Verdict{};
+}
+
+Verdict ReportValidator::Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report,
+                                      ProofCache* cache) const {
+  if (Verdict v = Parse(frame, report); !v.ok()) return v;
   // The token of the guest the report claims to be; only that guest (and the host) can produce a
   // matching proof. A stream's cache holds it already when the stream proved this uuid before.
   const std::string& uuid = report->guest_uuid();

@@ -5,6 +5,8 @@
 //
 // Two stages, so the expensive, stateless part runs outside the store's lock:
 //   Authenticate  frame size, parse, uuid form, identity proof           (stateless)
+//     (Parse is its first half: what a report on a domain's own channel needs, where the
+//     hypervisor, not a proof, says who sent it)
 //   Check         known guest, per-guest rate, sizes, boot/replay,       (needs history)
 //                 counter monotonicity and plausibility
 // Every rejection names one RejectReason from a fixed set, the label of
@@ -39,8 +41,10 @@ enum class RejectReason : int {
   kImplausibleRate,       // a counter grew faster than any real guest can
   kFlood,                 // the stream sent frames faster than its budget (counted by the service)
   kStreamIdentityChanged, // a stream switched to another guest's uuid (checked by the store)
+  kChannelIdentityMismatch,  // a report on a domain's own channel (virtio-serial) names another
+                             // guest's uuid (checked by the store)
 };
-inline constexpr int kNumRejectReasons = 11;
+inline constexpr int kNumRejectReasons = 12;
 
 // The metric label and ack text of a reason: "oversized", "malformed", "bad_proof", ...
 absl::string_view RejectReasonName(RejectReason reason);
@@ -106,6 +110,11 @@ class ReportValidator {
   // comment says; the proof is checked over the exact bytes of every report either way.
   Verdict Authenticate(const v1::SignedAgentReport& frame, v1::AgentReport* report,
                        ProofCache* cache = nullptr) const;
+
+  // Stage 1 without the proof: frame size, parse, uuid form (kOversized, kMalformed). For
+  // frames on a channel the hypervisor binds to one domain (virtio-serial), whose identity is
+  // the channel's; the caller compares the parsed uuid with it. The proof field is ignored.
+  Verdict Parse(const v1::SignedAgentReport& frame, v1::AgentReport* report) const;
 
   // Stage 2, for an authenticated report. `limits` null: the guest is unknown. `previous` is the
   // guest's history (default-constructed for a first report). `next` is overwritten with

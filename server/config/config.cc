@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -292,6 +293,9 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!a->has_agent_listen()) a->set_agent_listen("127.0.0.1:9588");
   if (!a->has_agent_host_key_file()) a->set_agent_host_key_file(kDefaultAgentHostKeyFile);
   if (!a->has_agent_stale_after()) a->set_agent_stale_after("20s");
+  if (!a->has_channel_name()) a->set_channel_name("org.plimsoll.agent.0");
+  if (!a->has_channel_autoattach()) a->set_channel_autoattach(false);
+  if (!a->has_channel_socket_dir()) a->set_channel_socket_dir("");
   return c;
 }
 
@@ -369,6 +373,34 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
                                            absl::Hours(1));
   if (!agent_stale.ok()) return agent_stale.status();
   o.agent_stale_after = *agent_stale;
+  o.agent_channel_name = a.channel_name();
+  for (char ch : o.agent_channel_name) {
+    // The guest opens /dev/virtio-ports/NAME; QEMU and the kernel take any byte, we do not.
+    if (!absl::ascii_isalnum(ch) && ch != '.' && ch != '_' && ch != '-') {
+      return FieldError("agent.channel_name",
+                        absl::StrCat("\"", o.agent_channel_name, "\" may hold only letters, digits, '.', '_' and '-'"));
+    }
+  }
+  if (!o.agent_channel_name.empty() && o.agent_channel_name[0] == '.') {
+    return FieldError("agent.channel_name", absl::StrCat("\"", o.agent_channel_name, "\" must not start with '.'"));
+  }
+  o.agent_channel_autoattach = a.channel_autoattach();
+  if (o.agent_channel_autoattach && o.agent_channel_name.empty()) {
+    return FieldError("agent.channel_autoattach", "set, but agent.channel_name is empty (the channels are off)");
+  }
+  o.agent_channel_socket_dir = a.channel_socket_dir();
+  if (!o.agent_channel_socket_dir.empty()) {
+    if (o.agent_channel_socket_dir[0] != '/') {
+      return FieldError("agent.channel_socket_dir",
+                        absl::StrCat("\"", o.agent_channel_socket_dir, "\" must be an absolute path"));
+    }
+    // DIR/UUID.sock must fit a unix socket address (107 bytes).
+    if (o.agent_channel_socket_dir.size() + 1 + 36 + 5 > 107) {
+      return FieldError("agent.channel_socket_dir",
+                        absl::StrCat("\"", o.agent_channel_socket_dir, "\" is too long: DIR/UUID.sock must fit in 107 "
+                                     "bytes, so at most 65"));
+    }
+  }
   if (o.stale_after < absl::Seconds(2 * o.stats_period_seconds)) {
     return FieldError("guest_defaults.stale_after",
                       absl::StrCat("\"", g.stale_after(), "\" must be at least twice stats_period_seconds (",

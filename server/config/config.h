@@ -42,6 +42,9 @@ struct Options {
   // Both set (TLS on the agent listener) or both empty (plaintext, loopback only).
   std::string agent_tls_cert_file;
   std::string agent_tls_key_file;
+  std::string agent_channel_name;  // empty: no virtio-serial channels
+  bool agent_channel_autoattach = false;
+  std::string agent_channel_socket_dir;  // empty: libvirt chooses
 };
 
 // True when a "host:port" listen address is a loopback IP literal: 127.0.0.0/8, ::1 (also

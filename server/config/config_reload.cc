@@ -93,6 +93,10 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   Compare(restart, "agent.agent_stale_after", a.agent_stale_after, b.agent_stale_after, dur);
   Compare(restart, "agent.agent_tls_cert_file", a.agent_tls_cert_file, b.agent_tls_cert_file, str);
   Compare(restart, "agent.agent_tls_key_file", a.agent_tls_key_file, b.agent_tls_key_file, str);
+  Compare(restart, "agent.channel_name", a.agent_channel_name, b.agent_channel_name, str);
+  Compare(restart, "agent.channel_autoattach", a.agent_channel_autoattach, b.agent_channel_autoattach,
+          [](bool v) { return std::string(v ? "true" : "false"); });
+  Compare(restart, "agent.channel_socket_dir", a.agent_channel_socket_dir, b.agent_channel_socket_dir, str);
   Compare(restart, "control.socket_group", ac.socket_group, bc.socket_group, str);
   Compare(restart, "control.tls.cert_file", ac.cert_file, bc.cert_file, str);
   Compare(restart, "control.tls.key_file", ac.key_file, bc.key_file, str);

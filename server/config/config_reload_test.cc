@@ -74,6 +74,11 @@ TEST(ConfigReloadTest, DiffSortsEveryChangeIntoLiveOrRestart) {
        {},
        {"agent.agent_tls_cert_file", "agent.agent_tls_key_file"},
        false, false, false, false},
+      {"agent channels",
+       R"(agent { channel_name: "org.other.0" channel_autoattach: true channel_socket_dir: "/run/x" })",
+       {},
+       {"agent.channel_name", "agent.channel_autoattach", "agent.channel_socket_dir"},
+       false, false, false, false},
       {"grpc listen to TCP with TLS",
        R"(grpc_listen: "127.0.0.1:7000"
           control { tls { cert_file: "/c" key_file: "/k" client_ca_file: "/ca" } tls_reload_interval: "30s" })",

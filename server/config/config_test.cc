@@ -230,3 +230,49 @@ TEST(ConfigTest, AgentListenerOffLoopbackNeedsTls) {
 
 }  // namespace
 }  // namespace plimsoll::server
+
+namespace plimsoll::server {
+namespace {
+
+// The virtio-serial channel block: defaults, and bad values named by their field.
+TEST(ConfigTest, AgentChannelFields) {
+  auto defaults = ResolveText("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->agent_channel_name, "org.plimsoll.agent.0");
+  EXPECT_FALSE(defaults->agent_channel_autoattach);
+  EXPECT_EQ(defaults->agent_channel_socket_dir, "");
+  auto on = ResolveText(R"(agent { channel_autoattach: true channel_socket_dir: "/run/plimsoll/channels" })");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->agent_channel_autoattach);
+  EXPECT_EQ(on->agent_channel_socket_dir, "/run/plimsoll/channels");
+  auto off = ResolveText(R"(agent { channel_name: "" })");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->agent_channel_name, "");
+  struct Row {
+    std::string agent;
+    std::string must_mention;
+  };
+  const std::vector<Row> rows = {
+      {R"(channel_name: "org/plimsoll")", "\"agent.channel_name\""},
+      {R"(channel_name: "a b")", "\"agent.channel_name\""},
+      {R"(channel_name: "..")", "\"agent.channel_name\""},
+      {R"(channel_name: "" channel_autoattach: true)", "\"agent.channel_autoattach\""},
+      {R"(channel_socket_dir: "relative/dir")", "\"agent.channel_socket_dir\""},
+      {absl::StrCat(R"(channel_socket_dir: "/)", std::string(80, 'd'), "\""), "\"agent.channel_socket_dir\""},
+  };
+  for (const Row& r : rows) {
+    const std::string text = absl::StrCat("agent { ", r.agent, " }");
+    auto o = ResolveText(text);
+    ASSERT_FALSE(o.ok()) << text;
+    EXPECT_NE(o.status().message().find(r.must_mention), std::string::npos) << text << " -> " << o.status();
+  }
+  // Through flags, as --check_config sees them.
+  auto flags = ConfigFromFlags({{"channel_name", "bad name"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto resolved = Resolve(WithDefaults(*flags));
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_NE(resolved.status().message().find("agent.channel_name"), std::string::npos) << resolved.status();
+}
+
+}  // namespace
+}  // namespace plimsoll::server

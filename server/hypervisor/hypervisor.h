@@ -48,6 +48,20 @@ struct BalloonStats {
   std::optional<int64_t> last_update;
 };
 
+// A domain's host-guest agent channel (virtio-serial) as its live XML describes it
+// (docs/agent.md, "virtio-serial").
+struct AgentChannelInfo {
+  // A <channel> whose <target type='virtio' name=NAME/> exists.
+  bool found = false;
+  // Its host end, when usable: a <channel type='unix'> with <source mode='bind' path=.../>
+  // (QEMU listens there; plimsolld connects). Empty otherwise, with `problem` saying why.
+  std::string socket_path;
+  std::string problem;
+  // A <controller type='virtio-serial'> exists, so a channel can be hot-plugged (the controller
+  // itself cannot be).
+  bool has_virtio_serial_controller = false;
+};
+
 // Lifecycle and balloon events, delivered on the hypervisor's event thread.
 struct DomainEvent {
   enum class Kind { kStarted, kStopped, kCrashed, kBalloonChange, kOther };
@@ -88,7 +102,27 @@ class Hypervisor {
   // destroyed: the daemon clears its callback this way before it destroys the
   // loop the callback wakes, while events still arrive.
   virtual void SetEventCallback(std::function<void(const DomainEvent&)> callback) = 0;
+
+  // The domain's agent channel named `name` in its live XML. NOT_FOUND when there is no such
+  // domain. Not pure: implementations that have no channels (benchmarks, test doubles of other
+  // calls) inherit UNIMPLEMENTED, which AgentChannels treats as "no channel support".
+  virtual absl::StatusOr<AgentChannelInfo> GetAgentChannel(const std::string& uuid, const std::string& name);
+
+  // Hot-plugs a unix-socket virtio-serial channel named `name` whose host socket QEMU creates
+  // at `socket_path` (virDomainAttachDeviceFlags, AFFECT_LIVE only: the persistent definition
+  // belongs to whoever manages the domain). FAILED_PRECONDITION when the domain has no
+  // virtio-serial controller (libvirt refuses to hot-plug one). Default: UNIMPLEMENTED.
+  virtual absl::Status AttachAgentChannel(const std::string& uuid, const std::string& name,
+                                          const std::string& socket_path);
 };
+
+inline absl::StatusOr<AgentChannelInfo> Hypervisor::GetAgentChannel(const std::string&, const std::string&) {
+  return absl::UnimplementedError("this hypervisor has no agent channels");
+}
+
+inline absl::Status Hypervisor::AttachAgentChannel(const std::string&, const std::string&, const std::string&) {
+  return absl::UnimplementedError("this hypervisor cannot attach agent channels");
+}
 
 }  // namespace plimsoll::hypervisor
 

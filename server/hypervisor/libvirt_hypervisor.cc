@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "server/hypervisor/agent_channel_xml.h"
 
 namespace plimsoll::hypervisor {
 namespace {
@@ -854,6 +855,40 @@ absl::Status LibvirtHypervisor::SetBalloonTarget(const std::string& uuid, int64_
 
 void LibvirtHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {
   impl_->sink->Set(std::move(callback));
+}
+
+absl::StatusOr<AgentChannelInfo> LibvirtHypervisor::GetAgentChannel(const std::string& uuid, const std::string& name) {
+  std::string xml;
+  {
+    absl::MutexLock l(&impl_->mu);
+    if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
+    DomainPtr holder;
+    absl::StatusOr<virDomainPtr> dom = impl_->DomainLocked(uuid, "GetAgentChannel", &holder);
+    if (!dom.ok()) return dom.status();
+    // The live XML: it names the socket path libvirt chose when the channel has none of its own.
+    char* text = virDomainGetXMLDesc(*dom, 0);
+    if (text == nullptr) return impl_->FailLocked(absl::StrCat("virDomainGetXMLDesc uuid=", uuid));
+    xml = text;
+    free(text);
+  }
+  return ParseAgentChannel(xml, name);
+}
+
+absl::Status LibvirtHypervisor::AttachAgentChannel(const std::string& uuid, const std::string& name,
+                                                   const std::string& socket_path) {
+  const std::string device = AgentChannelDeviceXml(name, socket_path);
+  absl::MutexLock l(&impl_->mu);
+  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
+  DomainPtr holder;
+  absl::StatusOr<virDomainPtr> dom = impl_->DomainLocked(uuid, "AttachAgentChannel", &holder);
+  if (!dom.ok()) return dom.status();
+  if (virDomainAttachDeviceFlags(*dom, device.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    absl::Status s = impl_->FailLocked(absl::StrCat("virDomainAttachDeviceFlags uuid=", uuid, " channel=", name));
+    // libvirt adds the controller a channel needs, and a controller cannot be hot-plugged.
+    if (absl::StrContains(s.message(), "cannot be hot plugged")) return absl::FailedPreconditionError(s.message());
+    return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace plimsoll::hypervisor

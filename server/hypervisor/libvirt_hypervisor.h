@@ -80,6 +80,12 @@ class LibvirtHypervisor final : public Hypervisor {
   // After it returns the previous callback is not running (unless called from
   // the event thread itself) and will not be called again.
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;
+  // Parses the live XML (virDomainGetXMLDesc, flags 0) with ParseAgentChannel.
+  absl::StatusOr<AgentChannelInfo> GetAgentChannel(const std::string& uuid, const std::string& name) override;
+  // virDomainAttachDeviceFlags(AgentChannelDeviceXml(...), AFFECT_LIVE). libvirt's "controller
+  // cannot be hot plugged" is FAILED_PRECONDITION.
+  absl::Status AttachAgentChannel(const std::string& uuid, const std::string& name,
+                                  const std::string& socket_path) override;
 
   const std::string& uri() const;
 

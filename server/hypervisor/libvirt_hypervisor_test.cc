@@ -443,5 +443,28 @@ TEST(LibvirtHypervisorTest, ConcurrentCallsAreSafe) {
   for (std::thread& th : threads) th.join();
 }
 
+
+// The agent channel read from the live XML of test-driver domains (testdata/node_channel.xml).
+TEST(LibvirtHypervisorTest, AgentChannelFromTheLiveXml) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  ASSERT_NE(srcdir, nullptr) << "run under bazel test";
+  LibvirtHypervisor hv(std::string("test://") + srcdir + "/" + (workspace != nullptr ? workspace : "plimsoll") +
+                       "/server/hypervisor/testdata/node_channel.xml");
+  ASSERT_TRUE(hv.Connect().ok());
+  absl::StatusOr<AgentChannelInfo> with = hv.GetAgentChannel("11111111-2222-3333-4444-0000000000c1",
+                                                             "org.plimsoll.agent.0");
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_TRUE(with->found);
+  EXPECT_EQ(with->socket_path, "/run/plimsoll/channels/withchan.sock");
+  EXPECT_TRUE(with->has_virtio_serial_controller);
+  absl::StatusOr<AgentChannelInfo> bare = hv.GetAgentChannel("11111111-2222-3333-4444-0000000000c2",
+                                                             "org.plimsoll.agent.0");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_FALSE(bare->found);
+  EXPECT_FALSE(bare->has_virtio_serial_controller);
+  EXPECT_TRUE(absl::IsNotFound(hv.GetAgentChannel(kUnknown, "org.plimsoll.agent.0").status()));
+}
+
 }  // namespace
 }  // namespace plimsoll::hypervisor

@@ -85,6 +85,7 @@ struct Metrics::Impl {
     explicit ScrapeCollectable(Impl* impl) : impl_(impl) {}
     std::vector<prometheus::MetricFamily> Collect() const override {
       impl_->RefreshAgentStreams();
+      impl_->RefreshAgentChannels();
       return impl_->registry->Collect();
     }
 
@@ -165,6 +166,50 @@ struct Metrics::Impl {
     add(streams_flooded, now.flooded, streams_seen.flooded);
   }
 
+  // The virtio-serial channels' counts, read at scrape time (same pattern as the streams).
+  absl::Mutex channel_mu;
+  std::function<AgentChannelCounts()> channel_source ABSL_GUARDED_BY(channel_mu);
+  AgentChannelCounts channels_seen ABSL_GUARDED_BY(channel_mu);
+  Gauge* channels_connected;
+  Gauge* channels_without_channel;
+  Gauge* channels_without_controller;
+  prometheus::Counter* channel_connects;
+  prometheus::Counter* channel_connect_failures;
+  prometheus::Counter* channel_closed_guest;
+  prometheus::Counter* channel_closed_daemon;
+  prometheus::Counter* channel_closed_error;
+  prometheus::Counter* channel_closed_stopped;
+  prometheus::Counter* channel_attached;
+  prometheus::Counter* channel_attach_failed;
+  prometheus::Counter* channel_attach_no_controller;
+  prometheus::Counter* channel_guest_bytes;
+  prometheus::Counter* channel_throttled;
+
+  void RefreshAgentChannels() ABSL_LOCKS_EXCLUDED(channel_mu) {
+    absl::MutexLock l(&channel_mu);
+    if (!channel_source) return;
+    const AgentChannelCounts now = channel_source();
+    channels_connected->Set(static_cast<double>(now.connected));
+    channels_without_channel->Set(static_cast<double>(now.without_channel - now.without_controller));
+    channels_without_controller->Set(static_cast<double>(now.without_controller));
+    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
+      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
+      seen = std::max(seen, now_value);
+    };
+    AgentChannelCounts& seen = channels_seen;
+    add(channel_connects, now.connects, seen.connects);
+    add(channel_connect_failures, now.connect_failures, seen.connect_failures);
+    add(channel_closed_guest, now.closed_guest, seen.closed_guest);
+    add(channel_closed_daemon, now.closed_daemon, seen.closed_daemon);
+    add(channel_closed_error, now.closed_error, seen.closed_error);
+    add(channel_closed_stopped, now.closed_domain_stopped, seen.closed_domain_stopped);
+    add(channel_attached, now.attached, seen.attached);
+    add(channel_attach_failed, now.attach_failed, seen.attach_failed);
+    add(channel_attach_no_controller, now.attach_no_controller, seen.attach_no_controller);
+    add(channel_guest_bytes, now.guest_bytes, seen.guest_bytes);
+    add(channel_throttled, now.throttled, seen.throttled);
+  }
+
   Family<Gauge>* G(const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
@@ -229,6 +274,26 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
     m.streams_superseded = &ended.Add({{"reason", "superseded"}});
     m.streams_denied = &ended.Add({{"reason", "denied"}});
     m.streams_flooded = &ended.Add({{"reason", "flood"}});
+  }
+  {
+    auto* channels = m.G("plimsoll_agent_channels", "Running domains by the state of their virtio-serial agent channel: connected, no_channel (none usable in the XML), no_controller (cannot be hot-plugged).");
+    m.channels_connected = &channels->Add({{"state", "connected"}});
+    m.channels_without_channel = &channels->Add({{"state", "no_channel"}});
+    m.channels_without_controller = &channels->Add({{"state", "no_controller"}});
+    auto& connects = prometheus::BuildCounter().Name("plimsoll_agent_channel_connects_total").Help("Connections to domains' agent channel sockets, by result.").Register(*m.registry);
+    m.channel_connects = &connects.Add({{"result", "connected"}});
+    m.channel_connect_failures = &connects.Add({{"result", "failed"}});
+    auto& closed = prometheus::BuildCounter().Name("plimsoll_agent_channel_closed_total").Help("Agent channel connections that ended, by reason: guest_closed (QEMU closed the socket), daemon_closed (the gRPC session ended), error, domain_stopped.").Register(*m.registry);
+    m.channel_closed_guest = &closed.Add({{"reason", "guest_closed"}});
+    m.channel_closed_daemon = &closed.Add({{"reason", "daemon_closed"}});
+    m.channel_closed_error = &closed.Add({{"reason", "error"}});
+    m.channel_closed_stopped = &closed.Add({{"reason", "domain_stopped"}});
+    auto& attach = prometheus::BuildCounter().Name("plimsoll_agent_channel_attach_total").Help("Agent channel hot-plugs (agent.channel_autoattach), by result: attached, failed, no_controller (a domain without a virtio-serial controller, counted once).").Register(*m.registry);
+    m.channel_attached = &attach.Add({{"result", "attached"}});
+    m.channel_attach_failed = &attach.Add({{"result", "failed"}});
+    m.channel_attach_no_controller = &attach.Add({{"result", "no_controller"}});
+    m.channel_guest_bytes = &prometheus::BuildCounter().Name("plimsoll_agent_channel_guest_bytes_total").Help("Bytes guests sent on their agent channels.").Register(*m.registry).Add({});
+    m.channel_throttled = &prometheus::BuildCounter().Name("plimsoll_agent_channel_throttled_total").Help("Times a guest's agent channel was not read for a while because the guest used up its byte budget.").Register(*m.registry).Add({});
   }
   m.host_budget = m.G("plimsoll_host_guest_budget_bytes", "Memory all guests may use together: min(MemTotal - reserve, configured budget).");
   m.host_available = m.G("plimsoll_host_mem_available_bytes", "Host MemAvailable (bytes).");
@@ -391,6 +456,11 @@ void Metrics::PublishAgentCounters(uint64_t accepted,
 void Metrics::SetAgentStreamSource(std::function<AgentStreamCounts()> source) {
   absl::MutexLock l(&impl_->stream_mu);
   impl_->stream_source = std::move(source);
+}
+
+void Metrics::SetAgentChannelSource(std::function<AgentChannelCounts()> source) {
+  absl::MutexLock l(&impl_->channel_mu);
+  impl_->channel_source = std::move(source);
 }
 
 void Metrics::CountDecision(plimsoll::v1::Direction direction) {

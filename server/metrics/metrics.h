@@ -99,6 +99,31 @@ class Metrics {
   // the owner of what it reads may go away.
   void SetAgentStreamSource(std::function<AgentStreamCounts()> source);
 
+  // The virtio-serial agent channels' counts (AgentChannels::counters()), read at every scrape
+  // like the stream counts. Exported as plimsoll_agent_channels{state="connected|no_channel|
+  // no_controller"}, plimsoll_agent_channel_connects_total{result="connected|failed"},
+  // plimsoll_agent_channel_closed_total{reason="guest_closed|daemon_closed|error|domain_stopped"},
+  // plimsoll_agent_channel_attach_total{result="attached|failed|no_controller"},
+  // plimsoll_agent_channel_guest_bytes_total and plimsoll_agent_channel_throttled_total. Same
+  // detaching contract as SetAgentStreamSource.
+  struct AgentChannelCounts {
+    int64_t connected = 0;
+    int64_t without_channel = 0;     // running domains with no usable channel (incl. no controller)
+    int64_t without_controller = 0;
+    uint64_t connects = 0;
+    uint64_t connect_failures = 0;
+    uint64_t closed_guest = 0;
+    uint64_t closed_daemon = 0;
+    uint64_t closed_error = 0;
+    uint64_t closed_domain_stopped = 0;
+    uint64_t attached = 0;
+    uint64_t attach_failed = 0;
+    uint64_t attach_no_controller = 0;
+    uint64_t guest_bytes = 0;
+    uint64_t throttled = 0;
+  };
+  void SetAgentChannelSource(std::function<AgentChannelCounts()> source);
+
   void CountDecision(plimsoll::v1::Direction direction);
   void CountLibvirtError(LibvirtOperation operation);
   void ObserveTick(double seconds);

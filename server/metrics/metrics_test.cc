@@ -94,6 +94,44 @@ TEST(MetricsTest, CountersNeverGoBackwardsAndKeepTheirValueWhenDetached) {
   EXPECT_TRUE(Has(m.Render(), "plimsoll_agent_streams_ended_total{reason=\"denied\"} 9"));
 }
 
+TEST(MetricsTest, AgentChannelCountsAreReadAtScrapeTime) {
+  Metrics m;
+  Metrics::AgentChannelCounts counts;
+  counts.connected = 3;
+  counts.without_channel = 2;  // of which one has no controller
+  counts.without_controller = 1;
+  counts.connects = 5;
+  counts.connect_failures = 4;
+  counts.closed_guest = 1;
+  counts.closed_daemon = 2;
+  counts.closed_domain_stopped = 6;
+  counts.attached = 7;
+  counts.attach_no_controller = 1;
+  counts.guest_bytes = 1234;
+  counts.throttled = 9;
+  m.SetAgentChannelSource([&] { return counts; });
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"connected\"} 3")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"no_channel\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"no_controller\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_connects_total{result=\"connected\"} 5")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_connects_total{result=\"failed\"} 4")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_closed_total{reason=\"guest_closed\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_closed_total{reason=\"daemon_closed\"} 2")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_closed_total{reason=\"error\"} 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_closed_total{reason=\"domain_stopped\"} 6")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_attach_total{result=\"attached\"} 7")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_attach_total{result=\"no_controller\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_guest_bytes_total 1234")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_throttled_total 9")) << text;
+  counts.connected = 0;
+  counts.closed_guest = 2;
+  text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"connected\"} 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_channel_closed_total{reason=\"guest_closed\"} 2")) << text;
+  m.SetAgentChannelSource(nullptr);
+}
+
 TEST(MetricsTest, TheHttpEndpointServesTheScrapeTimeCounts) {
   Metrics m;
   ASSERT_TRUE(m.Serve("127.0.0.1:0").ok());

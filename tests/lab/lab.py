@@ -55,9 +55,12 @@ DEFAULT_WORKLOAD_BIN = os.path.join(REPO_ROOT, "bazel-bin", "tests", "lab", "gue
 
 WORKLOADS = ("idle", "stream", "hot", "anon")
 # Modules the guest needs, in load order; their dependencies are resolved with
-# `modprobe --show-depends`. Serial console is built in (8250), so no virtio_console.
-GUEST_MODULES = ("virtio_pci", "virtio_balloon", "virtio_blk", "virtio_net",
+# `modprobe --show-depends`. The serial console is built in (8250); virtio_console is for the
+# virtio-serial ports (the agent's channel, /sys/class/virtio-ports).
+GUEST_MODULES = ("virtio_pci", "virtio_balloon", "virtio_blk", "virtio_net", "virtio_console",
                  "9p", "9pnet_virtio", "ext4")
+# The virtio-serial port plimsoll-agent opens by default (agent/dial.h kDefaultServer).
+AGENT_CHANNEL_NAME = "org.plimsoll.agent.0"
 # Paths inside the guest's chroot (= host root as the guest sees it).
 GUEST_DATA_DIR = "/mnt/data"
 STREAM_FILE = "stream.bin"
@@ -70,7 +73,7 @@ STATE_MARKER = ".plimsoll-lab"
 ENV_MARKER = "PLIMSOLL_LAB_STATE"
 DATA_FORMAT_VERSION = 1
 # Bump when the guest /init or the way the initramfs is packed changes.
-INITRAMFS_FORMAT_VERSION = 1
+INITRAMFS_FORMAT_VERSION = 2  # 2: virtio_console
 SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; libvirtd adds "-admin-sock".
 
 _VERBOSE = os.environ.get("PLIMSOLL_LAB_VERBOSE", "1") != "0"
@@ -730,6 +733,12 @@ class Lab:
     def console_path(self, name):
         return self._p("guests", name + ".console")
 
+    def channel_path(self, name):
+        """The host end of the guest's agent channel (a unix socket QEMU listens on). Under the
+        state folder, not libvirt's channel folder: that one is private to the lab's libvirtd
+        mount namespace, and plimsolld runs outside it."""
+        return self._p("channels", name + ".sock")
+
     def _load_meta(self):
         try:
             with open(self._p("lab.json")) as f:
@@ -959,10 +968,14 @@ class Lab:
     # ---- guests --------------------------------------------------------------------
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                    autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
-                   hot_mib=None):
+                   hot_mib=None, agent_channel=True, serial_controller=True, network=True):
         """The libvirt XML add_guest() would create (exposed for tests and debugging).
 
         balloon=False gives the guest no balloon device (`<memballoon model='none'/>`).
+        agent_channel: the agent's virtio-serial port (AGENT_CHANNEL_NAME), its host end at
+        channel_path(name); serial_controller=False leaves out the virtio-serial controller too
+        (a guest that cannot take a hot-plugged channel). network=False: no network interface
+        at all (an agent on the channel needs none).
         hot_mib: the "hot" workload re-reads only the first hot_mib MiB of the lab's hot file
         (at most the lab's hot_mib), so guests of one lab can have hot sets of their own."""
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
@@ -998,6 +1011,21 @@ class Lab:
                          .replace("'", "&apos;"))
         a = self.artefacts
         cache_mode = "none" if _supports_o_direct(a.data_img) else "writeback"
+        if agent_channel and not serial_controller:
+            raise LabError("an agent channel needs the virtio-serial controller")
+        serial = ""
+        if serial_controller:
+            serial += "    <controller type='virtio-serial' index='0'/>\n"
+        if agent_channel:
+            path = self.channel_path(name)
+            if len(path) > SOCKET_PATH_MAX:
+                raise LabError("channel socket path %s is longer than %d bytes" % (path, SOCKET_PATH_MAX))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            serial += ("    <channel type='unix'>\n      <source mode='bind' path='%s'/>\n"
+                       "      <target type='virtio' name='%s'/>\n    </channel>\n"
+                       % (esc(path), AGENT_CHANNEL_NAME))
+        nic = ("    <interface type='user'>\n      <model type='virtio'/>\n      <rom enabled='no'/>\n"
+               "    </interface>\n") if network else ""
         return """<domain type='{dtype}' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{name}</name>
   <uuid>{uuid}</uuid>
@@ -1029,11 +1057,7 @@ class Lab:
       <target dir='hostroot'/>
       <readonly/>
     </filesystem>
-    <interface type='user'>
-      <model type='virtio'/>
-      <rom enabled='no'/>
-    </interface>
-    <controller type='usb' model='none'/>
+{nic}{serial}    <controller type='usb' model='none'/>
     <serial type='file'>
       <source path='{console}' append='off'/>
       <target port='0'/>
@@ -1053,26 +1077,30 @@ class Lab:
                         "      <stats period='1'/>\n    </memballoon>\n")
                        % ("on" if autodeflate else "off") if balloon
                        else "    <memballoon model='none'/>\n"),
-           aio=" io='native'" if cache_mode == "none" else "")
+           aio=" io='native'" if cache_mode == "none" else "", nic=nic, serial=serial)
 
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
-                  hot_mib=None):
+                  hot_mib=None, agent_channel=True, serial_controller=True, network=True):
         """Creates and starts a transient guest; returns at once (see wait_ready).
 
         guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot.
         balloon=False: no balloon device at all; such a guest never reports balloon stats, so
-        wait for its heartbeat (wait_ready() waits for stats and would time out)."""
+        wait for its heartbeat (wait_ready() waits for stats and would time out).
+        agent_channel, serial_controller, network: see domain_xml()."""
         if self.libvirtd_pid() is None:
             self.start()
         if self.artefacts is None:
             self.artefacts = prepare(self.cache_dir, self.stream_mib, self.hot_mib)
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
-                              anon_mib, anon_after, guest_uuid, balloon=balloon, hot_mib=hot_mib)
+                              anon_mib, anon_after, guest_uuid, balloon=balloon, hot_mib=hot_mib,
+                              agent_channel=agent_channel, serial_controller=serial_controller,
+                              network=network)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.console_path(name))
+        for stale in (self.console_path(name), self.channel_path(name)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)
         t0 = time.monotonic()
         self.virsh("create", xml_path)
         self._guests[name] = {"workload": workload, "memory_mib": int(memory_mib),

@@ -87,6 +87,50 @@ absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> FakeHypervisor::G
   return out;
 }
 
+absl::StatusOr<AgentChannelInfo> FakeHypervisor::GetAgentChannel(const std::string& uuid, const std::string& name) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = EnterLocked(Method::kGetAgentChannel); !s.ok()) return s;
+  const Domain* d = FindLocked(uuid);
+  if (d == nullptr) return absl::NotFoundError(absl::StrCat("fake: no domain uuid=", uuid));
+  if (d->channel_name == name) return d->channel;
+  AgentChannelInfo none;
+  none.has_virtio_serial_controller = d->channel.has_virtio_serial_controller;
+  return none;
+}
+
+absl::Status FakeHypervisor::AttachAgentChannel(const std::string& uuid, const std::string& name,
+                                                const std::string& socket_path) {
+  absl::MutexLock l(&mu_);
+  AttachCall call{uuid, name, socket_path, absl::OkStatus()};
+  call.result = EnterLocked(Method::kAttachAgentChannel);
+  Domain* d = call.result.ok() ? FindLocked(uuid) : nullptr;
+  if (call.result.ok() && d == nullptr) call.result = absl::NotFoundError(absl::StrCat("fake: no domain uuid=", uuid));
+  if (call.result.ok() && !d->channel.has_virtio_serial_controller) {
+    call.result = absl::FailedPreconditionError("fake: 'virtio-serial' controller cannot be hot plugged");
+  }
+  if (call.result.ok()) {
+    d->channel_name = name;
+    d->channel.found = true;
+    d->channel.socket_path = socket_path;
+    d->channel.problem.clear();
+  }
+  attach_calls_.push_back(call);
+  return call.result;
+}
+
+void FakeHypervisor::SetAgentChannel(const std::string& uuid, const std::string& name, const AgentChannelInfo& info) {
+  absl::MutexLock l(&mu_);
+  Domain* d = FindLocked(uuid);
+  if (d == nullptr) return;
+  d->channel_name = name;
+  d->channel = info;
+}
+
+std::vector<FakeHypervisor::AttachCall> FakeHypervisor::attach_calls() const {
+  absl::MutexLock l(&mu_);
+  return attach_calls_;
+}
+
 absl::Status FakeHypervisor::EnableStats(const std::string& uuid, int period_seconds) {
   absl::MutexLock l(&mu_);
   if (absl::Status s = EnterLocked(Method::kEnableStats); !s.ok()) return s;

@@ -49,7 +49,17 @@ class FakeHypervisor : public Hypervisor {
     kListActiveDomains,
     kGetBalloonStats,
     kEnableStats,
-    kSetBalloonTarget
+    kSetBalloonTarget,
+    kGetAgentChannel,
+    kAttachAgentChannel
+  };
+
+  // One AttachAgentChannel call as it reached the fake.
+  struct AttachCall {
+    std::string uuid;
+    std::string name;
+    std::string socket_path;
+    absl::Status result;
   };
 
   // One SetBalloonTarget call as it reached the fake (scripted failures included).
@@ -71,6 +81,13 @@ class FakeHypervisor : public Hypervisor {
   absl::Status EnableStats(const std::string& uuid, int period_seconds) override;
   absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override;
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;
+  // The domain's scripted channel (SetAgentChannel) when `name` is the one scripted; otherwise
+  // not found, with the domain's controller flag. NOT_FOUND for an unknown domain.
+  absl::StatusOr<AgentChannelInfo> GetAgentChannel(const std::string& uuid, const std::string& name) override;
+  // Like libvirt: FAILED_PRECONDITION without a virtio-serial controller ("cannot be hot
+  // plugged"); otherwise the domain then has the channel at `socket_path`. Recorded.
+  absl::Status AttachAgentChannel(const std::string& uuid, const std::string& name,
+                                  const std::string& socket_path) override;
 
   // ---- Domains
   // Adds or replaces a domain. Its stats start as {actual = current_bytes}.
@@ -88,10 +105,14 @@ class FakeHypervisor : public Hypervisor {
   // one keeps the current size as actual.
   void SetStats(const std::string& uuid, const BalloonStats& stats);
   std::optional<DomainInfo> GetDomain(const std::string& uuid) const;
+  // The domain's agent channel named `name` (info.found) or none (found = false), and its
+  // controller flag.
+  void SetAgentChannel(const std::string& uuid, const std::string& name, const AgentChannelInfo& info);
 
   // ---- What the code under test did
   std::vector<TargetCall> target_calls() const;
   void ClearTargetCalls();
+  std::vector<AttachCall> attach_calls() const;
   // Last successfully applied target (KiB-rounded bytes), if any.
   std::optional<int64_t> LastTarget(const std::string& uuid) const;
   // Period from the last successful EnableStats, if any.
@@ -118,6 +139,8 @@ class FakeHypervisor : public Hypervisor {
     BalloonStats stats;
     std::optional<int64_t> last_target;
     std::optional<int> stats_period;
+    std::string channel_name;
+    AgentChannelInfo channel;
   };
 
   // Consumes one scripted failure for `method`, if any.
@@ -132,6 +155,7 @@ class FakeHypervisor : public Hypervisor {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, Domain> domains_ ABSL_GUARDED_BY(mu_);  // by uuid, for a stable order
   std::vector<TargetCall> target_calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<AttachCall> attach_calls_ ABSL_GUARDED_BY(mu_);
   std::map<Method, std::deque<absl::Status>> failures_ ABSL_GUARDED_BY(mu_);
   std::map<Method, int> call_counts_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const std::function<void(const DomainEvent&)>> callback_ ABSL_GUARDED_BY(mu_);

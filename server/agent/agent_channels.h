@@ -1,0 +1,181 @@
+// plimsolld's end of the virtio-serial agent channels (docs/agent.md, "virtio-serial").
+//
+// Every running domain may have a virtio-serial port named `channel_name` whose host end is a
+// unix socket QEMU listens on (<channel type='unix'><source mode='bind' path=.../>). This class
+// finds each running domain's socket in its live XML (Hypervisor::GetAgentChannel), connects to
+// it (QEMU accepts one host client at a time), and serves AgentChannel.Report over the
+// connection: a grpc::Server of its own with no listening port, to which every connection is
+// handed as a file descriptor (grpc::AddInsecureChannelFromFd), through a ChannelPump.
+//
+// Identity: the reports on a domain's channel are that domain's. Each connection reaches gRPC
+// through a socketpair whose gRPC end gRPC names "fd:N" (its peer string); the service asks
+// ChannelIdentity(peer) at every new stream, and a map from that name to the domain says whose
+// stream it is (StreamBinding::channel_uuid: no token, no proof; a report naming another uuid
+// is rejected as channel_identity_mismatch and ends the stream). Why the name cannot point at
+// the wrong domain: a descriptor number is reused only after gRPC closed it, gRPC closes it only
+// when the transport is destroyed, and a transport outlives every stream on it; the map entry of
+// a number is written when that number's socketpair is made, before gRPC sees it.
+//
+// Reconnection: a link ends when QEMU closes the socket (domain stopped, rebooted with
+// on_reboot=destroy, QEMU restarted) or gRPC closes its end (the session failed, e.g. the agent
+// restarted and began a new HTTP/2 session in the middle of the old one). The domain is then
+// connected again after a backoff (initial_backoff doubling to max_backoff; reset when a link
+// lived at least stable_after). A domain that is gone is forgotten.
+//
+// Autoattach (options.autoattach): a running domain without the channel gets one hot-plugged
+// (Hypervisor::AttachAgentChannel, live only) with its socket at socket_dir/UUID.sock; a domain
+// without a virtio-serial controller cannot take one (libvirt cannot hot-plug the controller)
+// and is counted and logged once.
+//
+// Threads: one manager thread (scans, connects, attaches, sweeps the service), the pump's
+// thread, and gRPC's own. Thread-safe.
+#ifndef PLIMSOLL_SERVER_AGENT_AGENT_CHANNELS_H_
+#define PLIMSOLL_SERVER_AGENT_AGENT_CHANNELS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "server/agent/agent_service.h"
+#include "server/agent/agent_store.h"
+#include "server/agent/channel_pump.h"
+#include "server/hypervisor/hypervisor.h"
+
+namespace plimsoll::server::agent {
+
+inline constexpr char kDefaultChannelName[] = "org.plimsoll.agent.0";
+
+struct AgentChannelsOptions {
+  // The virtio-serial port name (<target type='virtio' name=...>) agents open in the guest.
+  std::string channel_name = kDefaultChannelName;
+  // Hot-plug the channel into running domains that lack it.
+  bool autoattach = false;
+  // Where hot-plugged channels' sockets go (QEMU creates them; it must be able to write here).
+  std::string socket_dir = "/run/plimsoll/channels";
+  // Running domains are listed this often (and at once on Wake()).
+  absl::Duration rescan_every = absl::Seconds(5);
+  // A domain whose XML has no usable channel is looked at again after this (its XML changes
+  // only when someone hot-plugs a device, and Wake() follows lifecycle events).
+  absl::Duration recheck_without_channel = absl::Seconds(30);
+  // Reconnection backoff after a failed connect or a short-lived link.
+  absl::Duration initial_backoff = absl::Milliseconds(200);
+  absl::Duration max_backoff = absl::Seconds(10);
+  // A link that lived this long resets its domain's backoff.
+  absl::Duration stable_after = absl::Seconds(30);
+  // A failed hot-plug is retried after this.
+  absl::Duration attach_retry = absl::Minutes(1);
+  absl::Duration sweep_every = absl::Seconds(1);
+  PumpLinkOptions link;
+  // Stream limits of the channel server (channel_identity is set by this class).
+  AgentServiceOptions service;
+};
+
+struct AgentChannelsCounters {
+  int64_t connected = 0;           // domains whose channel is connected now
+  int64_t without_channel = 0;     // running domains with no usable channel now
+  int64_t without_controller = 0;  // ... of which cannot take a hot-plugged one
+  uint64_t connects = 0;           // connections made
+  uint64_t connect_failures = 0;   // connect() to a channel socket failed
+  uint64_t ended_guest = 0;        // links ended by the guest side (QEMU closed the socket)
+  uint64_t ended_daemon = 0;       // ... by the gRPC side (session over)
+  uint64_t ended_error = 0;        // ... by an I/O error
+  uint64_t ended_gone = 0;         // ... because the domain stopped
+  uint64_t attached = 0;           // channels hot-plugged
+  uint64_t attach_failed = 0;      // hot-plugs libvirt refused (other than no controller)
+  uint64_t attach_no_controller = 0;  // domains found without a virtio-serial controller
+  PumpCounters pump;
+};
+
+// One running domain as the channels see it, for logs, tests and diagnostics.
+struct ChannelState {
+  std::string uuid;
+  std::string name;
+  std::string socket_path;  // as last read from the XML
+  // "connected", "connecting" (waiting for a retry), "no_channel", "no_controller", "unusable"
+  std::string state;
+  std::string problem;  // why not connected, when known
+  int failures = 0;     // consecutive failed or short-lived attempts
+};
+
+class AgentChannels {
+ public:
+  // Builds the channel server and starts the manager thread. `hypervisor`, `store` and `clock`
+  // must outlive the object. The first scan runs at once.
+  static absl::StatusOr<std::unique_ptr<AgentChannels>> Start(hypervisor::Hypervisor* hypervisor,
+                                                              AgentStore* store, Clock* clock,
+                                                              AgentChannelsOptions options);
+  ~AgentChannels();
+  AgentChannels(const AgentChannels&) = delete;
+  AgentChannels& operator=(const AgentChannels&) = delete;
+
+  // Rescans now (the daemon calls it on domain lifecycle events). Thread-safe, never blocks.
+  void Wake();
+
+  // Stops the manager, ends every stream (grace, then cancel), closes every channel socket.
+  // Idempotent; the destructor calls it.
+  void Shutdown(absl::Duration grace = absl::Milliseconds(500));
+
+  AgentChannelsCounters counters() const;
+  AgentServiceCounters stream_counters() const;
+  std::vector<ChannelState> channels() const;  // sorted by uuid
+
+  // The uuid of the domain whose channel the gRPC peer `peer` is (the channel service's
+  // identity function). nullopt for a peer that is no current channel.
+  std::optional<std::string> ChannelIdentity(const std::string& peer) const;
+
+ private:
+  struct Domain;
+  AgentChannels(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock, AgentChannelsOptions options);
+  void ManagerLoop();
+  // One pass over the running domains; false when they could not be listed.
+  bool Scan();
+  // One domain's turn in a scan: read its channel, attach or connect. Called without mu_.
+  void Visit(const hypervisor::DomainInfo& domain);
+  void Connect(const std::string& uuid, const std::string& name, const std::string& path);
+  void OnLinkEnd(const std::string& uuid, uint64_t generation, int grpc_fd, LinkEnd why, const std::string& detail);
+  absl::Duration BackoffLocked(int failures) const;
+  // Logs at most one line per domain per state change (`key`); a domain that fails the same way
+  // every few seconds logs once.
+  void LogOnChangeLocked(Domain& d, const std::string& key, const std::string& line)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  hypervisor::Hypervisor* const hypervisor_;
+  AgentStore* const store_;
+  Clock* const clock_;
+  const AgentChannelsOptions options_;
+  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ChannelPump> pump_;
+  std::thread manager_;
+  bool shut_down_ = false;  // Shutdown() ran (owner's thread only)
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool unsupported_logged_ ABSL_GUARDED_BY(mu_) = false;
+  std::string list_error_ ABSL_GUARDED_BY(mu_);
+  bool listed_once_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_ ABSL_GUARDED_BY(mu_);
+  // "fd:N" -> (uuid, generation) of the link whose socketpair end gRPC has as N.
+  struct Peer {
+    std::string uuid;
+    uint64_t generation = 0;
+  };
+  absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  AgentChannelsCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace plimsoll::server::agent
+
+#endif  // PLIMSOLL_SERVER_AGENT_AGENT_CHANNELS_H_

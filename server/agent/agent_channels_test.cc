@@ -1,0 +1,442 @@
+// AgentChannels against fake guest ends: for each domain a unix socket that listens where QEMU's
+// channel socket would (the FakeHypervisor's XML answer names it), and on the accepted
+// connection a real gRPC client, as the guest's agent runs one over its virtio-serial port.
+#include "server/agent/agent_channels.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "grpcpp/create_channel_posix.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "plimsoll/v1/agent.grpc.pb.h"
+#include "server/agent/testing/test_reports.h"
+#include "server/hypervisor/testing/fake_hypervisor.h"
+
+namespace plimsoll::server::agent {
+namespace {
+
+using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
+using Stream = grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReply>;
+
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(5)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+// Where QEMU would listen for the host end of one domain's channel.
+class FakeQemuSocket {
+ public:
+  explicit FakeQemuSocket(const std::string& path) : path_(path) {
+    unlink(path.c_str());
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+    EXPECT_EQ(listen(fd_, 4), 0);
+  }
+  ~FakeQemuSocket() {
+    close(fd_);
+    unlink(path_.c_str());
+  }
+  // The host's next connection (the guest end of the channel), or -1 after `timeout`.
+  int Accept(absl::Duration timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) return -1;
+    return accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);  // gRPC wants non-blocking
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// The guest's agent on its end of the channel: a gRPC client over the connection.
+struct FakeGuest {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::AgentChannel::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<Stream> stream;
+  std::string nonce;
+  std::string uuid;
+  double seconds = 10;  // the guest's boottime of its next report
+  uint64_t sequence = 1;
+  bool finished = false;
+
+  ~FakeGuest() { Close(); }
+  // Ends the stream and lets go of the channel (gRPC then closes the descriptor).
+  void Close() {
+    if (stream != nullptr && !finished) {
+      context->TryCancel();
+      stream->Finish();
+    }
+    stream.reset();
+    stub.reset();
+    channel.reset();
+  }
+
+  // Takes over `fd` (gRPC owns it) and opens a stream; false when no hello came.
+  bool Open(int fd, const std::string& guest_uuid) {
+    uuid = guest_uuid;
+    channel = grpc::CreateInsecureChannelFromFd("fake-guest", fd);
+    stub = v1::AgentChannel::NewStub(channel);
+    return Restart();
+  }
+  bool Restart() {
+    finished = false;
+    context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stream = stub->Report(context.get());
+    v1::AgentReply hello;
+    if (!stream->Read(&hello) || !hello.has_hello()) return false;
+    nonce = hello.hello().nonce();
+    return true;
+  }
+  v1::SignedAgentReport Frame(const std::string& claimed_uuid) {
+    v1::AgentReport r = MakeReport(claimed_uuid, kBootA, seconds, sequence++);
+    seconds += 0.5;
+    r.set_stream_nonce(nonce);
+    v1::SignedAgentReport frame;
+    r.SerializeToString(frame.mutable_report());  // no proof: the channel says who this is
+    return frame;
+  }
+  // Sends a report claiming `claimed_uuid` (its own by default); the ack, or nullopt when the
+  // stream ended instead.
+  std::optional<v1::AgentReportAck> Report(const std::string& claimed_uuid = "") {
+    if (!stream->Write(Frame(claimed_uuid.empty() ? uuid : claimed_uuid))) return std::nullopt;
+    v1::AgentReply reply;
+    if (!stream->Read(&reply) || !reply.has_ack()) return std::nullopt;
+    return reply.ack();
+  }
+  grpc::Status End() {
+    stream->WritesDone();
+    v1::AgentReply reply;
+    while (stream->Read(&reply)) {
+    }
+    finished = true;
+    return stream->Finish();
+  }
+};
+
+class AgentChannelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short: a unix socket path has 107 bytes at most, and Bazel's temporary folder is deep.
+    dir_ = absl::StrCat("/tmp/plimsoll-channels-", getpid(), "-", counter_++);
+    std::string cmd = "mkdir -p " + dir_;
+    ASSERT_EQ(system(cmd.c_str()), 0);
+    hv_.AddDomain(kVictim, "victim", kGiB, kGiB);
+    hv_.AddDomain(kAttacker, "attacker", kGiB, kGiB);
+    ASSERT_TRUE(hv_.Connect().ok());
+    ValidatorOptions vo;
+    vo.reports_per_second = 1000;  // the flood test measures the channel, not the report budget
+    vo.burst = 1000;
+    validator_ = std::make_unique<ReportValidator>(TestHostKey(), vo);
+    store_ = std::make_unique<AgentStore>(validator_.get(), &clock_);
+    store_->SetKnownGuests({{kVictim, GuestLimits{kGiB}}, {kAttacker, GuestLimits{kGiB}}});
+  }
+  void TearDown() override {
+    if (channels_) channels_->Shutdown();
+    std::string cmd = "rm -rf " + dir_;
+    (void)!system(cmd.c_str());
+  }
+
+  std::string PathOf(const std::string& uuid) { return absl::StrCat(dir_, "/", uuid.substr(0, 8), ".sock"); }
+
+  void GiveChannel(const std::string& uuid) {
+    hypervisor::AgentChannelInfo info;
+    info.found = true;
+    info.socket_path = PathOf(uuid);
+    info.has_virtio_serial_controller = true;
+    hv_.SetAgentChannel(uuid, kDefaultChannelName, info);
+  }
+
+  void StartChannels(AgentChannelsOptions options = {}) {
+    options.rescan_every = absl::Milliseconds(100);
+    options.initial_backoff = absl::Milliseconds(50);
+    options.max_backoff = absl::Milliseconds(400);
+    absl::StatusOr<std::unique_ptr<AgentChannels>> c = AgentChannels::Start(&hv_, store_.get(), &clock_, options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    channels_ = *std::move(c);
+  }
+
+  std::string StateOf(const std::string& uuid) {
+    for (const ChannelState& s : channels_->channels()) {
+      if (s.uuid == uuid) return s.state;
+    }
+    return "";
+  }
+
+  static inline int counter_ = 0;
+  std::string dir_;
+  RealClock clock_;
+  hypervisor::FakeHypervisor hv_;
+  std::unique_ptr<ReportValidator> validator_;
+  std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<AgentChannels> channels_;
+};
+
+TEST_F(AgentChannelsTest, ReportsFlowWithoutTokenAndAreTheDomains) {
+  GiveChannel(kVictim);
+  FakeQemuSocket qemu(PathOf(kVictim));
+  StartChannels();
+  const int fd = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(fd, 0) << "plimsolld never connected to the channel socket";
+  FakeGuest guest;
+  ASSERT_TRUE(guest.Open(fd, kVictim));
+  std::optional<v1::AgentReportAck> ack = guest.Report();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_TRUE(ack->accepted()) << ack->reject_reason();
+  std::optional<AgentSignals> s = store_->Signals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->reports_accepted, 1u);
+  EXPECT_TRUE(s->connected);
+  EXPECT_EQ(s->mem_total_bytes, 1000 * kMiB);
+  EXPECT_EQ(StateOf(kVictim), "connected");
+  EXPECT_EQ(channels_->counters().connects, 1u);
+  EXPECT_EQ(channels_->counters().connected, 1);
+  // The attacker has no channel in its XML: nothing connects, and it is counted as such.
+  EXPECT_TRUE(WaitUntil([&] { return StateOf(kAttacker) == "no_channel"; })) << StateOf(kAttacker);
+  EXPECT_EQ(channels_->counters().without_channel, 1);
+}
+
+TEST_F(AgentChannelsTest, ReportForAnotherUuidIsRejectedCountedAndChangesNothingOfIt) {
+  GiveChannel(kVictim);
+  GiveChannel(kAttacker);
+  FakeQemuSocket victim_qemu(PathOf(kVictim));
+  FakeQemuSocket attacker_qemu(PathOf(kAttacker));
+  StartChannels();
+  FakeGuest victim;
+  FakeGuest attacker;
+  const int vfd = victim_qemu.Accept(absl::Seconds(5));
+  const int afd = attacker_qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(vfd, 0);
+  ASSERT_GE(afd, 0);
+  ASSERT_TRUE(victim.Open(vfd, kVictim));
+  ASSERT_TRUE(attacker.Open(afd, kAttacker));
+  ASSERT_TRUE(victim.Report().value_or(v1::AgentReportAck()).accepted());
+  const AgentSignals before = *store_->Signals(kVictim);
+
+  // The attacker's own first report is fine; then it claims to be the victim.
+  ASSERT_TRUE(attacker.Report().value_or(v1::AgentReportAck()).accepted());
+  EXPECT_FALSE(attacker.Report(kVictim).has_value()) << "the lying stream must be ended";
+  EXPECT_EQ(attacker.End().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(store_->counters().rejected_for(RejectReason::kChannelIdentityMismatch), 1u);
+
+  const AgentSignals after = *store_->Signals(kVictim);
+  EXPECT_EQ(after.reports_accepted, before.reports_accepted);
+  EXPECT_EQ(after.sequence, before.sequence);
+  EXPECT_EQ(after.received, before.received);
+  EXPECT_EQ(after.last_reject_reason, "");
+  EXPECT_EQ(store_->Signals(kAttacker)->last_reject_reason, "channel_identity_mismatch");
+  // The victim's own stream goes on.
+  EXPECT_TRUE(victim.Report().value_or(v1::AgentReportAck()).accepted());
+  EXPECT_EQ(store_->Signals(kVictim)->reports_accepted, before.reports_accepted + 1);
+  // A fresh stream on the same channel is still the attacker's, never the victim's.
+  ASSERT_TRUE(attacker.Restart());
+  EXPECT_TRUE(attacker.Report().value_or(v1::AgentReportAck()).accepted());
+}
+
+TEST_F(AgentChannelsTest, ReconnectsWhenTheGuestEndCloses) {
+  GiveChannel(kVictim);
+  FakeQemuSocket qemu(PathOf(kVictim));
+  StartChannels();
+  int fd = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(fd, 0);
+  const int qemu_side = dup(fd);  // gRPC owns `fd`; this one lets the test close the socket
+  {
+    FakeGuest guest;
+    ASSERT_TRUE(guest.Open(fd, kVictim));
+    ASSERT_TRUE(guest.Report().value_or(v1::AgentReportAck()).accepted());
+    // The guest end goes away: QEMU closes the host's connection (QEMU restarted, domain gone).
+    shutdown(qemu_side, SHUT_RDWR);
+    close(qemu_side);
+  }
+  const absl::Time closed = absl::Now();
+  fd = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(fd, 0) << "plimsolld did not reconnect";
+  const absl::Duration took = absl::Now() - closed;
+  std::printf("reconnected after the guest end closed in %s\n", absl::FormatDuration(took).c_str());
+  FakeGuest again;
+  again.seconds = 100;  // the same boot, later: the agent's reports go on where they were
+  ASSERT_TRUE(again.Open(fd, kVictim));
+  EXPECT_TRUE(again.Report().value_or(v1::AgentReportAck()).accepted());
+  const AgentChannelsCounters c = channels_->counters();
+  EXPECT_EQ(c.connects, 2u);
+  EXPECT_EQ(c.ended_guest + c.ended_daemon, 1u);
+}
+
+TEST_F(AgentChannelsTest, ReconnectsWhenTheSessionBreaks) {
+  // A restarted agent starts a new HTTP/2 session in the middle of the old one: gRPC drops the
+  // connection, and plimsolld must connect again by itself.
+  GiveChannel(kVictim);
+  FakeQemuSocket qemu(PathOf(kVictim));
+  StartChannels();
+  int fd = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(fd, 0);
+  const char junk[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nthis is not a frame of the session in progress";
+  for (int i = 0; i < 2; ++i) ASSERT_GT(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), 0);
+  const int again = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(again, 0) << "plimsolld did not reconnect after its session broke";
+  close(fd);
+  FakeGuest guest;
+  ASSERT_TRUE(guest.Open(again, kVictim));
+  EXPECT_TRUE(guest.Report().value_or(v1::AgentReportAck()).accepted());
+  EXPECT_GE(channels_->counters().ended_daemon, 1u);
+}
+
+TEST_F(AgentChannelsTest, ForgetsAStoppedDomainAndRefusesUnknownPeers) {
+  GiveChannel(kVictim);
+  FakeQemuSocket qemu(PathOf(kVictim));
+  StartChannels();
+  const int fd = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(channels_->ChannelIdentity("fd:99999").has_value());
+  EXPECT_FALSE(channels_->ChannelIdentity("ipv4:127.0.0.1:5555").has_value());
+  hv_.RemoveDomain(kVictim);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && channels_->counters().ended_gone == 0) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(channels_->counters().ended_gone, 1u);
+  EXPECT_EQ(StateOf(kVictim), "");
+  // QEMU's side sees the host end close.
+  // The server's HTTP/2 settings may come first; then the end of the stream.
+  char buf[512];
+  bool eof = false;
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  while (!eof && absl::Now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) != 1) continue;
+    eof = read(fd, buf, sizeof(buf)) == 0;
+  }
+  EXPECT_TRUE(eof) << "the channel socket was not closed";
+  close(fd);
+}
+
+// An end-to-end check of isolation between two channels, whichever limit cuts the flood (the
+// service's frame budget does here, before the pump's byte budget is reached): it fails if the
+// victim's reports are refused or delayed past 250 ms, or if nothing cut the flood. The byte
+// budget itself is tested in channel_pump_test, where it is the only limit.
+TEST_F(AgentChannelsTest, FloodOnOneChannelDoesNotDelayAnother) {
+  GiveChannel(kVictim);
+  GiveChannel(kAttacker);
+  FakeQemuSocket victim_qemu(PathOf(kVictim));
+  FakeQemuSocket attacker_qemu(PathOf(kAttacker));
+  StartChannels();
+  const int vfd = victim_qemu.Accept(absl::Seconds(5));
+  const int afd = attacker_qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(vfd, 0);
+  ASSERT_GE(afd, 0);
+  FakeGuest victim;
+  ASSERT_TRUE(victim.Open(vfd, kVictim));
+
+  // The attacker writes as fast as its end takes bytes: first a valid session flooding reports
+  // (the service cuts the stream, it opens another), all the while.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> flood_frames{0};
+  std::thread flood([&] {
+    FakeGuest attacker;
+    if (!attacker.Open(afd, kAttacker)) return;
+    while (!stop.load()) {
+      for (int i = 0; i < 100 && !stop.load(); ++i) {
+        if (!attacker.stream->Write(attacker.Frame(kAttacker))) break;
+        flood_frames.fetch_add(1);
+      }
+      attacker.context->TryCancel();
+      attacker.stream->Finish();
+      attacker.finished = true;
+      if (!attacker.Restart()) break;
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  std::vector<double> latencies_ms;
+  int accepted = 0;
+  // Every 120 ms: inside the victim's own stream budget (10 frames/s), which is not what is tested.
+  constexpr int kReports = 30;
+  for (int i = 0; i < kReports; ++i) {
+    const absl::Time sent = absl::Now();
+    std::optional<v1::AgentReportAck> ack = victim.Report();
+    latencies_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - sent));
+    if (ack.has_value() && ack->accepted()) {
+      ++accepted;
+    } else {
+      std::printf("victim report %d not accepted: %s\n", i,
+                  ack.has_value() ? ack->reject_reason().c_str() : "stream ended");
+    }
+    absl::SleepFor(absl::Milliseconds(120));
+  }
+  stop.store(true);
+  flood.join();
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  const double p50 = latencies_ms[latencies_ms.size() / 2];
+  const double p99 = latencies_ms[latencies_ms.size() * 99 / 100];
+  const AgentChannelsCounters c = channels_->counters();
+  std::printf("victim ack latency p50=%.1f ms p99=%.1f ms while the attacker sent %lu frames; "
+              "attacker streams flooded=%lu, pump throttled=%lu, bytes from guests=%lu\n",
+              p50, p99, static_cast<unsigned long>(flood_frames.load()),
+              static_cast<unsigned long>(channels_->stream_counters().streams_flooded),
+              static_cast<unsigned long>(c.pump.throttled), static_cast<unsigned long>(c.pump.bytes_from_guests));
+  EXPECT_EQ(accepted, kReports);
+  EXPECT_LT(p99, 250.0);
+  EXPECT_GT(flood_frames.load(), 100u) << "the flood did not happen";
+  EXPECT_GT(channels_->stream_counters().streams_flooded + c.pump.throttled, 0u);
+}
+
+TEST_F(AgentChannelsTest, AutoattachHotPlugsOrSaysWhyNot) {
+  // Victim: a controller, no channel -> attached. Attacker: no controller -> counted, reason.
+  hypervisor::AgentChannelInfo controller_only;
+  controller_only.has_virtio_serial_controller = true;
+  hv_.SetAgentChannel(kVictim, "some.other.port", controller_only);
+  AgentChannelsOptions o;
+  o.autoattach = true;
+  o.socket_dir = dir_;
+  StartChannels(o);
+  const std::string path = absl::StrCat(dir_, "/", kVictim, ".sock");
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && (channels_->counters().attached == 0 || StateOf(kAttacker) != "no_controller")) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  // One hot-plug, into the victim; the attacker's XML already says it cannot take one.
+  std::vector<hypervisor::FakeHypervisor::AttachCall> calls = hv_.attach_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].uuid, kVictim);
+  EXPECT_TRUE(calls[0].result.ok()) << calls[0].result;
+  EXPECT_EQ(calls[0].name, kDefaultChannelName);
+  EXPECT_EQ(calls[0].socket_path, path);
+  EXPECT_EQ(StateOf(kAttacker), "no_controller");
+  const AgentChannelsCounters c = channels_->counters();
+  EXPECT_EQ(c.attached, 1u);
+  EXPECT_EQ(c.attach_no_controller, 1u);
+  EXPECT_EQ(c.without_controller, 1);
+  // The hot-plugged channel is then connected like any other (QEMU listening at the path).
+  FakeQemuSocket qemu(path);
+  const int fd = qemu.Accept(absl::Seconds(5));
+  ASSERT_GE(fd, 0) << "the attached channel was never connected";
+  FakeGuest guest;
+  ASSERT_TRUE(guest.Open(fd, kVictim));
+  EXPECT_TRUE(guest.Report().value_or(v1::AgentReportAck()).accepted());
+}
+
+}  // namespace
+}  // namespace plimsoll::server::agent

@@ -1,0 +1,30 @@
+// The agent channel in libvirt domain XML: finding a domain's virtio-serial channel by its target
+// name, and the device XML that hot-plugs one. Pure text functions (no libvirt, no I/O), so they
+// are unit tested on captured `virsh dumpxml` output and fuzzed.
+//
+// Only what libvirt itself writes is understood: elements and attributes in single or double
+// quotes, the five predefined entities, comments. Not a general XML parser: libvirt's live XML is
+// the only input, and a domain XML we misread yields "no channel" (the guest falls back to
+// libvirt stats), never another domain's socket.
+#ifndef PLIMSOLL_SERVER_HYPERVISOR_AGENT_CHANNEL_XML_H_
+#define PLIMSOLL_SERVER_HYPERVISOR_AGENT_CHANNEL_XML_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "server/hypervisor/hypervisor.h"
+
+namespace plimsoll::hypervisor {
+
+// The channel of `domain_xml` whose <target type='virtio' name=...> is `name`, and whether the
+// domain has a virtio-serial controller. A channel that is found but not a unix socket QEMU
+// listens on (type='pty', mode='connect', no path) has an empty socket_path and a `problem`.
+AgentChannelInfo ParseAgentChannel(absl::string_view domain_xml, absl::string_view name);
+
+// <channel type='unix'><source mode='bind' path=PATH/><target type='virtio' name=NAME/></channel>,
+// with PATH and NAME escaped.
+std::string AgentChannelDeviceXml(absl::string_view name, absl::string_view socket_path);
+
+}  // namespace plimsoll::hypervisor
+
+#endif  // PLIMSOLL_SERVER_HYPERVISOR_AGENT_CHANNEL_XML_H_
