@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -164,6 +165,13 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     GuestDecision d;
     d.uuid = g.uuid;
     d.state = o.state;
+    if (o.signals.new_oom_kills > 0) {
+      d.distress = "oom_kill";
+    } else if (std::string_view(o.state) == "self_deflated") {
+      d.distress = "self_deflated";
+    } else if (o.pressure >= 1) {
+      d.distress = absl::StrCat("pressure x=", FormatFixed(o.pressure, 2));
+    }
     d.target_bytes = ClampTarget(g, r.targets[i]);
     if (std::fabs(static_cast<double>(d.target_bytes - g.target_bytes)) < params_.min_change_bytes &&
         g.target_bytes >= FloorBytes(g)) {

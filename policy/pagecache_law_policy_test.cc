@@ -145,5 +145,20 @@ TEST(PagecacheLawPolicyTest, NoBudgetHoldsEveryGuest) {
   EXPECT_THAT(d.summary, HasSubstr("hold guest_budget_bytes=0"));
 }
 
+// The daemon ends an operator's reclaim hold on a guest in distress: the decision says so.
+TEST(PagecacheLawPolicyTest, DistressIsSaid) {
+  const PagecacheLawPolicy policy;
+  GuestView calm = Guest("calm", 1024);
+  GuestView pressured = Guest("pressured", 600);
+  pressured.refaults_per_second = 3.0 * kMib / 4096;  // x = 3
+  GuestView oom = Guest("oom", 600);
+  Decisions first = policy.Decide(Snap({calm, pressured, oom}, 4096), PolicyState());
+  oom.oom_kill = 1;
+  const Decisions d = policy.Decide(Snap({calm, pressured, oom}, 4096, 1e9 + 2), first.next_state);
+  EXPECT_EQ(d.guests[0].distress, "");
+  EXPECT_EQ(d.guests[1].distress, "pressure x=3.00");
+  EXPECT_EQ(d.guests[2].distress, "oom_kill");
+}
+
 }  // namespace
 }  // namespace plimsoll::policy

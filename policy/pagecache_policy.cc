@@ -1077,6 +1077,10 @@ GuestDecision Decider::Finish(Work* w) const {
   }
   d.state = StateName(w->state);
   const GuestSignals& s = w->signals;
+  d.distress = s.new_oom_kills > 0        ? std::string("oom_kill")
+               : w->state == kSelfDeflated ? std::string("self_deflated")
+               : w->under_pressure         ? absl::StrCat("pressure severity=", FormatFixed(w->severity, 2))
+                                           : std::string();
   d.reason = absl::StrCat(
       "pagecache: src=", SignalSourceName(s.source), " actual=", FormatMib(w->actual),
       " hard=", FormatMib(s.hard_bytes), " cache=", FormatMib(s.cache_bytes),

@@ -112,6 +112,11 @@ struct GuestDecision {
   // follow the target), "churning" (the guest deflates the balloon while we inflate it) or
   // "self_deflated" (the guest took memory back on OOM). Empty from policies that do not track it.
   std::string state;
+  // Non-empty when the policy saw the guest in distress on this decision, saying how
+  // ("pressure x=1.40", "oom_kill", "self_deflated"): pressure over its target, an OOM kill or a
+  // self-deflation. The daemon ends an operator's reclaim hold on such a guest at once. Empty
+  // from policies that do not read pressure (mom, proxmox, static).
+  std::string distress;
 };
 
 struct Decisions {

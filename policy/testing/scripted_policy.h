@@ -23,6 +23,7 @@ class ScriptedPolicy : public Policy {
       decision.uuid = g.uuid;
       decision.target_bytes = it == targets.end() ? g.target_bytes : it->second;
       decision.reason = "scripted";
+      if (auto d = distress.find(g.uuid); d != distress.end()) decision.distress = d->second;
       d.guests.push_back(decision);
     }
     d.next_state = state;
@@ -32,6 +33,8 @@ class ScriptedPolicy : public Policy {
 
   // Targets by uuid; a guest not named here holds at its target.
   absl::flat_hash_map<std::string, int64_t> targets;
+  // GuestDecision::distress by uuid.
+  absl::flat_hash_map<std::string, std::string> distress;
   // What the last Decide saw (tests read it from the thread that ticks).
   mutable Snapshot last_snapshot;
 };

@@ -191,7 +191,7 @@ void ControlLoop::ApplyHostPolicy() {
 
 void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
   absl::MutexLock l(&mu_);
-  pending_reclaims_.push_back({std::move(plan), until});
+  pending_reclaims_.push_back({std::move(plan), until, {}});
   gate_.Wake(absl::Now());
 }
 
@@ -223,6 +223,22 @@ void ControlLoop::UpdateReclaims(absl::Time now) {
   }
 }
 
+void ControlLoop::ReleaseHold(const std::string& id, const std::string& uuid, const std::string& name,
+                              const std::string& why) {
+  for (ActiveReclaim& r : reclaims_) {
+    if (r.plan.id() != id || !r.released.insert(uuid).second) continue;
+    PLOG_WARNING << "reclaim hold released id=" << id << " guest=" << name << " uuid=" << uuid << ": " << why
+                 << "; the policy decides for it again";
+    if (deps_.metrics) deps_.metrics->CountReclaimRelease();
+    plimsoll::v1::WatchEvent e;
+    e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_RELEASED);
+    *e.mutable_reclaim()->mutable_plan() = r.plan;
+    e.mutable_reclaim()->set_guest_uuid(uuid);
+    e.mutable_reclaim()->set_why(why);
+    PublishEvent(std::move(e));
+  }
+}
+
 void ControlLoop::ComputeControls() {
   // The entries are kept from tick to tick and overwritten: rebuilding the map
   // cost a string key per guest per tick.
@@ -246,7 +262,7 @@ void ControlLoop::ComputeControls() {
     c.floor = std::min(c.floor, c.ceiling);
     for (const ActiveReclaim& r : reclaims_) {
       for (const auto& item : r.plan.items()) {
-        if (item.guest_uuid() != uuid) continue;
+        if (item.guest_uuid() != uuid || r.released.contains(uuid)) continue;
         if (!c.hold.has_value() || item.new_target_bytes() < c.hold->max_target_bytes()) {
           c.hold.emplace();
           c.hold->set_reclaim_id(r.plan.id());
@@ -452,6 +468,21 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
       target = *c.pin;
       reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override");
     } else {
+      if (c.hold.has_value()) {
+        // A guest in distress is not held: pressure, an OOM kill or a self-deflation ends its
+        // hold at once. The last is seen here too, whatever the policy: the balloon rose above
+        // the held target although the target was at or below it.
+        std::string why = d.distress;
+        const int64_t held = c.hold->max_target_bytes();
+        if (why.empty() && previous <= held && g->actual_bytes > held + kInflationSlackBytes) {
+          why = absl::StrCat("self_deflated actual=", FormatMib(g->actual_bytes), " held=", FormatMib(held));
+        }
+        if (!why.empty()) {
+          ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, why);
+          absl::StrAppend(&reason, " | reclaim ", c.hold->reclaim_id(), " released: ", why);
+          if (auto it = controls_.find(d.uuid); it != controls_.end()) it->second.hold.reset();
+        }
+      }
       if (c.hold.has_value() && target > c.hold->max_target_bytes()) {
         target = c.hold->max_target_bytes();
         absl::StrAppend(&reason, " | reclaim ", c.hold->reclaim_id(), " holds it at <= ", FormatMib(target));
@@ -694,7 +725,9 @@ void ControlLoop::Publish(absl::Time now) {
   int64_t held = 0;
   for (const ActiveReclaim& r : reclaims_) {
     for (const auto& item : r.plan.items()) {
-      if (tracker_.guests().contains(item.guest_uuid())) held += item.reclaim_bytes();
+      if (tracker_.guests().contains(item.guest_uuid()) && !r.released.contains(item.guest_uuid())) {
+        held += item.reclaim_bytes();
+      }
     }
   }
   host->set_reclaim_held_bytes(held);

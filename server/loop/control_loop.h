@@ -30,6 +30,11 @@
 //     planner uses it (lower gives first).
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.
+//     A guest in distress ends its hold at once (ReclaimEvent RELEASED, the
+//     plimsoll_reclaim_holds_released_total metric, the decision's reason):
+//     the policy's GuestDecision::distress (pressure over target, an OOM kill,
+//     a self-deflation), or, whatever the policy, a balloon that rose above
+//     the held target by itself (the guest deflated it on OOM).
 // The safety net is applied after all of these: no stats or stale stats, no
 // shrink, while growth needs neither (a pin below the current size waits for
 // fresh stats, one above it is applied at once); host
@@ -178,6 +183,8 @@ class ControlLoop {
   struct ActiveReclaim {
     plimsoll::v1::ReclaimPlan plan;
     absl::Time until;
+    // Guests whose hold ended early (distress); the rest of the plan still holds.
+    absl::flat_hash_set<std::string> released;
   };
 
   // Takes a pending Reconfigure() into use (loop thread, start of a tick).
@@ -188,6 +195,9 @@ class ControlLoop {
   void UpdateReclaims(absl::Time now);
   // Fills controls_ for every tracked guest from overrides_ and reclaims_.
   void ComputeControls();
+  // Ends reclaim `id`'s hold on `uuid` (it is in distress: `why`): RELEASED event, metric, log.
+  void ReleaseHold(const std::string& id, const std::string& uuid, const std::string& name,
+                   const std::string& why);
   const GuestControl& ControlOf(const std::string& uuid) const;
   void PublishEvent(plimsoll::v1::WatchEvent event);
   bool EnsureConnected(absl::Time now);

@@ -658,6 +658,74 @@ TEST_F(ControlLoopTest, ReclaimHoldCapsThePolicyUntilItExpires) {
   EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_EXPIRED);
 }
 
+class ReclaimHoldTest : public ControlLoopTest {
+ protected:
+  // Guest a at 1024 MiB, held at 600 MiB by reclaim-1 for 60 s while the policy wants 1000.
+  void HoldA() {
+    hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+    MakeLoop();
+    WatchFilter reclaims;
+    reclaims.kinds = {plimsoll::v1::WATCH_EVENT_KIND_RECLAIM};
+    sub_ = hub_.Subscribe(reclaims);
+    TickWithFreshStats({kA});
+    plimsoll::v1::ReclaimPlan plan;
+    plan.set_id("reclaim-1");
+    auto* item = plan.add_items();
+    item->set_guest_name("a");
+    item->set_guest_uuid(kA);
+    item->set_new_target_bytes(600 * kMiB);
+    item->set_reclaim_bytes(424 * kMiB);
+    loop_->AddReclaimHold(plan, clock_.Now() + absl::Seconds(60));
+    policy_.targets[kA] = 1000 * kMiB;
+    TickWithFreshStats({kA});
+    ASSERT_EQ(hv_.LastTarget(kA), 600 * kMiB);
+    plimsoll::v1::WatchEvent e;
+    ASSERT_EQ(sub_->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+    ASSERT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
+  }
+
+  // The RELEASED event for a, and that the hold is gone for good.
+  void ExpectReleased(const std::string& why) {
+    plimsoll::v1::WatchEvent e;
+    ASSERT_EQ(sub_->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+    EXPECT_EQ(e.reclaim().phase(), plimsoll::v1::ReclaimEvent::PHASE_RELEASED);
+    EXPECT_EQ(e.reclaim().guest_uuid(), kA);
+    EXPECT_EQ(e.reclaim().why().rfind(why, 0), 0u) << e.reclaim().why();
+    EXPECT_EQ(hv_.LastTarget(kA), 1000 * kMiB);
+    EXPECT_FALSE(Published(kA)->has_reclaim_hold());
+    EXPECT_EQ(view_->host().reclaim_held_bytes(), 0);
+    EXPECT_NE(Published(kA)->last_decision().reason().find("reclaim reclaim-1 released: " + why),
+              std::string::npos)
+        << Published(kA)->last_decision().reason();
+    EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_holds_released_total 1"), std::string::npos);
+    // Released for the rest of the plan's time, distress or not.
+    policy_.distress.clear();
+    policy_.targets[kA] = 900 * kMiB;
+    TickWithFreshStats({kA});
+    EXPECT_EQ(hv_.LastTarget(kA), 900 * kMiB);
+    EXPECT_EQ(sub_->Next(&e, absl::Milliseconds(50)), WatchSubscription::Result::kTimeout);
+  }
+
+  std::unique_ptr<WatchSubscription> sub_;
+};
+
+// Issue 15 point 1: a hold must not override pressure.
+TEST_F(ReclaimHoldTest, PressureEndsTheHoldAtOnce) {
+  HoldA();
+  policy_.distress[kA] = "pressure x=2.00";
+  TickWithFreshStats({kA});
+  ExpectReleased("pressure x=2.00");
+}
+
+// Whatever the policy (this one says nothing): the balloon rising above the held target by
+// itself is the guest deflating it on OOM.
+TEST_F(ReclaimHoldTest, ASelfDeflationEndsTheHoldWhateverThePolicy) {
+  HoldA();
+  hv_.SetActualBytes(kA, 800 * kMiB);
+  TickWithFreshStats({kA});
+  ExpectReleased("self_deflated actual=800MiB held=600MiB");
+}
+
 TEST_F(ControlLoopTest, PublishesGuestChangesAndDecisionsToWatchers) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   MakeLoop();

@@ -123,6 +123,7 @@ struct Metrics::Impl {
   prometheus::Counter* host_stale_ticks;
   // By SafetyRule, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllSafetyRules)> safety_holds{};
+  prometheus::Counter* reclaim_releases;
   Family<Gauge>* host_data_age;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
@@ -327,6 +328,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   for (SafetyRule rule : kAllSafetyRules) {
     m.safety_holds[static_cast<size_t>(rule)] = &safety.Add({{"rule", SafetyRuleName(rule)}});
   }
+  m.reclaim_releases = &prometheus::BuildCounter().Name("plimsoll_reclaim_holds_released_total").Help("Reclaim holds ended early on a guest in distress (pressure over target, an OOM kill, a self-deflation); the rest of the plan held.").Register(*m.registry).Add({});
   m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
@@ -485,6 +487,8 @@ void Metrics::CountAgentSpike() { impl_->agent_spikes->Increment(); }
 void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
 
 void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
+
+void Metrics::CountReclaimRelease() { impl_->reclaim_releases->Increment(); }
 
 void Metrics::CountSafetyHold(SafetyRule rule) { impl_->safety_holds[static_cast<size_t>(rule)]->Increment(); }
 

@@ -135,6 +135,8 @@ class Metrics {
   void CountHostStaleTick();
   // The safety net changed a decision (plimsoll_safety_holds_total{rule}).
   void CountSafetyHold(SafetyRule rule);
+  // A reclaim hold ended early on a guest in distress (plimsoll_reclaim_holds_released_total).
+  void CountReclaimRelease();
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt
