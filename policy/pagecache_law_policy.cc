@@ -165,6 +165,8 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     GuestDecision d;
     d.uuid = g.uuid;
     d.state = o.state;
+    d.floor_bytes = static_cast<int64_t>(o.floor_bytes);
+    d.working_set_bytes = static_cast<int64_t>(o.working_set_bytes);
     if (o.signals.new_oom_kills > 0) {
       d.distress = "oom_kill";
     } else if (std::string_view(o.state) == "self_deflated") {

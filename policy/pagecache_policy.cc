@@ -1076,6 +1076,8 @@ GuestDecision Decider::Finish(Work* w) const {
     w->next.values["smove_t"] = now_;
   }
   d.state = StateName(w->state);
+  d.floor_bytes = static_cast<int64_t>(w->floor);
+  d.working_set_bytes = static_cast<int64_t>(w->working_set);
   const GuestSignals& s = w->signals;
   d.distress = s.new_oom_kills > 0        ? std::string("oom_kill")
                : w->state == kSelfDeflated ? std::string("self_deflated")

@@ -117,6 +117,11 @@ struct GuestDecision {
   // self-deflation. The daemon ends an operator's reclaim hold on such a guest at once. Empty
   // from policies that do not read pressure (mom, proxmox, static).
   std::string distress;
+  // The policy's estimates, for the daemon to publish (0 when it has none): what the guest must
+  // keep (the floor) and what it uses (the working set). The Reclaim planner takes no more than
+  // what lies above the larger of the two.
+  int64_t floor_bytes = 0;
+  int64_t working_set_bytes = 0;
 };
 
 struct Decisions {

@@ -22,6 +22,7 @@ struct Candidate {
   int64_t room;  // what it can give
   int32_t priority;
   uint32_t shares;
+  int64_t policy_keep = 0;  // max(policy floor, working set); 0 without the policy's estimates
 };
 
 // Why a guest cannot give anything, or "" when it is a candidate.
@@ -66,11 +67,17 @@ plimsoll::v1::ReclaimPlan PlanReclaim(const plimsoll::v1::ListGuestsResponse& vi
       continue;
     }
     Candidate c{&g, g.target_bytes(), g.min_bytes(), 0, g.override().priority(),
-                g.override().has_shares() ? g.override().shares() : kDefaultShares};
+                g.override().has_shares() ? g.override().shares() : kDefaultShares, 0};
     if (g.override().has_min_bytes()) c.floor = std::max(c.floor, g.override().min_bytes());
     const int64_t margin = std::max<int64_t>(options.keep_free_bytes,
                                              static_cast<int64_t>(options.keep_free_fraction * c.current));
-    const int64_t spare = g.stats().usable().bytes() - margin;
+    // The policy's own estimates when it has them: MemAvailable counts hot cache as spare,
+    // the very error MoM makes; the working set does not. Without them (mom, proxmox,
+    // static): MemAvailable minus a margin.
+    const plimsoll::v1::Decision& last = g.last_decision();
+    c.policy_keep = std::max(last.policy_floor_bytes(), last.working_set_bytes());
+    const int64_t spare = c.policy_keep > 0 ? c.current - c.policy_keep : g.stats().usable().bytes() - margin;
+    if (last.policy_floor_bytes() > 0) c.floor = std::max(c.floor, last.policy_floor_bytes());
     c.room = std::min(spare, c.current - c.floor) / kMiB * kMiB;
     if (c.room <= 0) {
       auto* s = plan.add_skipped();
@@ -78,8 +85,11 @@ plimsoll::v1::ReclaimPlan PlanReclaim(const plimsoll::v1::ListGuestsResponse& vi
       s->set_guest_uuid(g.uuid());
       s->set_reason(c.current <= c.floor
                         ? absl::StrCat("at its floor (target=", FormatMib(c.current), " floor=", FormatMib(c.floor), ")")
-                        : absl::StrCat("nothing to spare (usable=", FormatMib(g.stats().usable().bytes()),
-                                       " margin=", FormatMib(margin), ")"));
+                        : c.policy_keep > 0
+                            ? absl::StrCat("nothing to spare (working set ", FormatMib(last.working_set_bytes()),
+                                           ", policy floor ", FormatMib(last.policy_floor_bytes()), ")")
+                            : absl::StrCat("nothing to spare (usable=", FormatMib(g.stats().usable().bytes()),
+                                           " margin=", FormatMib(margin), ")"));
       continue;
     }
     candidates.push_back(c);
@@ -104,6 +114,9 @@ plimsoll::v1::ReclaimPlan PlanReclaim(const plimsoll::v1::ListGuestsResponse& vi
     const auto& s = c.guest->stats();
     item->set_reason(absl::StrCat("usable=", FormatMib(s.usable().bytes()),
                                   s.has_disk_caches() ? absl::StrCat(" cache=", FormatMib(s.disk_caches().bytes())) : "",
+                                  c.policy_keep > 0
+                                      ? absl::StrCat(" ws=", FormatMib(c.guest->last_decision().working_set_bytes()))
+                                      : "",
                                   " floor=", FormatMib(c.floor), " room=", FormatMib(c.room), " priority=", c.priority,
                                   " shares=", c.shares));
     remaining -= take;

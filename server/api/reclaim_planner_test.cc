@@ -86,4 +86,28 @@ TEST(PlanReclaimTest, SkipsWithReasons) {
 }
 
 }  // namespace
+// Issue 15 point 1: with the policy's estimates, hot cache is not spare. Guest a: MemAvailable
+// says 1200 MiB could go, but its working set (hard demand + hot cache + headroom) is 1800 of
+// its 2048 MiB; b reports its policy floor above the configured one.
+TEST(PlanReclaimTest, ThePolicysWorkingSetBoundsWhatAGuestCanSpare) {
+  const auto view = View(
+      GuestText("a", 2048, 1200, 256,
+                absl::StrCat("last_decision { policy_floor_bytes: ", 700 * kMiB,
+                             " working_set_bytes: ", 1800 * kMiB, " }")) +
+      GuestText("b", 2048, 1200, 256,
+                absl::StrCat("last_decision { policy_floor_bytes: ", 1900 * kMiB,
+                             " working_set_bytes: ", 1000 * kMiB, " }")) +
+      GuestText("c", 2048, 1200));  // no estimates (mom): MemAvailable minus the margin
+  const auto plan = PlanReclaim(view, 4096 * kMiB);
+  ASSERT_EQ(plan.items_size(), 3);
+  EXPECT_EQ(plan.items(0).guest_name(), "c");
+  EXPECT_EQ(plan.items(0).reclaim_bytes(), 1097 * kMiB);
+  EXPECT_EQ(plan.items(1).guest_name(), "a");
+  EXPECT_EQ(plan.items(1).reclaim_bytes(), 248 * kMiB);
+  EXPECT_THAT(plan.items(1).reason(), HasSubstr("ws=1800MiB"));
+  EXPECT_EQ(plan.items(2).guest_name(), "b");
+  EXPECT_EQ(plan.items(2).reclaim_bytes(), 148 * kMiB);  // down to its policy floor
+  EXPECT_THAT(plan.items(2).reason(), HasSubstr("floor=1900MiB"));
+}
+
 }  // namespace plimsoll::server

@@ -578,6 +578,8 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_target_bytes(target);
     rec.set_reason(reason);
     rec.set_applied(applied);
+    rec.set_policy_floor_bytes(d.floor_bytes);
+    rec.set_working_set_bytes(d.working_set_bytes);
     // "" (not yet tracked) reads as "ok": only real changes are worth a warning.
     if (!d.state.empty() && d.state != (g->balloon_state.empty() ? "ok" : g->balloon_state)) {
       PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)
