@@ -217,6 +217,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     // Lifecycle changes are worth an early tick (and a look for the domain's agent channel);
     // balloon moves are read next tick.
     if (e.kind == hypervisor::DomainEvent::Kind::kBalloonChange) return;
+    if (e.kind == hypervisor::DomainEvent::Kind::kStopped || e.kind == hypervisor::DomainEvent::Kind::kCrashed) {
+      loop->NoteStopped(e.uuid);
+    }
     loop->Wake();
     if (agent::AgentChannels* c = daemon->channels_live_.load()) c->Wake();
   });

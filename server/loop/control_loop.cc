@@ -189,6 +189,11 @@ void ControlLoop::ApplyHostPolicy() {
             << hp.updated_by() << "\"); policy state reset";
 }
 
+void ControlLoop::NoteStopped(const std::string& uuid) {
+  absl::MutexLock l(&mu_);
+  stopped_hints_.insert(uuid);
+}
+
 void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
   absl::MutexLock l(&mu_);
   pending_reclaims_.push_back({std::move(plan), until, {}});
@@ -326,7 +331,12 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     tracker_.MarkAllStale(now);
     return;
   }
-  GuestTracker::ReconcileResult changes = tracker_.Reconcile(*domains, now);
+  absl::flat_hash_set<std::string> stopped;
+  {
+    absl::MutexLock l(&mu_);
+    stopped.swap(stopped_hints_);
+  }
+  GuestTracker::ReconcileResult changes = tracker_.Reconcile(*domains, now, stopped);
   for (const std::string& uuid : changes.added) {
     const TrackedGuest* g = tracker_.Find(uuid);
     PLOG_INFO << "guest adopted guest=" << g->info.name << " uuid=" << uuid
@@ -534,6 +544,13 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
         target = stop;
         if (deps_.metrics) deps_.metrics->CountSafetyHold(SafetyRule::kInflationStopped);
       }
+    }
+    // Missing from the last listing(s) but not known to have stopped: kept, with what the
+    // policy knows, and not moved until it is listed again or forgotten.
+    if (g->missed_listings > 0 && target != previous) {
+      absl::StrAppend(&reason, " | held: absent from the last ", g->missed_listings,
+                      " listing(s) of running domains");
+      target = previous;
     }
     Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
                           : target > previous ? plimsoll::v1::DIRECTION_DEFLATE

@@ -43,6 +43,11 @@
 // stopped where it is (target = actual, at most the ceiling; not for a pin or
 // an excluded guest). Each counted in plimsoll_safety_holds_total{rule}.
 //
+// A guest missing from a listing of running domains is forgotten (its policy
+// state with it) when a lifecycle event said it stopped (NoteStopped), or
+// after GuestRules::absent_listings listings in a row without it; until then
+// it keeps what the daemon knows and is not moved ("held: absent from ...").
+//
 // Configuration reload (SIGHUP, Daemon::ReloadConfig): Reconfigure() hands the
 // reloaded settings to the loop from any thread; they take effect at the start
 // of the next tick, beneath the host-policy overlay (a SetHostPolicy reserve,
@@ -59,6 +64,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -143,6 +149,9 @@ class ControlLoop {
   void Stop();
   // Asks for an early tick (a guest started or stopped, an API call). Thread-safe, cheap.
   void Wake();
+  // A lifecycle event said the domain `uuid` stopped: if the next listing lacks it, it is
+  // forgotten at once instead of after GuestRules::absent_listings listings. Thread-safe, cheap.
+  void NoteStopped(const std::string& uuid);
   // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
   // this guest's decision first, counts it, and logs it ("agent spike uuid=..."), at most one
   // line per guest per 10 s with the number of spikes not logged in between. Thread-safe, cheap:
@@ -257,6 +266,7 @@ class ControlLoop {
   WakeGate gate_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> stopped_hints_ ABSL_GUARDED_BY(mu_);
   std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -347,11 +347,34 @@ TEST_F(ControlLoopTest, GuestThatGoesAwayLeavesViewAndMetrics) {
   std::string text = metrics_.Render();
   EXPECT_NE(text.find("plimsoll_guest_balloon_actual_bytes{domain=\"b\""), std::string::npos) << text;
   hv_.RemoveDomain(kB);
+  loop_->NoteStopped(kB);  // the daemon does this on the lifecycle event
   TickWithFreshStats({kA});
   EXPECT_EQ(Published(kB), nullptr);
   text = metrics_.Render();
   EXPECT_EQ(text.find("domain=\"b\""), std::string::npos) << text;
   EXPECT_NE(text.find("plimsoll_guest_balloon_actual_bytes{domain=\"a\""), std::string::npos);
+}
+
+// Issue 15 point 7: a guest missing from one listing without a stop event (a transient
+// per-domain error) keeps what the daemon knows and is not moved; after three it is forgotten.
+TEST_F(ControlLoopTest, AGuestMissingFromAListingIsKeptHeldThenForgotten) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});  // b's stats fresh: only its absence holds it below
+  hv_.RemoveDomain(kB);
+  policy_.targets[kB] = 600 * kMiB;
+  TickWithFreshStats({kA});
+  ASSERT_NE(Published(kB), nullptr);
+  EXPECT_NE(Published(kB)->last_decision().reason().find("absent from the last 1 listing(s)"), std::string::npos)
+      << Published(kB)->last_decision().reason();
+  EXPECT_EQ(hv_.LastTarget(kB), std::nullopt);
+  TickWithFreshStats({kA});
+  ASSERT_NE(Published(kB), nullptr);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(Published(kB), nullptr);
+  EXPECT_EQ(metrics_.Render().find("domain=\"b\""), std::string::npos);
 }
 
 TEST_F(ControlLoopTest, DryRunDecidesButNeverTouchesABalloon) {

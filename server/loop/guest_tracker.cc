@@ -40,7 +40,8 @@ int64_t GuestTracker::FloorFor(int64_t max_bytes) const {
 }
 
 GuestTracker::ReconcileResult GuestTracker::Reconcile(
-    const std::vector<hypervisor::DomainInfo>& domains, absl::Time now) {
+    const std::vector<hypervisor::DomainInfo>& domains, absl::Time now,
+    const absl::flat_hash_set<std::string>& stopped) {
   ReconcileResult result;
   // Marks each listed guest with this reconcile's number: what is left unmarked
   // is gone, found without a set of the listed uuids (10,000 strings a tick).
@@ -63,6 +64,7 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
     } else {
       if (it->second.listed_in != pass) ++listed;
       it->second.listed_in = pass;
+      it->second.missed_listings = 0;
       renamed = renamed || it->second.info.name != d.name;
       result.max_changed = result.max_changed || it->second.info.max_bytes != d.max_bytes;
       it->second.info = d;
@@ -71,7 +73,8 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
   }
   if (listed != by_uuid_.size()) {  // the usual tick has nobody leaving
     for (auto it = by_uuid_.begin(); it != by_uuid_.end();) {
-      if (it->second.listed_in != pass) {
+      if (it->second.listed_in != pass &&
+          (++it->second.missed_listings >= rules_.absent_listings || stopped.contains(it->first))) {
         result.removed.push_back(it->first);
         it = by_uuid_.erase(it);
       } else {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "plimsoll/v1/types.pb.h"
 #include "policy/policy.h"
@@ -25,6 +26,11 @@ struct GuestRules {
   // A guest that has not produced balloon stats this long after we first saw it
   // is reported as having no balloon driver.
   absl::Duration no_balloon_after = absl::Seconds(20);
+  // A guest missing from this many successful listings in a row is forgotten (its policy
+  // state with it); one stopped by a lifecycle event at once. One listing is not enough: a
+  // transient per-domain libvirt error leaves a running guest out of it, and forgetting it
+  // erased the retry and cooldown that keep a backed-off guest from being taken from again.
+  int absent_listings = 3;
 };
 
 struct TrackedGuest {
@@ -50,6 +56,7 @@ struct TrackedGuest {
   plimsoll::v1::Decision last_decision;
   std::string balloon_state;  // from the policy's last decision ("" when not tracked)
   uint64_t listed_in = 0;     // the last Reconcile that listed the guest
+  int missed_listings = 0;    // successful listings in a row without it (kept, not managed)
 };
 
 class GuestTracker {
@@ -66,10 +73,14 @@ class GuestTracker {
     bool max_changed = false;          // a known guest's <memory> changed
   };
 
-  // Makes the tracked set equal to `domains`. A new guest adopts its current
+  // Makes the tracked set follow `domains`. A new guest adopts its current
   // balloon size as its target, so a daemon (re)start never moves a balloon by
-  // itself. Identity and limits of known guests are refreshed.
-  ReconcileResult Reconcile(const std::vector<hypervisor::DomainInfo>& domains, absl::Time now);
+  // itself. Identity and limits of known guests are refreshed. A guest missing
+  // from `domains` is removed when it is in `stopped` (a lifecycle event said
+  // so) or has been missing from rules.absent_listings listings in a row;
+  // until then it stays, with missed_listings counting.
+  ReconcileResult Reconcile(const std::vector<hypervisor::DomainInfo>& domains, absl::Time now,
+                            const absl::flat_hash_set<std::string>& stopped = {});
 
   // Records this tick's stats. A guest missing from `stats` keeps its old
   // stats, which then age into staleness. A partial record (no last_update: the

@@ -29,7 +29,9 @@ std::vector<std::string> Names(const GuestTracker& t) {
 }
 
 TEST(GuestTrackerTest, ReconcileAddsRemovesRenamesAndKeepsTheNameOrder) {
-  GuestTracker t(GuestRules{});
+  GuestRules rules;
+  rules.absent_listings = 1;  // forgotten at the first listing without it
+  GuestTracker t(rules);
   const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   auto r = t.Reconcile({Domain("c", "u1"), Domain("a", "u2"), Domain("b", "u3")}, now);
   EXPECT_EQ(r.added.size(), 3u);
@@ -62,6 +64,35 @@ TEST(GuestTrackerTest, ReconcileAddsRemovesRenamesAndKeepsTheNameOrder) {
   EXPECT_EQ(r.removed.size(), 2u);
   EXPECT_TRUE(t.ByName().empty());
   EXPECT_TRUE(t.guests().empty());
+}
+
+// Issue 15 point 7: one listing without a guest (a transient per-domain libvirt error) does not
+// erase it; absent_listings in a row, or a stop event, do.
+TEST(GuestTrackerTest, AGuestLeavesAfterNListingsWithoutItOrAStopEvent) {
+  GuestTracker t(GuestRules{});  // absent_listings = 3
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1"), Domain("b", "u2"), Domain("c", "u3")}, now);
+  t.Find("u1")->target_bytes = 700 * kMiB;  // what the daemon knows of it
+  auto r = t.Reconcile({Domain("b", "u2"), Domain("c", "u3")}, now);
+  EXPECT_TRUE(r.removed.empty());
+  ASSERT_NE(t.Find("u1"), nullptr);
+  EXPECT_EQ(t.Find("u1")->missed_listings, 1);
+  r = t.Reconcile({Domain("b", "u2"), Domain("c", "u3")}, now);
+  EXPECT_TRUE(r.removed.empty());
+  // Listed again: nothing was lost, the count starts over.
+  r = t.Reconcile({Domain("a", "u1"), Domain("b", "u2"), Domain("c", "u3")}, now);
+  EXPECT_TRUE(r.added.empty());
+  EXPECT_EQ(t.Find("u1")->missed_listings, 0);
+  EXPECT_EQ(t.Find("u1")->target_bytes, 700 * kMiB);
+  // Three listings in a row without it: gone.
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(t.Reconcile({Domain("b", "u2"), Domain("c", "u3")}, now).removed.empty());
+  r = t.Reconcile({Domain("b", "u2"), Domain("c", "u3")}, now);
+  EXPECT_EQ(r.removed, std::vector<std::string>{"u1"});
+  // A stop event: gone at the first listing without it; a stop hint for a listed guest is
+  // nothing (it was started again).
+  r = t.Reconcile({Domain("c", "u3")}, now, {"u2", "u3"});
+  EXPECT_EQ(r.removed, std::vector<std::string>{"u2"});
+  EXPECT_NE(t.Find("u3"), nullptr);
 }
 
 // A full record, as a guest's balloon driver reports it.
