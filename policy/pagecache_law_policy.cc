@@ -117,6 +117,7 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     return decisions;
   }
 
+  decisions.next_state.guests.reserve(n);
   std::vector<ShareOutGuest> share(n);
   std::vector<std::optional<LawOutcome>> outcomes(n);
   std::vector<std::string> held(n);
