@@ -33,6 +33,7 @@
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
 
 namespace plimsoll::server::agent {
@@ -55,33 +56,8 @@ using ::testing::Optional;
 
 constexpr uint64_t kKiB = 1024;
 
-bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(15)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 // A guest /proc tree from this machine's captures, with PSI.
-std::string MakeProcTree() {
-  std::string root = ::testing::TempDir() + "/channel_root_XXXXXX";
-  EXPECT_NE(mkdtemp(root.data()), nullptr);
-  mkdir((root + "/proc").c_str(), 0755);
-  mkdir((root + "/proc/pressure").c_str(), 0755);
-  std::ofstream(root + "/proc/meminfo") << ReadFile("common/testdata/meminfo_host.txt");
-  std::ofstream(root + "/proc/vmstat") << ReadFile("common/testdata/vmstat_host.txt");
-  std::ofstream(root + "/proc/pressure/memory") << ReadFile("common/testdata/pressure_memory_busy.txt");
-  return root;
-}
+std::string MakeProcTree() { return testing::MakeProcTree("channel_root"); }
 
 // Everything plimsolld owns for the agent channel; a "restart" builds a new one.
 struct Daemon {

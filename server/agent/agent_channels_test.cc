@@ -27,6 +27,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
+#include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
 
@@ -36,14 +37,6 @@ namespace {
 using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
 using Stream = grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReply>;
 
-bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(5)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
 
 // Where QEMU would listen for the host end of one domain's channel.
 class FakeQemuSocket {
@@ -218,7 +211,7 @@ TEST_F(AgentChannelsTest, ReportsFlowWithoutTokenAndAreTheDomains) {
   EXPECT_EQ(channels_->counters().connects, 1u);
   EXPECT_EQ(channels_->counters().connected, 1);
   // The attacker has no channel in its XML: nothing connects, and it is counted as such.
-  EXPECT_TRUE(WaitUntil([&] { return StateOf(kAttacker) == "no_channel"; })) << StateOf(kAttacker);
+  EXPECT_TRUE(WaitUntil([&] { return StateOf(kAttacker) == "no_channel"; }, absl::Seconds(5))) << StateOf(kAttacker);
   EXPECT_EQ(channels_->counters().without_channel, 1);
 }
 

@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "server/agent/agent_channels.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
 
@@ -44,31 +45,9 @@ using ::plimsoll::agent::ParseServerAddress;
 using ::plimsoll::agent::Reporter;
 using ::plimsoll::agent::ReporterOptions;
 
-bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(15)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-// A guest /proc tree from this machine's captures.
+// A guest /proc tree from this machine's captures, and an empty /dev/virtio-ports.
 std::string MakeProcTree() {
-  std::string root = ::testing::TempDir() + "/virtio_root_XXXXXX";
-  EXPECT_NE(mkdtemp(root.data()), nullptr);
-  mkdir((root + "/proc").c_str(), 0755);
-  mkdir((root + "/proc/pressure").c_str(), 0755);
-  std::ofstream(root + "/proc/meminfo") << ReadFile("common/testdata/meminfo_host.txt");
-  std::ofstream(root + "/proc/vmstat") << ReadFile("common/testdata/vmstat_host.txt");
-  std::ofstream(root + "/proc/pressure/memory") << ReadFile("common/testdata/pressure_memory_busy.txt");
+  const std::string root = testing::MakeProcTree("virtio_root");
   mkdir((root + "/dev").c_str(), 0755);
   mkdir((root + "/dev/virtio-ports").c_str(), 0755);
   return root;
