@@ -71,7 +71,11 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const double target = static_cast<double>(guest.target_bytes);
   const double min_bytes = static_cast<double>(FloorBytes(guest));
   const double headroom = LawHeadroom(guest, p);
-  out.burst_bytes = s.new_report ? UpdateBurst(s.hard_bytes, now_s, p.burst, &m->burst)
+  // Without the agent H = A - usable rises with A itself: a grant the guest has not used yet,
+  // or a cache refilling it, would read as an allocation burst and lift the floor with every
+  // grant. What is not our doing is the fall of usable memory, so that is the burst measured.
+  const double burst_demand = s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual;
+  out.burst_bytes = s.new_report ? UpdateBurst(burst_demand, now_s, p.burst, &m->burst)
                                  : (p.burst.window_seconds > 0 ? m->burst.burst_bytes : 0.0);
   out.floor_bytes = std::clamp(s.hard_bytes + headroom + out.burst_bytes, min_bytes,
                                std::max(min_bytes, max_bytes));

@@ -233,6 +233,27 @@ TEST(PagecacheLawTest, TheFloorKeepsRoomForTheLastBurst) {
   EXPECT_NEAR(o.floor_bytes / kMib, 700 + 204.8 + 800, 0.01);
 }
 
+// Without the agent H = A - usable: memory we gave that the guest has not made usable (a cache
+// refilling it) is no allocation burst; usable memory falling at the same size is one.
+TEST(PagecacheLawTest, WithoutTheAgentABurstIsUsableMemoryFallingNotAGrant) {
+  GuestView g = Agent();
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
+  g.usable_bytes = static_cast<int64_t>(1200 * kMib);
+  Driver d(g);
+  d.Step();
+  // Grown by 500 MiB, usable unchanged (the cache took it): H rose by 500 MiB, no burst.
+  d.guest().actual_bytes = d.guest().target_bytes = static_cast<int64_t>(2500 * kMib);
+  LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_EQ(o.signals.source, SignalSource::kLibvirt);
+  EXPECT_NEAR(o.burst_bytes / kMib, 0, 0.01);
+  // Usable falls by 400 MiB at the same size: an allocation.
+  d.guest().usable_bytes = static_cast<int64_t>(800 * kMib);
+  o = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(o.burst_bytes / kMib, 400, 0.01);
+}
+
 TEST(PagecacheLawTest, NeverBelowTheConfiguredMin) {
   GuestView g = Agent();
   g.min_bytes = 3000 * (int64_t{1} << 20);
