@@ -10,6 +10,9 @@
 // While an allocation is under way its own rise is the burst, so the floor leads it by one
 // report; after window_seconds without a rise as large, the burst falls to the newest rise.
 //
+// The caller chooses what "hard demand" is measured: the law passes H for agent guests and
+// H - A (usable memory falling) for the others, whose H = A - usable rises with every grant.
+//
 // Switched off by window_seconds <= 0.
 //
 // Pure functions, thread-safe.

@@ -4,7 +4,8 @@
 //
 // With M the guest's ceiling, A its actual size, H its hard demand and h the headroom:
 //   floor     F = clamp(H + h + burst, min, M)   h = max(headroom_min, headroom_fraction * M)
-//             burst: the largest rise of H per report within a window (burst_headroom.h)
+//             burst: the largest rise of H per report within a window (burst_headroom.h);
+//             without the agent, of H - A (usable falling): there H = A - usable rises with A
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
 //   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
