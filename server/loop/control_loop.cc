@@ -480,11 +480,14 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     } else {
       if (c.hold.has_value()) {
         // A guest in distress is not held: pressure, an OOM kill or a self-deflation ends its
-        // hold at once. The last is seen here too, whatever the policy: the balloon rose above
-        // the held target although the target was at or below it.
+        // hold at once. The last is seen here too, whatever the policy: the balloon rose since
+        // the previous tick, to above the held target, although its target was at or below it
+        // (a balloon still travelling down to the held target is above it too, but falling).
         std::string why = d.distress;
         const int64_t held = c.hold->max_target_bytes();
-        if (why.empty() && previous <= held && g->actual_bytes > held + kInflationSlackBytes) {
+        if (why.empty() && previous <= held && g->lowest_actual > 0 &&
+            g->actual_bytes > held + kInflationSlackBytes &&
+            g->actual_bytes > g->lowest_actual + kInflationSlackBytes) {
           why = absl::StrCat("self_deflated actual=", FormatMib(g->actual_bytes), " held=", FormatMib(held));
         }
         if (!why.empty()) {
@@ -597,6 +600,9 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_applied(applied);
     rec.set_policy_floor_bytes(d.floor_bytes);
     rec.set_working_set_bytes(d.working_set_bytes);
+    g->lowest_actual = previous != g->target_bytes || g->lowest_actual == 0
+                           ? g->actual_bytes
+                           : std::min(g->lowest_actual, g->actual_bytes);
     // "" (not yet tracked) reads as "ok": only real changes are worth a warning.
     if (!d.state.empty() && d.state != (g->balloon_state.empty() ? "ok" : g->balloon_state)) {
       PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)

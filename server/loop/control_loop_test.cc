@@ -216,6 +216,30 @@ TEST_F(SlowBalloonLoopTest, StaleStatsStopABalloonInFlight) {
   EXPECT_EQ(hv_.LastTarget(kA), stopped_at);
 }
 
+// A balloon still travelling down to a held target is above it, but falling: not a
+// self-deflation, and the hold stays.
+TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 1000 * kMiB;
+  TickMovingBalloon(true);
+  TickMovingBalloon(true);
+  plimsoll::v1::ReclaimPlan plan;
+  plan.set_id("reclaim-1");
+  auto* item = plan.add_items();
+  item->set_guest_name("a");
+  item->set_guest_uuid(kA);
+  item->set_new_target_bytes(600 * kMiB);
+  item->set_reclaim_bytes(424 * kMiB);
+  loop_->AddReclaimHold(plan, clock_.Now() + absl::Seconds(60));
+  for (int i = 0; i < 10; ++i) {
+    TickMovingBalloon(true);
+    ASSERT_TRUE(Published(kA)->has_reclaim_hold()) << i << ": " << Published(kA)->last_decision().reason();
+  }
+  EXPECT_EQ(hv_.GetDomain(kA)->current_bytes, 600 * kMiB);
+  EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_holds_released_total 0"), std::string::npos);
+}
+
 TEST_F(ControlLoopTest, GuestWithoutBalloonStatsIsReportedNotPushed) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   MakeLoop();
@@ -744,6 +768,7 @@ TEST_F(ReclaimHoldTest, PressureEndsTheHoldAtOnce) {
 // itself is the guest deflating it on OOM.
 TEST_F(ReclaimHoldTest, ASelfDeflationEndsTheHoldWhateverThePolicy) {
   HoldA();
+  TickWithFreshStats({kA});  // landed at the held 600 MiB
   hv_.SetActualBytes(kA, 800 * kMiB);
   TickWithFreshStats({kA});
   ExpectReleased("self_deflated actual=800MiB held=600MiB");

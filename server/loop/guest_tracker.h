@@ -57,6 +57,9 @@ struct TrackedGuest {
   std::string balloon_state;  // from the policy's last decision ("" when not tracked)
   uint64_t listed_in = 0;     // the last Reconcile that listed the guest
   int missed_listings = 0;    // successful listings in a row without it (kept, not managed)
+  // The lowest actual_bytes seen since the target last changed (0: none yet): a balloon that
+  // rose above it while its target stayed was deflated by the guest.
+  int64_t lowest_actual = 0;
 };
 
 class GuestTracker {
