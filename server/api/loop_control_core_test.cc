@@ -172,6 +172,7 @@ TEST_F(LoopControlCoreTest, ClearWorksForAGuestThatIsGoneByItsLastName) {
   o.set_note("keep out");
   ASSERT_TRUE(Set("b", o).ok());
   hv_.RemoveDomain(kB);
+  loop_->NoteStopped(kB);  // as the daemon does on the lifecycle event
   Tick();
   ASSERT_EQ(Published(kB), nullptr);
   ASSERT_EQ(core_->ListGuestPolicies()->overrides_size(), 1);
