@@ -167,6 +167,18 @@ TEST_F(ControlLoopTest, NeverShrinksOnStatsThatDoNotAdvance) {
   EXPECT_EQ(hv_.target_calls()[0].bytes, 900 * kMiB);
 }
 
+// reclaim-1: guest a (kA) held at 600 MiB, 424 MiB taken.
+plimsoll::v1::ReclaimPlan HoldAAt600() {
+  plimsoll::v1::ReclaimPlan plan;
+  plan.set_id("reclaim-1");
+  auto* item = plan.add_items();
+  item->set_guest_name("a");
+  item->set_guest_uuid(kA);
+  item->set_new_target_bytes(600 * kMiB);
+  item->set_reclaim_bytes(424 * kMiB);
+  return plan;
+}
+
 class SlowBalloonLoopTest : public ControlLoopTest {
  protected:
   SlowBalloonLoopTest() : ControlLoopTest(/*balloon_follows_target=*/false) {}
@@ -224,14 +236,7 @@ TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
   policy_.targets[kA] = 1000 * kMiB;
   TickMovingBalloon(true);
   TickMovingBalloon(true);
-  plimsoll::v1::ReclaimPlan plan;
-  plan.set_id("reclaim-1");
-  auto* item = plan.add_items();
-  item->set_guest_name("a");
-  item->set_guest_uuid(kA);
-  item->set_new_target_bytes(600 * kMiB);
-  item->set_reclaim_bytes(424 * kMiB);
-  loop_->AddReclaimHold(plan, clock_.Now() + absl::Seconds(60));
+  loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
   for (int i = 0; i < 10; ++i) {
     TickMovingBalloon(true);
     ASSERT_TRUE(Published(kA)->has_reclaim_hold()) << i << ": " << Published(kA)->last_decision().reason();
@@ -715,14 +720,7 @@ class ReclaimHoldTest : public ControlLoopTest {
     reclaims.kinds = {plimsoll::v1::WATCH_EVENT_KIND_RECLAIM};
     sub_ = hub_.Subscribe(reclaims);
     TickWithFreshStats({kA});
-    plimsoll::v1::ReclaimPlan plan;
-    plan.set_id("reclaim-1");
-    auto* item = plan.add_items();
-    item->set_guest_name("a");
-    item->set_guest_uuid(kA);
-    item->set_new_target_bytes(600 * kMiB);
-    item->set_reclaim_bytes(424 * kMiB);
-    loop_->AddReclaimHold(plan, clock_.Now() + absl::Seconds(60));
+    loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
     policy_.targets[kA] = 1000 * kMiB;
     TickWithFreshStats({kA});
     ASSERT_EQ(hv_.LastTarget(kA), 600 * kMiB);
