@@ -29,7 +29,7 @@
 //   cooldown_min after cooldown_max without pressure.
 //   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
 // Slow to take (a step per measurement, the small probe below the working set), fast to give
-// (half the gap to the ceiling at once).
+// (at once: the step that hurt and one more first, then half the gap to the ceiling).
 //
 // Pure functions, thread-safe.
 #ifndef PLIMSOLL_POLICY_PAGECACHE_LAW_H_
