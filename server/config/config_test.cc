@@ -68,6 +68,7 @@ TEST(ConfigTest, BadValuesNameTheField) {
       {R"(min_wake_interval: "10ms")", "\"min_wake_interval\""},
       {R"(min_wake_interval: "often")", "\"min_wake_interval\""},
       {R"(policy: "yolo")", "\"policy\""},
+      {R"(policy: "pagecache_law:no_such_param=1")", "no_such_param"},
       {R"(grpc_listen: "unix:relative.sock")", "\"grpc_listen\""},
       {R"(grpc_listen: "localhost")", "\"grpc_listen\""},
       {R"(metrics_listen: "unix:/x")", "\"metrics_listen\""},
@@ -87,6 +88,12 @@ TEST(ConfigTest, BadValuesNameTheField) {
     EXPECT_NE(o.status().message().find(c.must_mention), std::string::npos)
         << c.text << " -> " << o.status().message();
   }
+}
+
+TEST(ConfigTest, TakesALawVariant) {
+  auto o = ResolveText(R"(policy: "pagecache_law:profile_ratio=1.5")");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->policy, "pagecache_law:profile_ratio=1.5");
 }
 
 TEST(ConfigTest, UnknownFieldsAndSyntaxErrorsGivePosition) {
