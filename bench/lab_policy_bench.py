@@ -45,6 +45,7 @@ Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per r
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -110,7 +111,9 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
     guests = mix_guests(mix, args)
     GUESTS = [g[0] for g in guests]
     maxb = {g[0]: g[2] for g in guests}
-    workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % policy)
+    # A law variant's name ("pagecache_law:profile_ratio=1.5") has characters libvirtd's log
+    # setting cannot take in a path.
+    workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % re.sub(r"[^A-Za-z0-9_.-]", "_", policy))
     keys = harness.AgentKeys(workdir)
     lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD,
                              stream_mib=args.stream_mib, hot_mib=mix_hot_mib(mix))

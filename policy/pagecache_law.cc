@@ -75,6 +75,10 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // or a cache refilling it, would read as an allocation burst and lift the floor with every
   // grant. What is not our doing is the fall of usable memory, so that is the burst measured.
   const double burst_demand = s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual;
+  // The two are different measures: when the source changes (the agent connecting, or going
+  // stale) the jump between them is no allocation, so the rise starts again from this report.
+  if (s.new_report && m->burst_source.has_value() && *m->burst_source != s.source) m->burst.hard_bytes.reset();
+  if (s.new_report) m->burst_source = s.source;
   out.burst_bytes = s.new_report ? UpdateBurst(burst_demand, now_s, p.burst, &m->burst)
                                  : (p.burst.window_seconds > 0 ? m->burst.burst_bytes : 0.0);
   out.floor_bytes = std::clamp(s.hard_bytes + headroom + out.burst_bytes, min_bytes,

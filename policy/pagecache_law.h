@@ -95,6 +95,7 @@ struct LawMemory {
   double measured_pressure = 0;
   ProfileMemory profile;  // pressure_profile.h
   BurstMemory burst;      // burst_headroom.h
+  std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
 };
