@@ -168,4 +168,10 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
   return s;
 }
 
+bool HostSeesHardDemand(const GuestView& guest, const GuestSignals& signals, double room_bytes) {
+  if (signals.source != SignalSource::kAgent) return true;
+  if (!guest.usable_bytes.has_value()) return false;
+  return static_cast<double>(*guest.usable_bytes) < room_bytes;
+}
+
 }  // namespace plimsoll::policy

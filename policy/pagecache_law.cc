@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "policy/balloon_progress.h"
 #include "policy/burst_headroom.h"
+#include "policy/futile_pressure.h"
 #include "policy/guest_safety.h"
 #include "policy/pressure_profile.h"
 #include "policy/reason_format.h"
@@ -121,6 +122,24 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, p.profile);
   out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
   out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);
+  // Only with the agent: without it the pressure is major faults and swap-ins, which count first
+  // reads too, and a verdict on them cost the corpus stall (seeds 1-5: docs/benchmarks.md).
+  if (s.new_report && s.new_oom_kills == 0 && s.source == SignalSource::kAgent) {
+    const FutileSize size{profile_size, out.working_set_bytes, max_bytes, step, ProgressTolerance(max_bytes, ProgressParams()),
+                          m->landed_s.value_or(now_s)};
+    const bool had_verdict = m->futile.level.has_value();
+    out.pressure = FilterFutile(out.pressure, out.measured, size, now_s, p.cooldown_max_seconds,
+                                p.futile, &m->futile);
+    if (!had_verdict && m->futile.level.has_value()) {
+      // The episode's backoffs answered pressure that memory does not relieve: its cooldown
+      // and the edge they set (pressure_edge.h) are no reason to hold the memory either. Seen
+      // on the trio lab: a verdict at the ceiling, then 600 s at an edge above the ceiling.
+      m->cool_until_s = now_s;
+      m->edge.limit_until_s = -HUGE_VAL;
+      m->measured_pressure = 0;
+    }
+  }
+  out.futile_level = m->futile.level.value_or(0);
   if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, p.profile);
   const bool pressured = s.new_report && out.pressure >= 1;
 

@@ -9,7 +9,8 @@
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
 //   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
-//             with pressure_profile.h on (off by default) each one's excess over a larger size's
+//             with pressure_profile.h on (off by default) each one's excess over a larger size's;
+//             with a futile verdict (futile_pressure.h, agent guests) 0 up to futile_ratio * level
 //   allowance a (the size the guest is believed calm at), starting at A, moves only on a
 //   measured report: the balloon has landed on its target and a report newer than the landing
 //   has been seen (one action per measurement, never on the journey; a guest first seen at its
@@ -41,6 +42,7 @@
 
 #include "policy/balloon_follow.h"
 #include "policy/burst_headroom.h"
+#include "policy/futile_pressure.h"
 #include "policy/guest_signals.h"
 #include "policy/policy.h"
 #include "policy/pressure_edge.h"
@@ -70,6 +72,8 @@ struct LawParams {
   double cooldown_max_seconds = 600;
   // Component: pressure only as far as a larger size relieves it (pressure_profile.h).
   ProfileParams profile;
+  // Component: pressure that memory does not relieve keeps no memory (futile_pressure.h).
+  FutileParams futile;
   // Component: room for the next allocation burst (burst_headroom.h).
   BurstParams burst;
   // Component: a balloon that does not follow is not chased (balloon_follow.h).
@@ -94,6 +98,7 @@ struct LawMemory {
   // pressure that did not fall since then.
   double measured_pressure = 0;
   ProfileMemory profile;  // pressure_profile.h
+  FutileMemory futile;    // futile_pressure.h
   BurstMemory burst;      // burst_headroom.h
   std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
   FollowMemory follow;    // balloon_follow.h
@@ -122,6 +127,7 @@ struct LawOutcome {
   double working_set_bytes = 0;  // W
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)
+  double futile_level = 0;       // ℓ while a futile verdict holds (futile_pressure.h), else 0
   bool measured = false;         // this report measured the current size
   // "ok", or the balloon's failure to follow whose retry is under way ("stuck", "churning",
   // "self_deflated"; balloon_follow.h).

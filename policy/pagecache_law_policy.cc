@@ -39,6 +39,7 @@ double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, doub
       {"backoff_fraction", &p->law.backoff_fraction, 1, 0, 1},
       {"cooldown_min_s", &p->law.cooldown_min_seconds, 1, 0, 1e6},
       {"cooldown_max_s", &p->law.cooldown_max_seconds, 1, 0, 1e7},
+      {"futile_ratio", &p->law.futile.ratio, 1, 0, 100},
       {"profile_ratio", &p->law.profile.ratio, 1, 0, 100},
       {"profile_bucket_fraction", &p->law.profile.bucket_fraction, 1, 0.01, 1},
       {"profile_forget_s", &p->law.profile.forget_seconds, 1, 0, 1e7},
@@ -80,7 +81,7 @@ absl::Status SetPagecacheLawParam(absl::string_view name, double value, Pagecach
 std::vector<std::string> PagecacheLawParamNames() {
   return {"headroom_min_mib", "headroom_fraction", "probe_fraction", "probe_interval_s",
           "take_fraction", "stall_target_pct", "refault_target_mib_s", "backoff_fraction",
-          "cooldown_min_s", "cooldown_max_s", "profile_ratio", "profile_bucket_fraction",
+          "cooldown_min_s", "cooldown_max_s", "futile_ratio", "profile_ratio", "profile_bucket_fraction",
           "profile_forget_s", "burst_window_s", "follow_retry_s", "edge_window_s", "idle_tax", "step_fraction", "min_change_mib"};
 }
 
@@ -97,6 +98,7 @@ absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spe
   }
   return params;
 }
+
 
 absl::string_view PagecacheLawPolicy::name() const { return "pagecache_law"; }
 
@@ -121,6 +123,7 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
   std::vector<ShareOutGuest> share(n);
   std::vector<std::optional<LawOutcome>> outcomes(n);
   std::vector<std::string> held(n);
+  std::vector<bool> unconfirmed(n, false);  // hard demand the agent claims and libvirt does not show
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     const LawMemory* previous = FindGuestState<LawMemory>(state, g.uuid);
@@ -146,9 +149,13 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
       s.proposal = o.proposal_bytes;
       s.floor = o.floor_bytes;
       s.active = std::min(s.actual, o.working_set_bytes);
-      if (o.floor_bytes > s.actual || o.signals.new_oom_kills > 0) {
+      // Hard demand the neighbours would pay for needs libvirt to see it (guest_signals.h).
+      // The room is the headroom alone: a burst rests on the same claim.
+      unconfirmed[i] = o.floor_bytes > s.actual &&
+                       !HostSeesHardDemand(g, o.signals, LawHeadroom(g, params_.law));
+      if (o.signals.new_oom_kills > 0 || (o.floor_bytes > s.actual && !unconfirmed[i])) {
         s.grow = GrowClass::kHardDemand;
-      } else if (o.pressure >= 1) {
+      } else if (o.pressure >= 1 || unconfirmed[i]) {
         s.grow = GrowClass::kPressure;
       }
     }
@@ -183,6 +190,10 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     d.reason = absl::StrCat("pagecache_law: ", o.reason);
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
+    if (unconfirmed[i]) {
+      absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
+                      g.usable_bytes.has_value() ? FormatMib(*g.usable_bytes) : "-");
+    }
     absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " | src=",
                     SignalSourceName(o.signals.source), " actual=", FormatMib(g.actual_bytes),
                     " floor=", FormatMib(o.floor_bytes), " burst=", FormatMib(o.burst_bytes),
@@ -193,11 +204,12 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
                                      ? absl::StrCat(FormatMib(*o.signals.refault_bytes_per_s), "/s")
                                      : "-",
                     " measured=", o.measured ? 1 : 0);
-    // With pressure_profile on, the x that decided is an excess over a larger size's reading:
-    // the plain one goes beside it.
+    // With pressure_profile or a futile verdict, the x that decided is not the plain reading:
+    // the plain one goes beside it, and the futile level it was measured against.
     if (std::isfinite(o.pressure) && std::fabs(o.raw_pressure - o.pressure) > 0.005) {
       absl::StrAppend(&d.reason, " raw_x=", FormatFixed(o.raw_pressure, 2));
     }
+    if (o.futile_level > 0) absl::StrAppend(&d.reason, " futile=", FormatFixed(o.futile_level, 2));
     decisions.guests.push_back(std::move(d));
   }
   decisions.summary = absl::StrCat("pagecache_law: ", ShareOutSummary(r), " guests=", n);

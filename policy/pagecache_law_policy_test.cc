@@ -13,6 +13,7 @@ namespace plimsoll::policy {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr int64_t kMib = int64_t{1} << 20;
@@ -158,6 +159,36 @@ TEST(PagecacheLawPolicyTest, DistressIsSaid) {
   EXPECT_EQ(d.guests[0].distress, "");
   EXPECT_EQ(d.guests[1].distress, "pressure x=3.00");
   EXPECT_EQ(d.guests[2].distress, "oom_kill");
+}
+
+// Issue 15 point 11: hard-demand growth is paid for by the neighbours, so an agent's AnonPages
+// alone do not buy it: libvirt's MemAvailable must show the shortage too.
+TEST(PagecacheLawPolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
+  const PagecacheLawPolicy policy;
+  auto run = [&](int64_t libvirt_usable_mib) {
+    GuestView claimant = Guest("claimant", 600);
+    claimant.anon_bytes = 900 * kMib;  // floor min(900 + 50 + 128, 1024) MiB: over its 600 MiB
+    // Plausible (within max): the claim passes guest_safety's implausibility check.
+    claimant.disk_caches_bytes = 50 * kMib;
+    claimant.active_file_bytes = 50 * kMib;
+    claimant.inactive_file_bytes = 0;
+    claimant.usable_bytes = libvirt_usable_mib * kMib;
+    GuestView neighbour = Hot("neighbour");
+    neighbour.usable_bytes = 50 * kMib;
+    // Budget: exactly the two sizes; nothing is free.
+    return policy.Decide(Snap({claimant, neighbour}, 600 + 1024), PolicyState());
+  };
+  // libvirt says the claimant has 500 MiB it could use: its agent's claim is not confirmed.
+  const Decisions liar = run(500);
+  ASSERT_EQ(liar.guests.size(), 2u);
+  EXPECT_EQ(liar.guests[0].target_bytes, 600 * kMib) << liar.guests[0].reason;
+  EXPECT_THAT(liar.guests[0].reason, HasSubstr("hard_demand_unconfirmed usable=500MiB"));
+  EXPECT_GE(liar.guests[1].target_bytes, 1003 * kMib) << liar.guests[1].reason;  // its own probe only
+  // libvirt agrees (20 MiB usable, less than the 128 MiB headroom): the neighbour pays.
+  const Decisions honest = run(20);
+  EXPECT_GT(honest.guests[0].target_bytes, 600 * kMib) << honest.guests[0].reason;
+  EXPECT_THAT(honest.guests[0].reason, Not(HasSubstr("unconfirmed")));
+  EXPECT_LT(honest.guests[1].target_bytes, 1003 * kMib) << honest.guests[1].reason;
 }
 
 }  // namespace

@@ -343,16 +343,37 @@ TEST(PagecacheLawTest, PressureALargerSizeDoesNotRelieveDoesNotStopProbes) {
   EXPECT_NEAR(d.TargetMib(), 904.8, 0.01);
 }
 
-// The default (profile off): the same guest is held at its ceiling by its own stall.
+// With the profile and futile_pressure off, the same guest is held at its ceiling by its own
+// refaults.
 TEST(PagecacheLawTest, WithTheProfileOffTheSamePressureBacksOff) {
   GuestView g = Agent();
   g.active_file_bytes = 0;
   g.refaults_per_second = 50.0 * kMib / 4096;
   LawParams p;
   p.profile.ratio = 0;
+  p.futile.ratio = 0;
   Driver d(g, p);
   for (int i = 0; i < 60; ++i) d.Step(5);
   EXPECT_EQ(d.TargetMib(), 4096);
+}
+
+// The default: futile_pressure finds the same pressure at the ceiling, where no size could
+// relieve it; the verdict ends the episode's cooldown and edge, and the guest is taken to its
+// floor while its pressure stays at the futile level.
+TEST(PagecacheLawTest, AFutileVerdictEndsTheEpisodeAndTheGuestGoesToItsFloor) {
+  GuestView g = Agent();
+  g.active_file_bytes = 0;
+  g.refaults_per_second = 50.0 * kMib / 4096;
+  Driver d(g);
+  LawOutcome o = d.Step(5);
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  for (int i = 0; i < 60; ++i) o = d.Step(5);
+  EXPECT_NEAR(d.TargetMib(), 904.8, 0.01);
+  EXPECT_NEAR(o.futile_level, 50, 0.01);
+  // Squeezed into a real shortage (pressure beyond 1.5x the futile level): backs off.
+  d.guest().refaults_per_second = 100.0 * kMib / 4096;
+  o = d.Step(5);
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
 }
 
 // A hot set's refaults appear only once the guest is smaller than at its last calm reading.

@@ -141,6 +141,7 @@ struct Work {
   bool donor = false;       // calm and measured: may give memory for others and for the margin
   bool shrinkable = false;  // measured, following its balloon: may give in an overcommit
   bool cooling = false;     // backed off recently: not a donor except for hard demand
+  bool hard_unconfirmed = false;  // a floor over actual on the agent's word, libvirt not agreeing
   double granted = 0;
   double taken = 0;
   double target = 0;  // the outcome, before clamping
@@ -824,8 +825,17 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
     if (w->state != kSelfDeflated && floor_driven) w->desired = std::max(w->actual, w->floor);
   }
   const bool grows = w->desired > w->actual + 0.5;
-  const bool hard = s.new_oom_kills > 0 || w->state == kSelfDeflated || floor_driven;
-  w->grow_class = !grows ? 0 : hard ? 3 : w->under_pressure ? 2 : 0;
+  // A floor the neighbours would pay for needs libvirt to see the demand (guest_signals.h):
+  // on the agent's word alone the growth waits for free memory, like pressure's.
+  // The room is the headroom alone: the lead an allocation under way adds rests on the same
+  // claim.
+  w->hard_unconfirmed =
+      floor_driven &&
+      !HostSeesHardDemand(guest, s, std::max(p_.headroom_min_bytes,
+                                             p_.headroom_fraction * static_cast<double>(guest.max_bytes)));
+  const bool hard = s.new_oom_kills > 0 || w->state == kSelfDeflated || (floor_driven && !w->hard_unconfirmed);
+  // Unconfirmed hard demand is class 0: class 2's shortfall is reclaimed from calm neighbours.
+  w->grow_class = !grows ? 0 : hard ? 3 : (w->under_pressure && !w->hard_unconfirmed) ? 2 : 0;
   w->priority = w->severity;
   w->cooling = now_ < cool_until;
   // Measured: a report newer than our last change of its target.
@@ -1100,6 +1110,10 @@ GuestDecision Decider::Finish(Work* w) const {
     absl::StrAppend(&d.reason, " wanted=", FormatMib(w->desired - w->actual));
   }
   if (w->taken > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(w->taken));
+  if (w->hard_unconfirmed) {
+    absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
+                    guest.usable_bytes.has_value() ? FormatMib(*guest.usable_bytes) : "-");
+  }
   if (w->in_retry) absl::StrAppend(&d.reason, " retry_wait=1");
   absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " state=", d.state);
   if (!w->event_detail.empty()) absl::StrAppend(&d.reason, " ", w->event_detail);

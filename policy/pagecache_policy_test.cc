@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -14,6 +15,7 @@ namespace plimsoll::policy {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kMib = int64_t{1} << 20;
 
@@ -1181,6 +1183,34 @@ TEST(PagecachePolicyTest, FreeBeforeGrow) {
   h2.guests()[0].psi_some_total_us = 4'000'000;
   h2.Tick(false);
   EXPECT_GT(h2.TargetMib(0), 2048);
+}
+
+// Issue 15 point 11: a floor over the guest's size on its agent's AnonPages alone is not paid
+// for by a neighbour; libvirt's MemAvailable must show the shortage too.
+TEST(PagecachePolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
+  auto run = [](int64_t anon_mib, int64_t libvirt_usable_mib) {
+    GuestView c = BusyGuest("c");
+    c.usable_bytes = 900 * kMib;  // calm at first: libvirt and the agent agree it has room
+    GuestView e = AgentGuest("e");
+    Harness h({c, e}, 2048 + 4096);  // nothing free
+    h.Tick(false);
+    h.guests()[0].anon_bytes = anon_mib * kMib;
+    h.guests()[0].usable_bytes = libvirt_usable_mib * kMib;
+    const Decisions d = h.Tick(false);
+    return std::make_tuple(h.TargetMib(0), h.TargetMib(1), d.guests[0].reason);
+  };
+  // Without any claim the neighbour still gives its cold cache for the free margin.
+  const auto [calm, calm_neighbour, calm_reason] = run(1500, 900);
+  // The claim (floor 1900 + 100 + 204.8 MiB, over its 2048) with libvirt saying 900 MiB is
+  // usable: not confirmed; the claimant gets nothing and the neighbour gives no more than before.
+  const auto [liar, liar_neighbour, liar_reason] = run(1900, 900);
+  EXPECT_EQ(liar, 2048) << liar_reason;
+  EXPECT_EQ(liar_neighbour, calm_neighbour) << calm_reason;
+  EXPECT_THAT(liar_reason, HasSubstr("hard_demand_unconfirmed usable=900MiB"));
+  // libvirt agrees (100 MiB usable, less than the 204.8 MiB headroom): the neighbour pays.
+  const auto [honest, honest_neighbour, honest_reason] = run(1900, 100);
+  EXPECT_THAT(honest_reason, Not(HasSubstr("unconfirmed")));
+  EXPECT_LT(honest_neighbour, calm_neighbour) << honest_reason;
 }
 
 TEST(PagecachePolicyTest, ACalmGuestDropsTheGrowthItWasNotGranted) {

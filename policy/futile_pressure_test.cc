@@ -1,0 +1,117 @@
+#include "policy/futile_pressure.h"
+
+#include "gtest/gtest.h"
+
+namespace plimsoll::policy {
+namespace {
+
+constexpr double kMib = 1 << 20;
+
+// A 1024 MiB guest whose probe step is 20 MiB, landed at `mib` at time `landed`.
+// Its working set stays at `ws_mib`.
+FutileSize At(double mib, double landed, double ws_mib = 300) {
+  return FutileSize{mib * kMib, ws_mib * kMib, 1024 * kMib, 20 * kMib, 4 * kMib, landed};
+}
+
+constexpr double kKeep = 600;
+
+// The trio lab's stream guest: pressure 60 at 600 MiB, grown to 880 MiB, still 50 there.
+TEST(FutilePressureTest, PressureThatGrowthDidNotLowerIsFutile) {
+  FutileMemory m;
+  FutileParams p;
+  EXPECT_EQ(FilterFutile(60, true, At(600, 0), 100, kKeep, p, &m), 60);  // the episode begins
+  // Grown; readings within the settle time do not count.
+  EXPECT_EQ(FilterFutile(70, true, At(880, 100), 105, kKeep, p, &m), 70);
+  EXPECT_EQ(FilterFutile(50, true, At(880, 100), 112, kKeep, p, &m), 50);  // one settled reading
+  EXPECT_EQ(FilterFutile(50, true, At(880, 100), 114, kKeep, p, &m), 0);   // two: the verdict
+  ASSERT_TRUE(m.level.has_value());
+  EXPECT_EQ(*m.level, 60);
+  // Held anywhere, as long as pressure stays within ratio * level; beyond it, it counts.
+  EXPECT_EQ(FilterFutile(85, false, At(400, 200), 201, kKeep, p, &m), 0);
+  EXPECT_EQ(FilterFutile(95, true, At(400, 200), 220, kKeep, p, &m), 95);
+  // Futile pressure goes on: so does the verdict.
+  EXPECT_EQ(FilterFutile(60, true, At(400, 200), 300, kKeep, p, &m), 0);
+  EXPECT_EQ(m.verdict_s, 300);
+  // Calm readings do not extend it: keep_seconds after the last futile pressure the guest is
+  // measured again.
+  EXPECT_EQ(FilterFutile(0.5, true, At(400, 200), 500, kKeep, p, &m), 0);
+  EXPECT_EQ(FilterFutile(60, true, At(400, 200), 300 + kKeep + 1, kKeep, p, &m), 60);
+  EXPECT_FALSE(m.level.has_value());
+}
+
+// A hot set squeezed: growth lowers the pressure by more than a third; no verdict.
+TEST(FutilePressureTest, PressureThatGrowthLoweredIsNot) {
+  FutileMemory m;
+  FutileParams p;
+  FilterFutile(60, true, At(600, 0), 100, kKeep, p, &m);
+  EXPECT_EQ(FilterFutile(30, true, At(880, 100), 111, kKeep, p, &m), 30);
+  EXPECT_EQ(FilterFutile(20, true, At(880, 100), 113, kKeep, p, &m), 20);
+  EXPECT_EQ(FilterFutile(25, true, At(880, 100), 115, kKeep, p, &m), 25);
+  EXPECT_FALSE(m.level.has_value());
+}
+
+// Readings at the size the episode began at prove nothing: the guest must have been grown.
+// A squeezed cache refilling after the growth: its pressure lasts, but the memory given becomes
+// working set (here 20 MiB/s of it, 220 MiB by the first settled reading). Not futile.
+TEST(FutilePressureTest, ACacheRefillingIsNotFutile) {
+  FutileMemory m;
+  FutileParams p;
+  FilterFutile(60, true, At(600, 0, 500), 100, kKeep, p, &m);
+  for (double t = 111; t < 150; t += 2) {
+    EXPECT_EQ(FilterFutile(60, true, At(880, 100, 500 + (t - 100) * 20), t, kKeep, p, &m), 60) << t;
+  }
+  EXPECT_FALSE(m.level.has_value());
+}
+
+// A guest whose working set fills it: pressure near the target that a small grant did not move
+// is no proof of futility.
+TEST(FutilePressureTest, NoVerdictWhenTheWorkingSetFillsTheGuest) {
+  FutileMemory m;
+  FutileParams p;
+  FilterFutile(1.3, true, At(1000, 0, 1000), 100, kKeep, p, &m);
+  EXPECT_EQ(FilterFutile(1.3, true, At(1022, 100, 1010), 111, kKeep, p, &m), 1.3);
+  EXPECT_EQ(FilterFutile(1.3, true, At(1022, 100, 1010), 113, kKeep, p, &m), 1.3);
+  EXPECT_FALSE(m.level.has_value());
+}
+
+TEST(FutilePressureTest, NoVerdictWithoutGrowth) {
+  FutileMemory m;
+  FutileParams p;
+  for (double t = 100; t < 160; t += 2) {
+    EXPECT_EQ(FilterFutile(60, true, At(600, 0), t, kKeep, p, &m), 60) << t;
+  }
+  EXPECT_FALSE(m.level.has_value());
+}
+
+// At the ceiling nothing larger exists: pressure there is futile once measured settled twice.
+TEST(FutilePressureTest, PressureAtTheCeilingIsFutile) {
+  FutileMemory m;
+  FutileParams p;
+  EXPECT_EQ(FilterFutile(40, true, At(1022, -1e9), 100, kKeep, p, &m), 40);
+  EXPECT_EQ(FilterFutile(40, true, At(1022, -1e9), 102, kKeep, p, &m), 0);
+  EXPECT_EQ(*m.level, 40);
+}
+
+// Calm ends an episode without a verdict; unmeasured reports neither start nor decide one.
+TEST(FutilePressureTest, CalmEndsTheEpisodeAndUnmeasuredReportsCountForNothing) {
+  FutileMemory m;
+  FutileParams p;
+  FilterFutile(60, true, At(600, 0), 100, kKeep, p, &m);
+  FilterFutile(0.2, true, At(880, 100), 111, kKeep, p, &m);
+  EXPECT_FALSE(m.start_bytes.has_value());
+  for (double t = 120; t < 140; t += 2) FilterFutile(60, false, At(880, 100), t, kKeep, p, &m);
+  EXPECT_FALSE(m.start_bytes.has_value());
+  EXPECT_FALSE(m.level.has_value());
+}
+
+TEST(FutilePressureTest, OffPassesPressureThrough) {
+  FutileMemory m;
+  FutileParams p;
+  p.ratio = 0;
+  FilterFutile(40, true, At(1022, -1e9), 100, kKeep, p, &m);
+  EXPECT_EQ(FilterFutile(40, true, At(1022, -1e9), 102, kKeep, p, &m), 40);
+  EXPECT_FALSE(m.level.has_value());
+}
+
+}  // namespace
+}  // namespace plimsoll::policy
