@@ -5,9 +5,10 @@
 //                          socketpair (virtio_port.h).
 //   host:port, [v6]:port   TCP. In a QEMU user-networking guest the host's 127.0.0.1:PORT is
 //                          10.0.2.2:PORT.
-//   vsock:CID:PORT         AF_VSOCK; CID 2 is the host. gRPC 1.51 has no vsock resolver, so the
-//                          agent connects the socket itself and hands it to gRPC. Not exercised on
-//                          the development machine (no vhost-vsock there).
+//   vsock:CID:PORT         AF_VSOCK; CID 2 is the host. No token: plimsolld knows the guest by the
+//                          CID the host gave its vsock device. gRPC 1.51 has no vsock resolver, so
+//                          the agent connects the socket itself and hands it to gRPC. Not exercised
+//                          against a real host on the development machine (no vhost-vsock there).
 #ifndef PLIMSOLL_AGENT_DIAL_H_
 #define PLIMSOLL_AGENT_DIAL_H_
 

@@ -33,7 +33,8 @@
 ABSL_FLAG(std::string, server, plimsoll::agent::kDefaultServer,
           "how to reach plimsolld: virtio-serial:NAME (the domain's own virtio-serial port, no "
           "token needed: the host knows whose port it is), host:port (TCP; 10.0.2.2 is the host "
-          "under QEMU user networking; needs the guest token) or vsock:CID:PORT (CID 2 is the host)");
+          "under QEMU user networking; needs the guest token) or vsock:CID:PORT (CID 2 is the host; no "
+          "token: the host knows the guest by its CID)");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM file of the CA that signed plimsolld's agent-listener certificate; when set the agent "
           "speaks TLS and refuses a daemon whose certificate does not verify against it (TCP only; "
@@ -164,8 +165,9 @@ int Main() {
     return 1;
   }
   options.guest_uuid = *uuid;
-  // A virtio-serial port belongs to one domain, and the host knows which: no token.
-  if (server->kind != ServerAddress::Kind::kVirtioSerial) {
+  // A virtio-serial port belongs to one domain, and the host knows which; a vsock connection
+  // carries the CID the host gave this guest's device: no token on either. TCP needs one.
+  if (server->kind == ServerAddress::Kind::kTcp) {
     absl::StatusOr<std::string> token = LoadToken(proc_root);
     if (!token.ok()) {
       // The message never contains the token text.
@@ -219,6 +221,7 @@ int Main() {
   PLOG_INFO << "plimsoll-agent starting: server=" << options.server_text
             << " transport="
             << (server->kind == ServerAddress::Kind::kVirtioSerial ? "virtio-serial"
+                : server->kind == ServerAddress::Kind::kVsock      ? "vsock"
                                                                     : (options.tls.enabled() ? "tls" : "plaintext"))
             << (options.tls.server_name.empty() ? "" : absl::StrCat(" tls_server_name=", options.tls.server_name))
             << " uuid=" << options.guest_uuid

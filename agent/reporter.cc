@@ -51,11 +51,11 @@ absl::StatusOr<std::unique_ptr<Reporter>> Reporter::Create(ReporterOptions optio
                                                            std::unique_ptr<PsiTrigger> trigger) {
   if (!protocol::IsCanonicalUuid(options.guest_uuid)) return absl::InvalidArgumentError("reporter: guest_uuid is not canonical");
   if (!protocol::IsCanonicalUuid(options.boot_id)) return absl::InvalidArgumentError("reporter: boot_id is not canonical");
-  // On a virtio-serial port the host knows which domain speaks, so there is no token; anywhere
-  // else every report must be proven with one.
-  const bool channel_identity = options.server.kind == ServerAddress::Kind::kVirtioSerial;
+  // On a virtio-serial port or vsock the host knows which domain speaks (its port, its CID), so
+  // there is no token; over TCP every report must be proven with one.
+  const bool channel_identity = options.server.kind != ServerAddress::Kind::kTcp;
   if (channel_identity ? !options.token.empty() : options.token.size() != protocol::kTokenBytes) {
-    return absl::InvalidArgumentError(channel_identity ? std::string("reporter: no token on a virtio-serial port")
+    return absl::InvalidArgumentError(channel_identity ? std::string("reporter: no token on virtio-serial or vsock")
                                                        : absl::StrCat("reporter: token must be ",
                                                                       protocol::kTokenBytes, " bytes"));
   }

@@ -49,7 +49,7 @@ struct ReporterOptions {
   AgentTls tls;             // empty ca_pem: plaintext (TCP on loopback, or vsock)
   std::string server_text;  // the --server value, for logs
   std::string guest_uuid;   // canonical form
-  std::string token;        // raw kTokenBytes bytes; empty on a virtio-serial port (no proof)
+  std::string token;        // raw kTokenBytes bytes; empty on virtio-serial and vsock (no proof)
   std::string boot_id;      // canonical form
   absl::Duration interval = absl::Seconds(5);
   absl::Duration connect_timeout = absl::Seconds(5);

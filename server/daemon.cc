@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+// After sys/socket.h: it needs sa_family_t.
+#include <linux/vm_sockets.h>
 
 #include <cerrno>
 #include <cstring>
@@ -20,8 +22,10 @@
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/agent_vsock.h"
 #include "server/agent/host_key.h"
 #include "server/agent/report_validator.h"
+#include "server/agent/vsock_listener.h"
 #include "server/api/control_service.h"
 #include "server/host/proc_host_reader.h"
 #include "server/hypervisor/libvirt_hypervisor.h"
@@ -90,6 +94,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
   d->options_ = options;
   d->control_ = control;
   d->clock_ = overrides.clock ? overrides.clock : RealClock::Get();
+  d->vsock_listener_ = std::move(overrides.vsock_listener);
   auto policy = policy::MakePolicy(options.policy);
   if (!policy.ok()) return policy.status();
   d->policy_ = std::move(*policy);
@@ -123,10 +128,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
   }
   d->hub_ = std::make_unique<WatchHub>(d->clock_);
   // Reports come over TCP (agent_listen, each proven with the guest's token) and/or over the
-  // domains' own virtio-serial channels (channel_name, whose identity is the channel's); both
-  // feed one validator and store.
+  // domains' own virtio-serial channels (channel_name, whose identity is the channel's) and/or
+  // vsock (vsock_port, whose identity is the peer's CID); all feed one validator and store.
   const bool channel_agents = !options.agent_channel_name.empty();
-  if (options.agent_listen.empty() && channel_agents) {
+  const bool vsock_agents = options.agent_vsock_port != 0;
+  if (options.agent_listen.empty() && (channel_agents || vsock_agents)) {
     // No TCP listener: no token is ever checked, so no host key is needed.
     d->agent_validator_ = std::make_unique<agent::ReportValidator>(std::string());
   }
@@ -174,8 +180,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
       };
       if (daemon->agent_service_) add(daemon->agent_service_->counters());
       if (agent::AgentChannels* c = daemon->channels_live_.load()) add(c->stream_counters());
+      if (agent::AgentVsock* v = daemon->vsock_live_.load()) add(v->stream_counters());
       return out;
     });
+    if (vsock_agents) {
+      d->metrics_->SetAgentVsockSource([daemon = d.get()] {
+        Metrics::AgentVsockCounts out;
+        agent::AgentVsock* vsock = daemon->vsock_live_.load();
+        if (vsock == nullptr) return out;
+        const agent::AgentVsockCounters c = vsock->counters();
+        out.domains_with_cid = c.domains_with_cid;
+        out.accepted = c.accepted;
+        out.unknown_cid = c.unknown_cid;
+        out.accept_errors = c.accept_errors;
+        return out;
+      });
+    }
     if (channel_agents) {
       d->metrics_->SetAgentChannelSource([daemon = d.get()] {
         Metrics::AgentChannelCounts out;
@@ -222,6 +242,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     }
     loop->Wake();
     if (agent::AgentChannels* c = daemon->channels_live_.load()) c->Wake();
+    // A domain that starts or stops gains or frees a vsock CID.
+    if (agent::AgentVsock* v = daemon->vsock_live_.load()) v->Wake();
   });
   if (d->agent_store_) {
     // A PSI spike inside a guest must not wait for the next tick: the loop ticks early (no
@@ -388,6 +410,29 @@ absl::Status Daemon::StartAgentChannels() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::StartAgentVsock() {
+  if (options_.agent_vsock_port == 0 || !agent_store_) return absl::OkStatus();
+  std::unique_ptr<agent::VsockListener> listener = std::move(vsock_listener_);
+  if (listener == nullptr) {
+    auto listened = agent::ListenVsock(VMADDR_CID_ANY, options_.agent_vsock_port);
+    if (!listened.ok()) {
+      return absl::Status(listened.status().code(),
+                          absl::StrCat("agent.vsock_port: ", listened.status().message(),
+                                       " (vsock needs the vhost_vsock module: /dev/vhost-vsock)"));
+    }
+    listener = *std::move(listened);
+  }
+  agent::AgentVsockOptions vo;
+  if (!options_.agent_channel_name.empty()) vo.channel_name = options_.agent_channel_name;
+  auto vsock = agent::AgentVsock::Start(hypervisor_.get(), agent_store_.get(), clock_, std::move(listener), vo);
+  if (!vsock.ok()) {
+    return absl::Status(vsock.status().code(), absl::StrCat("agent.vsock_port: ", vsock.status().message()));
+  }
+  agent_vsock_ = std::move(*vsock);
+  vsock_live_.store(agent_vsock_.get());
+  return absl::OkStatus();
+}
+
 std::string Daemon::agent_address() const { return agent_server_ ? agent_server_->address() : ""; }
 
 absl::Status Daemon::Start() {
@@ -400,6 +445,7 @@ absl::Status Daemon::Start() {
   if (absl::Status s = StartGrpc(); !s.ok()) return s;
   if (absl::Status s = StartAgentChannel(); !s.ok()) return s;
   if (absl::Status s = StartAgentChannels(); !s.ok()) return s;
+  if (absl::Status s = StartAgentVsock(); !s.ok()) return s;
   PLOG_INFO << "plimsolld serving grpc=" << grpc_address_ << " metrics="
             << (options_.metrics_listen.empty()
                     ? std::string("off")
@@ -413,6 +459,7 @@ absl::Status Daemon::Start() {
             << (agent_channels_ ? absl::StrCat("virtio-serial:", options_.agent_channel_name,
                                                 options_.agent_channel_autoattach ? " autoattach" : "")
                                 : std::string("off"))
+            << " agent_vsock=" << (agent_vsock_ ? absl::StrCat("port:", agent_vsock_->port()) : std::string("off"))
             << " control=" << (control_.unix_socket ? "unix" : "mtls")
             << (control_.socket_group.empty() ? "" : absl::StrCat(" socket_group=", control_.socket_group))
             << " state_file=" << (control_.state_file.empty() ? std::string("memory-only") : control_.state_file);
@@ -435,10 +482,13 @@ void Daemon::Shutdown() {
   if (metrics_) {
     metrics_->SetAgentStreamSource(nullptr);
     metrics_->SetAgentChannelSource(nullptr);
+    metrics_->SetAgentVsockSource(nullptr);
   }
   // The event callback is gone already; after the sources are detached nothing reads it.
   channels_live_.store(nullptr);
   if (agent_channels_) agent_channels_->Shutdown();
+  vsock_live_.store(nullptr);
+  if (agent_vsock_) agent_vsock_->Shutdown();
   // Ends every Watch stream (UNAVAILABLE) so the gRPC shutdown does not wait for them.
   if (hub_) hub_->Close();
   if (grpc_server_) {

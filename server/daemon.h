@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "plimsoll/v1/config.pb.h"
+#include "server/agent/vsock_listener.h"
 #include "server/api/loop_control_core.h"
 #include "server/api/security/authz.h"
 #include "server/api/security/tls_credentials.h"
@@ -36,6 +37,7 @@ class ControlService;
 namespace agent {
 class AgentChannels;
 class AgentServer;
+class AgentVsock;
 class AgentService;
 class AgentStore;
 class ReportValidator;
@@ -45,6 +47,8 @@ struct DaemonOverrides {
   std::unique_ptr<hypervisor::Hypervisor> hypervisor;  // default: LibvirtHypervisor(libvirt_uri)
   std::unique_ptr<host::HostReader> host;              // default: ProcHostReader(proc_root)
   Clock* clock = nullptr;                              // default: RealClock
+  // Used when agent.vsock_port is set. Default: ListenVsock(VMADDR_CID_ANY, vsock_port) at Start.
+  std::unique_ptr<agent::VsockListener> vsock_listener;
 };
 
 class Daemon {
@@ -99,6 +103,7 @@ class Daemon {
   absl::Status StartGrpc();
   absl::Status StartAgentChannel();
   absl::Status StartAgentChannels();
+  absl::Status StartAgentVsock();
 
   Options options_;
   ControlApiOptions control_;
@@ -124,6 +129,10 @@ class Daemon {
   // stops.
   std::unique_ptr<agent::AgentChannels> agent_channels_;
   std::atomic<agent::AgentChannels*> channels_live_{nullptr};
+  // The vsock listener (agent.vsock_port), the same way.
+  std::unique_ptr<agent::VsockListener> vsock_listener_;  // until StartAgentVsock takes it
+  std::unique_ptr<agent::AgentVsock> agent_vsock_;
+  std::atomic<agent::AgentVsock*> vsock_live_{nullptr};
   Clock* clock_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;

@@ -488,5 +488,28 @@ TEST_F(AgentChannelTlsTest, TlsFilesAreCheckedAndErrorsNameTheField) {
   EXPECT_EQ(half.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Who carries a token: TCP proves every report with one; on virtio-serial and vsock the host
+// knows the guest (its port, its CID), so the agent refuses to be given one there.
+TEST(ReporterTokenTest, VsockAndVirtioSerialTakeNoTokenAndTcpNeedsOne) {
+  ReporterOptions o;
+  o.guest_uuid = kVictim;
+  o.boot_id = kBootA;
+  o.interval = absl::Seconds(1);
+  for (const char* server : {"vsock:2:9588", "virtio-serial:org.plimsoll.agent.0"}) {
+    o.server = *ParseServerAddress(server);
+    o.token.clear();
+    EXPECT_TRUE(Reporter::Create(o, nullptr, nullptr).ok()) << server;
+    o.token = TokenFor(kVictim);
+    absl::StatusOr<std::unique_ptr<Reporter>> with_token = Reporter::Create(o, nullptr, nullptr);
+    ASSERT_FALSE(with_token.ok()) << server;
+    EXPECT_THAT(std::string(with_token.status().message()), HasSubstr("no token")) << server;
+  }
+  o.server = *ParseServerAddress("127.0.0.1:9588");
+  o.token = TokenFor(kVictim);
+  EXPECT_TRUE(Reporter::Create(o, nullptr, nullptr).ok());
+  o.token.clear();
+  EXPECT_FALSE(Reporter::Create(o, nullptr, nullptr).ok());
+}
+
 }  // namespace
 }  // namespace plimsoll::server::agent

@@ -27,6 +27,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
+#include "server/agent/testing/fake_guest.h"
 #include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
@@ -35,7 +36,6 @@ namespace plimsoll::server::agent {
 namespace {
 
 using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
-using Stream = grpc::ClientReaderWriter<v1::SignedAgentReport, v1::AgentReply>;
 
 
 // Where QEMU would listen for the host end of one domain's channel.
@@ -64,73 +64,6 @@ class FakeQemuSocket {
  private:
   std::string path_;
   int fd_ = -1;
-};
-
-// The guest's agent on its end of the channel: a gRPC client over the connection.
-struct FakeGuest {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::AgentChannel::Stub> stub;
-  std::unique_ptr<grpc::ClientContext> context;
-  std::unique_ptr<Stream> stream;
-  std::string nonce;
-  std::string uuid;
-  double seconds = 10;  // the guest's boottime of its next report
-  uint64_t sequence = 1;
-  bool finished = false;
-
-  ~FakeGuest() { Close(); }
-  // Ends the stream and lets go of the channel (gRPC then closes the descriptor).
-  void Close() {
-    if (stream != nullptr && !finished) {
-      context->TryCancel();
-      stream->Finish();
-    }
-    stream.reset();
-    stub.reset();
-    channel.reset();
-  }
-
-  // Takes over `fd` (gRPC owns it) and opens a stream; false when no hello came.
-  bool Open(int fd, const std::string& guest_uuid) {
-    uuid = guest_uuid;
-    channel = grpc::CreateInsecureChannelFromFd("fake-guest", fd);
-    stub = v1::AgentChannel::NewStub(channel);
-    return Restart();
-  }
-  bool Restart() {
-    finished = false;
-    context = std::make_unique<grpc::ClientContext>();
-    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stream = stub->Report(context.get());
-    v1::AgentReply hello;
-    if (!stream->Read(&hello) || !hello.has_hello()) return false;
-    nonce = hello.hello().nonce();
-    return true;
-  }
-  v1::SignedAgentReport Frame(const std::string& claimed_uuid) {
-    v1::AgentReport r = MakeReport(claimed_uuid, kBootA, seconds, sequence++);
-    seconds += 0.5;
-    r.set_stream_nonce(nonce);
-    v1::SignedAgentReport frame;
-    r.SerializeToString(frame.mutable_report());  // no proof: the channel says who this is
-    return frame;
-  }
-  // Sends a report claiming `claimed_uuid` (its own by default); the ack, or nullopt when the
-  // stream ended instead.
-  std::optional<v1::AgentReportAck> Report(const std::string& claimed_uuid = "") {
-    if (!stream->Write(Frame(claimed_uuid.empty() ? uuid : claimed_uuid))) return std::nullopt;
-    v1::AgentReply reply;
-    if (!stream->Read(&reply) || !reply.has_ack()) return std::nullopt;
-    return reply.ack();
-  }
-  grpc::Status End() {
-    stream->WritesDone();
-    v1::AgentReply reply;
-    while (stream->Read(&reply)) {
-    }
-    finished = true;
-    return stream->Finish();
-  }
 };
 
 class AgentChannelsTest : public ::testing::Test {

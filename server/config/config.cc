@@ -296,6 +296,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!a->has_channel_name()) a->set_channel_name("org.plimsoll.agent.0");
   if (!a->has_channel_autoattach()) a->set_channel_autoattach(false);
   if (!a->has_channel_socket_dir()) a->set_channel_socket_dir("");
+  if (!a->has_vsock_port()) a->set_vsock_port(0);
   return c;
 }
 
@@ -401,6 +402,10 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
                         absl::StrCat("\"", o.agent_channel_socket_dir, "\" is too long: DIR/UUID.sock must fit in 107 "
                                      "bytes, so at most 65"));
     }
+  }
+  o.agent_vsock_port = a.vsock_port();
+  if (o.agent_vsock_port == 0xffffffffu) {
+    return FieldError("agent.vsock_port", "4294967295 is VMADDR_PORT_ANY, not a port agents can dial");
   }
   if (o.stale_after < absl::Seconds(2 * o.stats_period_seconds)) {
     return FieldError("guest_defaults.stale_after",

@@ -45,6 +45,7 @@ struct Options {
   std::string agent_channel_name;  // empty: no virtio-serial channels
   bool agent_channel_autoattach = false;
   std::string agent_channel_socket_dir;  // empty: libvirt chooses
+  uint32_t agent_vsock_port = 0;  // 0: no vsock listener
 };
 
 // True when a "host:port" listen address is a loopback IP literal: 127.0.0.0/8, ::1 (also

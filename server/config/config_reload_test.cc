@@ -79,6 +79,7 @@ TEST(ConfigReloadTest, DiffSortsEveryChangeIntoLiveOrRestart) {
        {},
        {"agent.channel_name", "agent.channel_autoattach", "agent.channel_socket_dir"},
        false, false, false, false},
+      {"agent vsock", R"(agent { vsock_port: 9588 })", {}, {"agent.vsock_port"}, false, false, false, false},
       {"grpc listen to TCP with TLS",
        R"(grpc_listen: "127.0.0.1:7000"
           control { tls { cert_file: "/c" key_file: "/k" client_ca_file: "/ca" } tls_reload_interval: "30s" })",

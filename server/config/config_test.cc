@@ -281,5 +281,28 @@ TEST(ConfigTest, AgentChannelFields) {
   EXPECT_NE(resolved.status().message().find("agent.channel_name"), std::string::npos) << resolved.status();
 }
 
+// vsock is off unless a port is given; VMADDR_PORT_ANY is no port an agent can dial.
+TEST(ConfigTest, AgentVsockPort) {
+  auto defaults = ResolveText("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->agent_vsock_port, 0u);
+  auto on = ResolveText(R"(agent { vsock_port: 9588 })");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->agent_vsock_port, 9588u);
+  // Alone: no TCP listener and no virtio-serial channels.
+  auto alone = ResolveText(R"(agent { agent_listen: "" channel_name: "" vsock_port: 1024 })");
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(alone->agent_vsock_port, 1024u);
+  auto any = ResolveText(R"(agent { vsock_port: 4294967295 })");
+  ASSERT_FALSE(any.ok());
+  EXPECT_NE(any.status().message().find("\"agent.vsock_port\""), std::string::npos) << any.status();
+  auto flags = ConfigFromFlags({{"vsock_port", "9600"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto resolved = Resolve(WithDefaults(*flags));
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->agent_vsock_port, 9600u);
+  EXPECT_FALSE(ConfigFromFlags({{"vsock_port", "-1"}}).ok());
+}
+
 }  // namespace
 }  // namespace plimsoll::server

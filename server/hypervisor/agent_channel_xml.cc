@@ -1,10 +1,13 @@
 #include "server/hypervisor/agent_channel_xml.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
@@ -154,7 +157,41 @@ AgentChannelInfo ParseAgentChannel(absl::string_view domain_xml, absl::string_vi
     }
     i = j;
   }
+  info.vsock = ParseVsockDevice(domain_xml);
   return info;
+}
+
+VsockDevice ParseVsockDevice(absl::string_view domain_xml) {
+  VsockDevice device;
+  const std::vector<Tag> tags = Tags(domain_xml);
+  for (size_t i = 0; i < tags.size(); ++i) {
+    if (tags[i].name != "vsock" || tags[i].kind == Tag::Kind::kClose) continue;
+    device.found = true;
+    const Tag* cid = nullptr;
+    if (tags[i].kind == Tag::Kind::kOpen) {
+      for (size_t j = i + 1; j < tags.size() && !(tags[j].name == "vsock" && tags[j].kind == Tag::Kind::kClose); ++j) {
+        if (tags[j].name == "cid" && tags[j].kind != Tag::Kind::kClose && cid == nullptr) cid = &tags[j];
+      }
+    }
+    const std::string* model = tags[i].Attribute("model");
+    const std::string* address = cid != nullptr ? cid->Attribute("address") : nullptr;
+    uint64_t value = 0;
+    if (model != nullptr && *model != "virtio" && *model != "virtio-transitional" &&
+        *model != "virtio-non-transitional") {
+      device.problem = absl::StrCat("vsock model is '", *model, "', not 'virtio'");
+    } else if (address == nullptr || address->empty()) {
+      device.problem = "vsock has no <cid address=.../> (the domain is not running, or libvirt did not say)";
+    } else if (address->size() > 10 || !std::all_of(address->begin(), address->end(), absl::ascii_isdigit) ||
+               !absl::SimpleAtoi(*address, &value)) {
+      device.problem = absl::StrCat("vsock cid address '", *address, "' is not a decimal number");
+    } else if (value < 3 || value >= 0xffffffffULL) {
+      device.problem = absl::StrCat("vsock cid ", value, " is not a guest's (0-2 are reserved, 4294967295 is 'any')");
+    } else {
+      device.cid = static_cast<uint32_t>(value);
+    }
+    return device;  // QEMU takes one vsock device; the first is the one
+  }
+  return device;
 }
 
 std::string AgentChannelDeviceXml(absl::string_view name, absl::string_view socket_path) {

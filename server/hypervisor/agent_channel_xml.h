@@ -1,5 +1,5 @@
-// The agent channel in libvirt domain XML: finding a domain's virtio-serial channel by its target
-// name, and the device XML that hot-plugs one. Pure text functions (no libvirt, no I/O), so they
+// The agent channels in libvirt domain XML: finding a domain's virtio-serial channel by its target
+// name and its vsock device's CID, and the device XML that hot-plugs a channel. Pure text functions (no libvirt, no I/O), so they
 // are unit tested on captured `virsh dumpxml` output and fuzzed.
 //
 // Only what libvirt itself writes is understood: elements and attributes in single or double
@@ -19,7 +19,13 @@ namespace plimsoll::hypervisor {
 // The channel of `domain_xml` whose <target type='virtio' name=...> is `name`, and whether the
 // domain has a virtio-serial controller. A channel that is found but not a unix socket QEMU
 // listens on (type='pty', mode='connect', no path) has an empty socket_path and a `problem`.
+// Also fills `vsock` (ParseVsockDevice).
 AgentChannelInfo ParseAgentChannel(absl::string_view domain_xml, absl::string_view name);
+
+// The domain's first <vsock> device (QEMU takes one) and its <cid address=N/>. A CID that is
+// missing, not a decimal number, or not a guest's (0-2 are reserved, 0xffffffff is "any") gives
+// cid 0 and a `problem`: such a domain has no vsock identity, it never gets another's.
+VsockDevice ParseVsockDevice(absl::string_view domain_xml);
 
 // <channel type='unix'><source mode='bind' path=PATH/><target type='virtio' name=NAME/></channel>,
 // with PATH and NAME escaped.

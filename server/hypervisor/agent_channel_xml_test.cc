@@ -118,5 +118,74 @@ TEST(AgentChannelXml, DeviceXmlRoundTrips) {
   EXPECT_EQ(info.socket_path, "/run/plimsoll/channels/<u>'1.sock");
 }
 
+// libvirt 9.0's live XML of a running domain with a vsock device whose CID it assigned
+// (auto='yes' in the definition; the live XML names the address).
+constexpr char kLiveVsockXml[] = R"(<domain type='kvm' id='7'>
+  <name>g2</name>
+  <devices>
+    <!-- <vsock model='virtio'><cid auto='no' address='99'/></vsock> -->
+    <controller type='virtio-serial' index='0'/>
+    <vsock model='virtio'>
+      <cid auto='yes' address='42'/>
+      <alias name='vsock0'/>
+      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x0'/>
+    </vsock>
+  </devices>
+</domain>
+)";
+
+TEST(VsockXml, FindsTheCidAndParseAgentChannelCarriesIt) {
+  VsockDevice vsock = ParseVsockDevice(kLiveVsockXml);
+  EXPECT_TRUE(vsock.found);
+  EXPECT_EQ(vsock.cid, 42u);
+  EXPECT_EQ(vsock.problem, "");
+  AgentChannelInfo info = ParseAgentChannel(kLiveVsockXml, kName);
+  EXPECT_FALSE(info.found);  // no virtio-serial channel in this one
+  EXPECT_EQ(info.vsock.cid, 42u);
+  // The first test's domain has no vsock.
+  EXPECT_FALSE(ParseAgentChannel(kLiveXml, kName).vsock.found);
+  EXPECT_EQ(ParseAgentChannel(kLiveXml, kName).vsock.cid, 0u);
+}
+
+TEST(VsockXml, FixedCidAndSelfClosingCid) {
+  VsockDevice vsock = ParseVsockDevice("<devices><vsock model=\"virtio\"><cid auto=\"no\" address=\"3\"/></vsock></devices>");
+  EXPECT_EQ(vsock.cid, 3u);
+  EXPECT_EQ(ParseVsockDevice("<vsock><cid address='4294967294'/></vsock>").cid, 4294967294u);
+}
+
+TEST(VsockXml, UnusableCidsGiveNoIdentityAndSayWhy) {
+  struct Case {
+    const char* xml;
+    const char* problem;
+  };
+  for (const Case& c : {
+           Case{"<vsock model='virtio'/>", "no <cid"},
+           Case{"<vsock model='virtio'><cid auto='yes'/></vsock>", "no <cid"},
+           Case{"<vsock model='virtio'><cid address=''/></vsock>", "no <cid"},
+           Case{"<vsock model='virtio'><cid address='0x10'/></vsock>", "not a decimal"},
+           Case{"<vsock model='virtio'><cid address='-5'/></vsock>", "not a decimal"},
+           Case{"<vsock model='virtio'><cid address='99999999999'/></vsock>", "not a decimal"},
+           Case{"<vsock model='virtio'><cid address='2'/></vsock>", "not a guest's"},
+           Case{"<vsock model='virtio'><cid address='4294967295'/></vsock>", "not a guest's"},
+           Case{"<vsock model='vhost-user'><cid address='5'/></vsock>", "not 'virtio'"},
+       }) {
+    VsockDevice vsock = ParseVsockDevice(c.xml);
+    EXPECT_TRUE(vsock.found) << c.xml;
+    EXPECT_EQ(vsock.cid, 0u) << c.xml;
+    EXPECT_NE(vsock.problem.find(c.problem), std::string::npos) << c.xml << ": " << vsock.problem;
+  }
+}
+
+TEST(VsockXml, OnlyTheFirstDeviceAndOnlyItsOwnCid) {
+  // A <cid> after the device's end is not its CID.
+  VsockDevice vsock = ParseVsockDevice("<vsock model='virtio'></vsock><cid address='9'/>");
+  EXPECT_TRUE(vsock.found);
+  EXPECT_EQ(vsock.cid, 0u);
+  EXPECT_EQ(ParseVsockDevice("<vsock><cid address='5'/></vsock><vsock><cid address='6'/></vsock>").cid, 5u);
+  for (const char* xml : {"", "<vsock", "<vsock model='virtio'><cid address='5", "<devices></devices>"}) {
+    EXPECT_EQ(ParseVsockDevice(xml).cid, 0u) << xml;
+  }
+}
+
 }  // namespace
 }  // namespace plimsoll::hypervisor

@@ -48,8 +48,18 @@ struct BalloonStats {
   std::optional<int64_t> last_update;
 };
 
-// A domain's host-guest agent channel (virtio-serial) as its live XML describes it
-// (docs/agent.md, "virtio-serial").
+// A domain's virtio vsock device as its live XML describes it (docs/agent.md, "vsock"):
+// <vsock model='virtio'><cid auto='no' address='N'/></vsock>. With auto='yes' the live XML
+// names the CID libvirt picked. Guests' CIDs are >= 3 (0-2 are reserved; 2 is the host).
+struct VsockDevice {
+  bool found = false;  // a <vsock> element exists
+  uint32_t cid = 0;    // its guest CID; 0 when none is usable, with `problem` saying why
+  std::string problem;
+};
+
+// A domain's host-guest agent channels as its live XML describes them: the virtio-serial
+// channel (docs/agent.md, "virtio-serial") and the vsock device, which is read from the same
+// XML so that one read serves both.
 struct AgentChannelInfo {
   // A <channel> whose <target type='virtio' name=NAME/> exists.
   bool found = false;
@@ -60,6 +70,8 @@ struct AgentChannelInfo {
   // A <controller type='virtio-serial'> exists, so a channel can be hot-plugged (the controller
   // itself cannot be).
   bool has_virtio_serial_controller = false;
+  // The domain's vsock device, whatever `name` was asked for.
+  VsockDevice vsock;
 };
 
 // Lifecycle and balloon events, delivered on the hypervisor's event thread.
@@ -103,7 +115,7 @@ class Hypervisor {
   // loop the callback wakes, while events still arrive.
   virtual void SetEventCallback(std::function<void(const DomainEvent&)> callback) = 0;
 
-  // The domain's agent channel named `name` in its live XML. NOT_FOUND when there is no such
+  // The domain's agent channel named `name` and its vsock device, in its live XML. NOT_FOUND when there is no such
   // domain. Not pure: implementations that have no channels (benchmarks, test doubles of other
   // calls) inherit UNIMPLEMENTED, which AgentChannels treats as "no channel support".
   virtual absl::StatusOr<AgentChannelInfo> GetAgentChannel(const std::string& uuid, const std::string& name);

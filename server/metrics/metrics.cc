@@ -86,6 +86,7 @@ struct Metrics::Impl {
     std::vector<prometheus::MetricFamily> Collect() const override {
       impl_->RefreshAgentStreams();
       impl_->RefreshAgentChannels();
+      impl_->RefreshAgentVsock();
       return impl_->registry->Collect();
     }
 
@@ -211,6 +212,29 @@ struct Metrics::Impl {
     add(channel_throttled, now.throttled, seen.throttled);
   }
 
+  // The vsock listener's counts, read at scrape time (same pattern).
+  absl::Mutex vsock_mu;
+  std::function<AgentVsockCounts()> vsock_source ABSL_GUARDED_BY(vsock_mu);
+  AgentVsockCounts vsock_seen ABSL_GUARDED_BY(vsock_mu);
+  Gauge* vsock_domains;
+  prometheus::Counter* vsock_accepted;
+  prometheus::Counter* vsock_unknown_cid;
+  prometheus::Counter* vsock_accept_errors;
+
+  void RefreshAgentVsock() ABSL_LOCKS_EXCLUDED(vsock_mu) {
+    absl::MutexLock l(&vsock_mu);
+    if (!vsock_source) return;
+    const AgentVsockCounts now = vsock_source();
+    vsock_domains->Set(static_cast<double>(now.domains_with_cid));
+    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
+      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
+      seen = std::max(seen, now_value);
+    };
+    add(vsock_accepted, now.accepted, vsock_seen.accepted);
+    add(vsock_unknown_cid, now.unknown_cid, vsock_seen.unknown_cid);
+    add(vsock_accept_errors, now.accept_errors, vsock_seen.accept_errors);
+  }
+
   Family<Gauge>* G(const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
@@ -295,6 +319,13 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
     m.channel_attach_no_controller = &attach.Add({{"result", "no_controller"}});
     m.channel_guest_bytes = &prometheus::BuildCounter().Name("plimsoll_agent_channel_guest_bytes_total").Help("Bytes guests sent on their agent channels.").Register(*m.registry).Add({});
     m.channel_throttled = &prometheus::BuildCounter().Name("plimsoll_agent_channel_throttled_total").Help("Times a guest's agent channel was not read for a while because the guest used up its byte budget.").Register(*m.registry).Add({});
+  }
+  {
+    auto& conns = prometheus::BuildCounter().Name("plimsoll_agent_vsock_connections_total").Help("Connections accepted on the agent vsock port (agent.vsock_port), by result: accepted (from a running domain's CID, handed to gRPC), unknown_cid (closed unanswered: no running domain has that CID), accept_error.").Register(*m.registry);
+    m.vsock_accepted = &conns.Add({{"result", "accepted"}});
+    m.vsock_unknown_cid = &conns.Add({{"result", "unknown_cid"}});
+    m.vsock_accept_errors = &conns.Add({{"result", "accept_error"}});
+    m.vsock_domains = &m.G("plimsoll_agent_vsock_domains", "Running domains whose live XML gives a usable vsock CID (the identity of their vsock agent connections).")->Add({});
   }
   m.host_budget = m.G("plimsoll_host_guest_budget_bytes", "Memory all guests may use together: min(MemTotal - reserve, configured budget).");
   m.host_available = m.G("plimsoll_host_mem_available_bytes", "Host MemAvailable (bytes).");
@@ -463,6 +494,11 @@ void Metrics::SetAgentStreamSource(std::function<AgentStreamCounts()> source) {
 void Metrics::SetAgentChannelSource(std::function<AgentChannelCounts()> source) {
   absl::MutexLock l(&impl_->channel_mu);
   impl_->channel_source = std::move(source);
+}
+
+void Metrics::SetAgentVsockSource(std::function<AgentVsockCounts()> source) {
+  absl::MutexLock l(&impl_->vsock_mu);
+  impl_->vsock_source = std::move(source);
 }
 
 void Metrics::CountDecision(plimsoll::v1::Direction direction) {

@@ -124,6 +124,18 @@ class Metrics {
   };
   void SetAgentChannelSource(std::function<AgentChannelCounts()> source);
 
+  // The vsock listener's counts (AgentVsock::counters()), read at every scrape. Exported as
+  // plimsoll_agent_vsock_connections_total{result="accepted|unknown_cid|accept_error"} and
+  // plimsoll_agent_vsock_domains (running domains whose XML gives a vsock CID). Same detaching
+  // contract as SetAgentStreamSource.
+  struct AgentVsockCounts {
+    int64_t domains_with_cid = 0;
+    uint64_t accepted = 0;
+    uint64_t unknown_cid = 0;
+    uint64_t accept_errors = 0;
+  };
+  void SetAgentVsockSource(std::function<AgentVsockCounts()> source);
+
   void CountDecision(plimsoll::v1::Direction direction);
   void CountLibvirtError(LibvirtOperation operation);
   void ObserveTick(double seconds);

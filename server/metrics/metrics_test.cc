@@ -132,6 +132,30 @@ TEST(MetricsTest, AgentChannelCountsAreReadAtScrapeTime) {
   m.SetAgentChannelSource(nullptr);
 }
 
+TEST(MetricsTest, AgentVsockCountsAreReadAtScrapeTime) {
+  Metrics m;
+  std::string text = m.Render();
+  // Declared before any source: a first refusal shows as an increase.
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"unknown_cid\"} 0")) << text;
+  Metrics::AgentVsockCounts counts;
+  counts.domains_with_cid = 2;
+  counts.accepted = 5;
+  counts.unknown_cid = 3;
+  counts.accept_errors = 1;
+  m.SetAgentVsockSource([&] { return counts; });
+  text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_domains 2")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"accepted\"} 5")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"unknown_cid\"} 3")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"accept_error\"} 1")) << text;
+  counts.unknown_cid = 4;
+  counts.domains_with_cid = 1;
+  text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"unknown_cid\"} 4")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_domains 1")) << text;
+  m.SetAgentVsockSource(nullptr);
+}
+
 TEST(MetricsTest, TheHttpEndpointServesTheScrapeTimeCounts) {
   Metrics m;
   ASSERT_TRUE(m.Serve("127.0.0.1:0").ok());

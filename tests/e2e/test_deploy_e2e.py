@@ -18,9 +18,14 @@ DeployLabE2E        a lab of two real guests (idle + stream, 1024 MiB each, both
                     (PlimsollAgentDisconnected), idle paused for the last seconds
                     (PlimsollGuestStatsStale), and an agent on the host with a made-up token
                     (rejected reports).
-DebPackage          tools/build_deb.sh (or $PLIMSOLL_DEB): dpkg-deb --info/--contents, then
-                    apt-get install, plimsolld --check_config from /usr/bin, systemd-analyze
-                    verify, apt-get remove and purge: the machine is left as it was.
+DebPackage          tools/build_deb.sh (or $PLIMSOLL_DEB and $PLIMSOLL_AGENT_DEB), both packages:
+                    the host's (plimsoll): dpkg-deb --info/--contents, apt-get install,
+                    plimsolld --check_config from /usr/bin, systemd-analyze verify, apt-get
+                    remove and purge; the guest's (plimsoll-agent): its contents and Depends (no
+                    libvirt, no prometheus-cpp), dpkg -i next to the host package (no file
+                    conflict), the binary, unit and udev rule in place and agreeing with each
+                    other, systemd-analyze verify, dpkg -r and --purge. The machine (a VM
+                    itself, so as much a guest as the lab's) is left as it was.
 """
 
 import json
@@ -531,9 +536,10 @@ def _deb_skip_reason():
     for tool in ("dpkg-deb", "apt-get"):
         if shutil.which(tool) is None:
             return "%s is not available" % tool
-    status = _dpkg_status("plimsoll")
-    if status and "not-installed" not in status:
-        return "a plimsoll package is already on this machine (%s); not replacing it" % status
+    for pkg in ("plimsoll", "plimsoll-agent"):
+        status = _dpkg_status(pkg)
+        if status and "not-installed" not in status:
+            return "a %s package is already on this machine (%s); not replacing it" % (pkg, status)
     return None
 
 
@@ -555,19 +561,52 @@ class DebPackage(unittest.TestCase):
 
     def purge(self):
         # Whatever happened, leave no plimsoll package (nor its conffiles) behind.
-        if _dpkg_status("plimsoll"):
-            subprocess.run(self.APT + ["purge", "plimsoll"], capture_output=True, timeout=300,
-                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        for pkg in ("plimsoll-agent", "plimsoll"):
+            if _dpkg_status(pkg):
+                subprocess.run(self.APT + ["purge", pkg], capture_output=True, timeout=300,
+                               env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
 
-    def get_deb(self):
+    _built = None  # (host .deb, guest .deb or None), built once for the class
+
+    def get_debs(self):
+        """(host .deb, guest .deb or None, built here)."""
         prebuilt = os.environ.get("PLIMSOLL_DEB")
         if prebuilt:
-            return os.path.abspath(prebuilt), False
-        t0 = time.monotonic()
-        out = self.run_ok([BUILD_DEB, "--out", self.tmp], timeout=3600, cwd=REPO)
-        deb = out.strip().splitlines()[-1]
-        print("\n  tools/build_deb.sh: %s in %.0fs" % (os.path.basename(deb), time.monotonic() - t0))
-        return deb, True
+            agent = os.environ.get("PLIMSOLL_AGENT_DEB")
+            return os.path.abspath(prebuilt), os.path.abspath(agent) if agent else None, False
+        if DebPackage._built is None:
+            out_dir = tempfile.mkdtemp(prefix="plimsoll-debs-")
+            t0 = time.monotonic()
+            out = self.run_ok([BUILD_DEB, "--out", out_dir], timeout=3600, cwd=REPO)
+            lines = out.strip().splitlines()
+            host = [l for l in lines if os.path.basename(l).startswith("plimsoll_")]
+            guest = [l for l in lines if os.path.basename(l).startswith("plimsoll-agent_")]
+            self.assertEqual(len(host), 1, out)
+            self.assertLessEqual(len(guest), 1, out)
+            DebPackage._built = (host[0], guest[0] if guest else None)
+            print("\n  tools/build_deb.sh: %s in %.0fs" % (
+                ", ".join(os.path.basename(d) for d in DebPackage._built if d), time.monotonic() - t0))
+        return DebPackage._built[0], DebPackage._built[1], True
+
+    def get_deb(self):
+        host, _, built_here = self.get_debs()
+        return host, built_here
+
+    @staticmethod
+    def agent_target_exists():
+        agent_build = os.path.join(REPO, "agent", "BUILD.bazel")
+        if not os.path.exists(agent_build):
+            return False
+        with open(agent_build) as f:
+            return 'name = "plimsoll-agent"' in f.read()
+
+    def contents(self, deb):
+        """{path: (mode, owner)} of a .deb."""
+        entries = {}
+        for line in self.run_ok(["dpkg-deb", "--contents", deb]).splitlines():
+            parts = line.split()
+            entries[parts[5].lstrip(".")] = (parts[0], parts[1])
+        return entries
 
     def test_build_install_check_remove(self):
         deb, built_here = self.get_deb()
@@ -603,19 +642,12 @@ class DebPackage(unittest.TestCase):
             self.assertEqual(entries.get(path, ("?",))[0], "-rw-r--r--", path)
         for _, owner in entries.values():
             self.assertEqual(owner, "root/root")
-        agent_build = os.path.join(REPO, "agent", "BUILD.bazel")
-        agent_target = False
-        if os.path.exists(agent_build):
-            with open(agent_build) as f:
-                agent_target = 'name = "plimsoll-agent"' in f.read()
-        has_agent = "/usr/bin/plimsoll-agent" in entries
-        if built_here:
-            self.assertEqual(has_agent, agent_target, "agent packaged iff //agent:plimsoll-agent exists")
-        if has_agent:
-            self.assertIn("/lib/systemd/system/plimsoll-agent.service", entries)
-        print("\n  %s: %d KiB, agent %s\n  Depends: %s" % (
-            os.path.basename(deb), os.path.getsize(deb) // 1024, "included" if has_agent else "absent",
-            fields["Depends"]))
+        # The agent is the guest package's (test_guest_package_...), not the host's.
+        for path in ("/usr/bin/plimsoll-agent", "/lib/systemd/system/plimsoll-agent.service",
+                     "/etc/default/plimsoll-agent"):
+            self.assertNotIn(path, entries)
+        print("\n  %s: %d KiB\n  Depends: %s" % (os.path.basename(deb), os.path.getsize(deb) // 1024,
+                                                 fields["Depends"]))
 
         # Nothing else gets installed: the machine must be left as it was.
         sim = self.run_ok(self.APT + ["install", "-s", deb])
@@ -633,10 +665,7 @@ class DebPackage(unittest.TestCase):
         self.assertIn("dry_run: true", out)
         self.assertIn("Usage: plimsollctl", self.run_ok(["/usr/bin/plimsollctl", "--help"]))
         if shutil.which("systemd-analyze"):
-            units = ["/lib/systemd/system/plimsolld.service"]
-            if has_agent:
-                units.append("/lib/systemd/system/plimsoll-agent.service")
-            self.run_ok(["systemd-analyze", "verify"] + units)
+            self.run_ok(["systemd-analyze", "verify", "/lib/systemd/system/plimsolld.service"])
 
         self.run_ok(self.APT + ["remove", "plimsoll"])
         self.assertFalse(os.path.exists("/usr/bin/plimsolld"))
@@ -647,6 +676,86 @@ class DebPackage(unittest.TestCase):
         self.run_ok(self.APT + ["purge", "plimsoll"])
         self.assertFalse(os.path.exists("/etc/plimsoll"))
         self.assertFalse(os.path.exists("/etc/default/plimsolld"))
+        self.assertIn(_dpkg_status("plimsoll"), ("", "unknown ok not-installed"))
+
+    def test_guest_package_install_check_remove(self):
+        host, guest, built_here = self.get_debs()
+        if guest is None:
+            if built_here:
+                self.assertFalse(self.agent_target_exists(), "no guest package although //agent:plimsoll-agent exists")
+            self.skipTest("no guest package: //agent:plimsoll-agent does not exist (or $PLIMSOLL_AGENT_DEB unset)")
+        self.assertRegex(os.path.basename(guest), r"^plimsoll-agent_[0-9][A-Za-z0-9.+~]*_amd64\.deb$")
+        info = self.run_ok(["dpkg-deb", "--info", guest])
+        fields = dict(re.findall(r"^ (\S+): (.*)$", info, re.M))
+        self.assertEqual(fields["Package"], "plimsoll-agent")
+        depends = [d.strip().split(" ")[0] for d in fields["Depends"].split(",")]
+        for lib in ("libgrpc++1.51", "libprotobuf32", "libabsl20220623", "libc6"):
+            self.assertIn(lib, depends)
+        # A guest needs none of the host's libraries.
+        for lib in ("libvirt0", "libprometheus-cpp-core1.0", "libprometheus-cpp-pull1.0"):
+            self.assertNotIn(lib, depends)
+        ctrl = os.path.join(self.tmp, "guest-ctrl")
+        self.run_ok(["dpkg-deb", "--control", guest, ctrl])
+        with open(os.path.join(ctrl, "conffiles")) as f:
+            self.assertEqual(f.read().split(), ["/etc/default/plimsoll-agent"])
+        entries = self.contents(guest)
+        self.assertEqual(entries.get("/usr/bin/plimsoll-agent", ("?",))[0], "-rwxr-xr-x")
+        for path in ("/lib/systemd/system/plimsoll-agent.service", "/lib/udev/rules.d/60-plimsoll-agent.rules",
+                     "/etc/default/plimsoll-agent", "/usr/share/doc/plimsoll-agent/agent.md"):
+            self.assertEqual(entries.get(path, ("?",))[0], "-rw-r--r--", path)
+        for _, owner in entries.values():
+            self.assertEqual(owner, "root/root")
+        # Nothing of the host's.
+        self.assertFalse([p for p in entries if "plimsolld" in p or "plimsollctl" in p], sorted(entries))
+        print("\n  %s: %d KiB\n  Depends: %s" % (os.path.basename(guest), os.path.getsize(guest) // 1024,
+                                                 fields["Depends"]))
+
+        # udev and systemd start it; a guest without them can still run it by hand.
+        self.assertEqual(fields.get("Recommends"), "systemd, udev")
+        # Installs on its own (its Depends are all here, nothing else pulled in; dpkg -i installs
+        # no Recommends), and next to the host package (no file of one is the other's).
+        sim = self.run_ok(self.APT + ["install", "-s", "--no-install-recommends", guest])
+        others = sorted(set(re.findall(r"^Inst (\S+)", sim, re.M)) - {"plimsoll-agent"})
+        self.assertFalse(others, "installing the guest package would also install %s" % others)
+        self.run_ok(["dpkg", "-i", guest])
+        self.assertEqual(_dpkg_status("plimsoll-agent"), "install ok installed")
+        self.run_ok(["dpkg", "-i", host])
+        self.assertEqual(_dpkg_status("plimsoll"), "install ok installed")
+
+        self.assertTrue(os.access("/usr/bin/plimsoll-agent", os.X_OK))
+        help_out = subprocess.run(["/usr/bin/plimsoll-agent", "--helpfull"], capture_output=True, text=True,
+                                  timeout=30)
+        self.assertIn("--server", help_out.stdout + help_out.stderr)
+        # The udev rule starts the unit the package ships, on the port the agent opens by default.
+        with open("/lib/udev/rules.d/60-plimsoll-agent.rules") as f:
+            rules = [l for l in f.read().splitlines() if l.strip() and not l.startswith("#")]
+        self.assertEqual(len(rules), 1, rules)
+        rule = rules[0]
+        self.assertIn('SUBSYSTEM=="virtio-ports"', rule)
+        self.assertIn('ATTR{name}=="%s"' % harness.labmod.AGENT_CHANNEL_NAME, rule)
+        self.assertIn('TAG+="systemd"', rule)
+        wanted = re.search(r'ENV\{SYSTEMD_WANTS\}\+?="([^"]+)"', rule)
+        self.assertIsNotNone(wanted, rule)
+        self.assertEqual(wanted.group(1), "plimsoll-agent.service")
+        self.assertTrue(os.path.exists("/lib/systemd/system/" + wanted.group(1)))
+        with open("/etc/default/plimsoll-agent") as f:
+            self.assertRegex(f.read(), r'(?m)^PLIMSOLL_AGENT_ARGS=""$')
+        if shutil.which("systemd-analyze"):
+            self.run_ok(["systemd-analyze", "verify", "/lib/systemd/system/plimsoll-agent.service"])
+        else:
+            print("\n  note: systemd-analyze missing, the unit was not verified")
+
+        self.run_ok(["dpkg", "-r", "plimsoll-agent"])
+        for path in ("/usr/bin/plimsoll-agent", "/lib/systemd/system/plimsoll-agent.service",
+                     "/lib/udev/rules.d/60-plimsoll-agent.rules"):
+            self.assertFalse(os.path.exists(path), path)
+        self.assertEqual(_dpkg_status("plimsoll-agent"), "deinstall ok config-files")
+        self.assertTrue(os.path.exists("/etc/default/plimsoll-agent"))
+        self.assertTrue(os.path.exists("/usr/bin/plimsolld"), "removing the guest package touched the host's")
+        self.run_ok(["dpkg", "--purge", "plimsoll-agent"])
+        self.assertFalse(os.path.exists("/etc/default/plimsoll-agent"))
+        self.assertIn(_dpkg_status("plimsoll-agent"), ("", "unknown ok not-installed"))
+        self.run_ok(["dpkg", "--purge", "plimsoll"])
         self.assertIn(_dpkg_status("plimsoll"), ("", "unknown ok not-installed"))
 
 

@@ -59,6 +59,17 @@ WORKLOADS = ("idle", "stream", "hot", "anon")
 # virtio-serial ports (the agent's channel, /sys/class/virtio-ports).
 GUEST_MODULES = ("virtio_pci", "virtio_balloon", "virtio_blk", "virtio_net", "virtio_console",
                  "9p", "9pnet_virtio", "ext4")
+# The guest's vsock transport. Not in GUEST_MODULES: adding a module rebuilds the shared kernel
+# artefacts and initramfs (and prunes the old ones, which other labs on the machine may be using),
+# and no machine the lab has run on has /dev/vhost-vsock yet.
+VSOCK_GUEST_MODULE = "vmw_vsock_virtio_transport"
+
+
+def guest_has_vsock():
+    """True when lab guests load the vsock transport (VSOCK_GUEST_MODULE in GUEST_MODULES)."""
+    return VSOCK_GUEST_MODULE in GUEST_MODULES
+
+
 # The virtio-serial port plimsoll-agent opens by default (agent/dial.h kDefaultServer).
 AGENT_CHANNEL_NAME = "org.plimsoll.agent.0"
 # Paths inside the guest's chroot (= host root as the guest sees it).
@@ -968,7 +979,7 @@ class Lab:
     # ---- guests --------------------------------------------------------------------
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                    autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
-                   hot_mib=None, agent_channel=True, serial_controller=True, network=True):
+                   hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None):
         """The libvirt XML add_guest() would create (exposed for tests and debugging).
 
         balloon=False gives the guest no balloon device (`<memballoon model='none'/>`).
@@ -976,6 +987,9 @@ class Lab:
         channel_path(name); serial_controller=False leaves out the virtio-serial controller too
         (a guest that cannot take a hot-plugged channel). network=False: no network interface
         at all (an agent on the channel needs none).
+        vsock_cid: a virtio vsock device with this guest CID (>= 3, unique on the host; needs
+        /dev/vhost-vsock on the host, and the vsock transport modules in the guest, which
+        GUEST_MODULES does not load: see guest_has_vsock()).
         hot_mib: the "hot" workload re-reads only the first hot_mib MiB of the lab's hot file
         (at most the lab's hot_mib), so guests of one lab can have hot sets of their own."""
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
@@ -1024,6 +1038,11 @@ class Lab:
             serial += ("    <channel type='unix'>\n      <source mode='bind' path='%s'/>\n"
                        "      <target type='virtio' name='%s'/>\n    </channel>\n"
                        % (esc(path), AGENT_CHANNEL_NAME))
+        if vsock_cid is not None:
+            if not 3 <= int(vsock_cid) < 0xffffffff:
+                raise LabError("vsock_cid=%r is not a guest CID (3 .. 2^32-2)" % (vsock_cid,))
+            serial += ("    <vsock model='virtio'>\n      <cid auto='no' address='%d'/>\n    </vsock>\n"
+                       % int(vsock_cid))
         nic = ("    <interface type='user'>\n      <model type='virtio'/>\n      <rom enabled='no'/>\n"
                "    </interface>\n") if network else ""
         return """<domain type='{dtype}' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
@@ -1081,13 +1100,13 @@ class Lab:
 
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
-                  hot_mib=None, agent_channel=True, serial_controller=True, network=True):
+                  hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None):
         """Creates and starts a transient guest; returns at once (see wait_ready).
 
         guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot.
         balloon=False: no balloon device at all; such a guest never reports balloon stats, so
         wait for its heartbeat (wait_ready() waits for stats and would time out).
-        agent_channel, serial_controller, network: see domain_xml()."""
+        agent_channel, serial_controller, network, vsock_cid: see domain_xml()."""
         if self.libvirtd_pid() is None:
             self.start()
         if self.artefacts is None:
@@ -1095,7 +1114,7 @@ class Lab:
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
                               anon_mib, anon_after, guest_uuid, balloon=balloon, hot_mib=hot_mib,
                               agent_channel=agent_channel, serial_controller=serial_controller,
-                              network=network)
+                              network=network, vsock_cid=vsock_cid)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
         for stale in (self.console_path(name), self.channel_path(name)):

@@ -95,6 +95,7 @@ absl::StatusOr<AgentChannelInfo> FakeHypervisor::GetAgentChannel(const std::stri
   if (d->channel_name == name) return d->channel;
   AgentChannelInfo none;
   none.has_virtio_serial_controller = d->channel.has_virtio_serial_controller;
+  none.vsock = d->channel.vsock;
   return none;
 }
 
@@ -123,7 +124,19 @@ void FakeHypervisor::SetAgentChannel(const std::string& uuid, const std::string&
   Domain* d = FindLocked(uuid);
   if (d == nullptr) return;
   d->channel_name = name;
+  const VsockDevice vsock = d->channel.vsock;
   d->channel = info;
+  d->channel.vsock = vsock;
+}
+
+void FakeHypervisor::SetVsockCid(const std::string& uuid, uint32_t cid) {
+  absl::MutexLock l(&mu_);
+  Domain* d = FindLocked(uuid);
+  if (d == nullptr) return;
+  d->channel.vsock = VsockDevice{};
+  if (cid == 0) return;
+  d->channel.vsock.found = true;
+  d->channel.vsock.cid = cid;
 }
 
 std::vector<FakeHypervisor::AttachCall> FakeHypervisor::attach_calls() const {

@@ -107,7 +107,11 @@ class FakeHypervisor : public Hypervisor {
   std::optional<DomainInfo> GetDomain(const std::string& uuid) const;
   // The domain's agent channel named `name` (info.found) or none (found = false), and its
   // controller flag.
+  // (Keeps the domain's vsock device, which SetVsockCid sets.)
   void SetAgentChannel(const std::string& uuid, const std::string& name, const AgentChannelInfo& info);
+  // The domain's vsock device with guest CID `cid` (0: no vsock device). GetAgentChannel returns
+  // it whatever name it is asked for, as the live XML would.
+  void SetVsockCid(const std::string& uuid, uint32_t cid);
 
   // ---- What the code under test did
   std::vector<TargetCall> target_calls() const;
