@@ -6,11 +6,10 @@
 // 600-880 MiB). By the plain targets it is always under pressure: the law backs off, the budget
 // takes the memory back, and the guest is held at sizes that buy it nothing.
 //
-// The verdict needs two sizes and two readings at each: the episode's first pressured reading
-// x0 at size A0, and the mean x̄ of the measured readings at the size the guest was grown to
-// (at least one probe step above A0, or the ceiling, which no size exceeds), counted only from
-// settle seconds after landing there (PSI's avg10 and a refault rate lag the move) and at least
-// two of them. Then
+// The verdict needs the episode's first pressured reading x0 at size A0, and the mean x̄ of at
+// least two measured readings at sizes the guest was grown to (at least one probe step above
+// A0, or the ceiling, which no size exceeds), counted only from settle seconds after it first
+// landed there (PSI's avg10 and a refault rate lag the move). Then
 //   futile  when x̄ >= x0 / ratio          (growing it did not take off a third of the pressure)
 //           and W - W0 <= max(s, (A - A0) / 2) (the memory given did not become working set)
 //           and W < A - s                   (the guest holds memory beyond its working set)
@@ -21,8 +20,9 @@
 //   level   ℓ = max(x0, the highest settled reading at the grown size)
 // The level is the highest reading, not the mean: PSI readings of a looping reader swing (5-200
 // on the trio lab at 420-1022 MiB), and a level at the mean backed it off on every high one.
-// While the verdict holds the law sees x' = 0 when x <= ratio * ℓ, else x: only pressure
-// beyond the futile level (the guest squeezed into a real shortage) backs off. The floor (hard
+// While the verdict holds the law sees x' = 0 unless x > ratio * ℓ on this report and the one
+// before: only pressure beyond the futile level (the guest squeezed into a real shortage), and
+// not one swing of a reading, backs off. The floor (hard
 // demand + headroom) still holds. Pressure at the futile level (1 <= x <= ratio * ℓ) renews the
 // verdict; keep_seconds without it and the verdict is dropped, the guest measured again (a
 // verdict that lapsed while the loop went on cost the corpus 20-30% more reversals, each lapse
@@ -47,11 +47,14 @@ struct FutileMemory {
   std::optional<double> start_bytes;  // A0
   double start_pressure = 0;          // x0
   double start_working_set_bytes = 0; // W0
-  double size_bytes = -1;             // the size the readings below were taken at
+  // When the balloon first landed at a grown size (or the ceiling) in this episode; the
+  // readings below are those taken there since, kFutileSettleSeconds after it.
+  std::optional<double> grown_s;
   double sum = 0;
   int count = 0;
   double highest = 0;  // the highest of them
   std::optional<double> level;        // ℓ, while a verdict holds
+  bool beyond = false;                // the previous report was beyond ratio * ℓ
   double verdict_s = -std::numeric_limits<double>::infinity();
 };
 

@@ -28,7 +28,10 @@ TEST(FutilePressureTest, PressureThatGrowthDidNotLowerIsFutile) {
   EXPECT_EQ(*m.level, 60);
   // Held anywhere, as long as pressure stays within ratio * level; beyond it, it counts.
   EXPECT_EQ(FilterFutile(85, false, At(400, 200), 201, kKeep, p, &m), 0);
-  EXPECT_EQ(FilterFutile(95, true, At(400, 200), 220, kKeep, p, &m), 95);
+  EXPECT_EQ(FilterFutile(95, true, At(400, 200), 220, kKeep, p, &m), 0);   // one swing: no
+  EXPECT_EQ(FilterFutile(40, true, At(400, 200), 222, kKeep, p, &m), 0);
+  EXPECT_EQ(FilterFutile(95, true, At(400, 200), 224, kKeep, p, &m), 0);
+  EXPECT_EQ(FilterFutile(99, true, At(400, 200), 226, kKeep, p, &m), 99);  // two in a row
   // Futile pressure goes on: so does the verdict.
   EXPECT_EQ(FilterFutile(60, true, At(400, 200), 300, kKeep, p, &m), 0);
   EXPECT_EQ(m.verdict_s, 300);
@@ -51,6 +54,23 @@ TEST(FutilePressureTest, PressureThatGrowthLoweredIsNot) {
 }
 
 // Readings at the size the episode began at prove nothing: the guest must have been grown.
+// A guest backed off twice: the readings at both grown sizes count, from the first landing.
+TEST(FutilePressureTest, ReadingsAtEveryGrownSizeCount) {
+  FutileMemory m;
+  FutileParams p;
+  FilterFutile(60, true, At(580, 0), 100, kKeep, p, &m);
+  EXPECT_EQ(FilterFutile(70, true, At(820, 102), 104, kKeep, p, &m), 70);  // settling
+  EXPECT_EQ(FilterFutile(65, true, At(920, 108), 112, kKeep, p, &m), 65);  // one
+  EXPECT_EQ(FilterFutile(55, true, At(970, 113), 114, kKeep, p, &m), 0);   // two: the verdict
+  // Back below A0 + one step: the evidence starts again.
+  FutileMemory again;
+  FilterFutile(60, true, At(580, 0), 100, kKeep, p, &again);
+  FilterFutile(60, true, At(820, 102), 113, kKeep, p, &again);
+  FilterFutile(60, true, At(590, 114), 126, kKeep, p, &again);
+  EXPECT_EQ(again.count, 0);
+  EXPECT_FALSE(again.level.has_value());
+}
+
 // A squeezed cache refilling after the growth: its pressure lasts, but the memory given becomes
 // working set (here 20 MiB/s of it, 220 MiB by the first settled reading). Not futile.
 TEST(FutilePressureTest, ACacheRefillingIsNotFutile) {
