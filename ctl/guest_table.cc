@@ -33,6 +33,8 @@ std::string ManagementLabel(plimsoll::v1::ManagementState s) {
       return "pinned";
     case plimsoll::v1::MANAGEMENT_STATE_PAUSED:
       return "paused";
+    case plimsoll::v1::MANAGEMENT_STATE_BUSY:
+      return "busy";
     default:
       return "-";
   }

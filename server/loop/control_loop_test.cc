@@ -2,6 +2,7 @@
 // FakeClock, and a scripted policy. Each test is one property of the tick.
 #include "server/loop/control_loop.h"
 
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -35,7 +36,9 @@ class ControlLoopTest : public ::testing::Test {
     host_.SetMemory(mem);
   }
 
-  void MakeLoop(bool dry_run = false) {
+  // balloon_workers 0: balloon calls run inline, so one Tick() applies its moves; the busy-domain
+  // tests use real workers.
+  void MakeLoop(bool dry_run = false, int balloon_workers = 0) {
     actuator_ = dry_run ? std::unique_ptr<Actuator>(new DryRunActuator())
                         : std::unique_ptr<Actuator>(new HypervisorActuator(&hv_));
     LoopOptions o;
@@ -46,6 +49,8 @@ class ControlLoopTest : public ::testing::Test {
     o.rules.min_fraction = 0.25;
     o.rules.stale_after = absl::Seconds(10);
     o.rules.no_balloon_after = absl::Seconds(6);
+    o.balloon_workers = balloon_workers;
+    o.balloon_call_deadline = absl::Seconds(10);
     LoopDeps deps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_};
     deps.overrides = &store_;
     deps.hub = &hub_;
@@ -1027,6 +1032,138 @@ TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
   EXPECT_EQ(t.apply, absl::ZeroDuration());
   EXPECT_EQ(t.publish, absl::Milliseconds(5));
   EXPECT_EQ(t.total, absl::Milliseconds(10));
+}
+
+// Waits (real time, up to 10 s) for something a balloon worker does.
+bool WaitFor(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+int TargetCallsTo(const FakeHypervisor& hv, const std::string& uuid) {
+  int n = 0;
+  for (const auto& c : hv.target_calls()) n += c.uuid == uuid;
+  return n;
+}
+
+// Issue 15 point 2: a SetTarget that hangs for 30 s on one guest holds up neither the loop nor
+// the other guests; the hung guest is reported busy and not re-issued while in flight; once the
+// call returns it is recorded (and only then), and the guest is handled as usual again.
+TEST_F(ControlLoopTest, OneBusyDomainDoesNotStallTheOthers) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});  // stats proven fresh; nothing moved yet
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 2; }));
+  TickWithFreshStats({kA, kB});  // the stats calls' results taken
+
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA, kB});
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB) << "a call in flight is not a target";
+
+  // b comes under pressure while a's call hangs: grown in this one tick, which does not wait.
+  policy_.targets[kB] = 1600 * kMiB;
+  const absl::Time started = absl::Now();
+  TickWithFreshStats({kA, kB});
+  EXPECT_LT(absl::Now() - started, absl::Seconds(5)) << "the tick waited for the hung call";
+  ASSERT_TRUE(WaitFor([&] { return hv_.LastTarget(kB) == 1600 * kMiB; }));
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 0) << "a's call has not returned, the fake records it then";
+  EXPECT_EQ(hv_.blocked_set_target_calls(), 1) << "not re-issued while in flight";
+  const plimsoll::v1::Guest* a = Published(kA);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+  EXPECT_EQ(a->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(a->last_decision().reason().find("busy: set_target to 1500MiB issued 2s ago has not returned"),
+            std::string::npos)
+      << a->last_decision().reason();
+  EXPECT_EQ(a->last_decision().direction(), plimsoll::v1::DIRECTION_HOLD);
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_busy_skips_total{reason=\"in_flight\"} 1"), std::string::npos);
+  TickWithFreshStats({kA, kB});  // b's result taken
+  EXPECT_EQ(Published(kB)->target_bytes(), 1600 * kMiB);
+  EXPECT_EQ(Published(kB)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_EQ(hv_.blocked_set_target_calls(), 1) << "still not re-issued";
+
+  // The call returns: recorded at the next tick, the guest managed again and free to move.
+  hv_.UnblockSetTarget(kA);
+  ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 1; }));
+  TickWithFreshStats({kA, kB});
+  a = Published(kA);
+  EXPECT_EQ(a->target_bytes(), 1500 * kMiB);
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  policy_.targets[kA] = 1300 * kMiB;
+  TickWithFreshStats({kA, kB});
+  ASSERT_TRUE(WaitFor([&] { return hv_.LastTarget(kA) == 1300 * kMiB; }));
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 2);
+}
+
+// A call that outlives balloon_call_deadline is reported, the guest is served again (a new call
+// is issued), and when the old call returns after all, what the loop believes is what libvirt
+// holds: the two calls overlapped, so the target is set once more, alone, before it is believed.
+TEST_F(ControlLoopTest, ACallPastItsDeadlineIsReportedAndItsLateResultNeverMisleads) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+  TickWithFreshStats({kA});
+
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});  // 8 s: busy, within the 10 s deadline
+  EXPECT_EQ(hv_.blocked_set_target_calls(), 1);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+
+  // Past the deadline (10 s): timed out, and served as usual again: the policy now wants 1200.
+  policy_.targets[kA] = 1200 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_call_timeouts_total 1"), std::string::npos);
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 2; })) << "a new call, behind the hung one";
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB) << "neither call has returned";
+
+  // Both return, in whatever order: the loop sets the target again before it believes it.
+  hv_.UnblockSetTarget(kA);
+  ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 2; }));
+  TickWithFreshStats({kA});  // results taken: unsure, re-asserted
+  ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 3; }));
+  EXPECT_EQ(hv_.target_calls().back().bytes, 1200 * kMiB);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(Published(kA)->target_bytes(), 1200 * kMiB);
+  EXPECT_EQ(hv_.LastTarget(kA), 1200 * kMiB) << "what libvirt holds is what the loop believes";
+  TickWithFreshStats({kA});
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 3) << "once sure, no more calls";
+}
+
+// A domain in a libvirt job (a migration) is not called at all: skipped, reported busy.
+TEST_F(ControlLoopTest, ADomainInALibvirtJobIsSkippedNotWaitedFor) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  hv_.SetActiveJob(kA, "unbounded job running for 12.0s");
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 0);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("active libvirt job (unbounded job running for 12.0s)"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_busy_skips_total{reason=\"job\"} 1"), std::string::npos);
+  EXPECT_NE(metrics_.Render().find("plimsoll_libvirt_errors_total{operation=\"set_target\"} 0"), std::string::npos)
+      << "busy is not a libvirt error";
+  hv_.SetActiveJob(kA, "");
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
 }
 
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {

@@ -60,6 +60,10 @@ struct TrackedGuest {
   // The lowest actual_bytes seen since the target last changed (0: none yet): a balloon that
   // rose above it while its target stayed was deflated by the guest.
   int64_t lowest_actual = 0;
+  // Two balloon calls to the domain overlapped (one had timed out, balloon_calls.h): libvirt
+  // holds the target of whichever it ran last, which is not known, so target_bytes is the last
+  // one reported. The loop sets the target again, alone, before it believes it.
+  bool target_unsure = false;
 };
 
 class GuestTracker {
