@@ -338,8 +338,12 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
     }
     // This call set the target, unless another call of the domain overlapped it: then either of
     // them may have been last (balloon_calls.h), and the loop sets it again before it believes it.
-    if (g->target_bytes != r.call.value) g->lowest_actual = g->actual_bytes;
-    g->target_bytes = r.call.value;
+    // Of overlapping calls, the one submitted last is the better guess (still unsure, below).
+    if (r.call.submitted_at >= g->target_call_at) {
+      if (g->target_bytes != r.call.value) g->lowest_actual = g->actual_bytes;
+      g->target_bytes = r.call.value;
+      g->target_call_at = r.call.submitted_at;
+    }
     const bool was_unsure = g->target_unsure;
     g->target_unsure = r.late || r.call.behind_another;
     if (g->target_unsure && !was_unsure) {
@@ -579,9 +583,13 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
     v.min_bytes = c.floor;
     v.max_bytes = c.ceiling;
     v.shares = c.shares;
-    // Guests the operator fixed are fixed for the policy too, so it counts them as such.
-    if (c.pin.has_value()) {
+    // Guests the operator fixed are fixed for the policy too, so it counts them as such. A pin
+    // not forced is only the pinned guest's floor: the envelope still needs the policy's own
+    // floor (hard demand + headroom) above it, which [pin, pin] would hide.
+    if (c.pin.has_value() && c.override != nullptr && c.override->force()) {
       v.min_bytes = v.max_bytes = *c.pin;
+    } else if (c.pin.has_value()) {
+      v.min_bytes = *c.pin;
     } else if (c.exclude) {
       v.min_bytes = v.max_bytes = v.target_bytes;
     }
@@ -601,9 +609,28 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     const int64_t previous = g->target_bytes;
     int64_t target = d.target_bytes;
     std::string reason = d.reason;
+    // The envelope over overrides (issue 15 point 6): a pin or a lowered min moves the guest down
+    // at most `step` per tick and never below `floor`, hard demand + headroom as the policy
+    // measures it (its decision's floor), or the configured floor where it measures none; unless
+    // the override says force (audited where it is set: the log and the Watch stream).
+    const bool force = c.override != nullptr && c.override->force();
+    const int64_t floor = std::min(d.floor_bytes > 0 ? d.floor_bytes : g->min_bytes, c.ceiling);
+    const char* floor_is = d.floor_bytes > 0 ? "hard demand + headroom" : "the configured floor";
+    const int64_t step = OverrideStepBytes(g->info.max_bytes);
+    g->envelope_floor = floor;
+    const std::string forced =
+        force ? absl::StrCat(" (forced by=\"", c.override->updated_by(), "\": ", c.override->note(), ")") : "";
     if (c.pin.has_value()) {
       target = *c.pin;
-      reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override");
+      reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override", forced);
+      if (!force && target < floor) {
+        target = floor;
+        absl::StrAppend(&reason, " | raised to ", floor_is, " ", FormatMib(floor), ": the pin is below it (force goes lower)");
+      }
+      if (!force && target < previous - step) {
+        target = previous - step;
+        absl::StrAppend(&reason, " | towards the pin at the envelope's step of ", FormatMib(step), " per tick");
+      }
     } else {
       if (c.hold.has_value()) {
         // A guest in distress is not held: pressure, an OOM kill or a self-deflation ends its
@@ -634,6 +661,22 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                         c.override != nullptr && (c.override->has_min_bytes() || c.override->has_max_bytes())
                             ? " (override)"
                             : "");
+      }
+      // Below the configured floor only through an override's lowered min: there the envelope
+      // holds the policy to its floor and to a step per tick.
+      if (c.floor < g->min_bytes && target < g->min_bytes && !force) {
+        if (target < floor) {
+          target = floor;
+          absl::StrAppend(&reason, " | clamped to ", floor_is, " ", FormatMib(floor), ": the override's min ",
+                          FormatMib(c.floor), " is below it (force goes lower)");
+        }
+        if (const int64_t stepped = std::min(g->min_bytes, previous - step); target < stepped) {
+          target = stepped;
+          absl::StrAppend(&reason, " | under the configured floor at the envelope's step of ", FormatMib(step),
+                          " per tick");
+        }
+      } else if (c.floor < g->min_bytes && target < g->min_bytes) {
+        absl::StrAppend(&reason, " | override min ", FormatMib(c.floor), forced);
       }
     }
     if (c.exclude) {
@@ -881,6 +924,7 @@ void ControlLoop::Publish(absl::Time now) {
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
     out->set_balloon_state(g->balloon_state);
+    out->set_envelope_floor_bytes(g->envelope_floor);
     if (deps_.agents != nullptr) PublishAgent(g->info.uuid, out);
   }
   auto* host = view->mutable_host();

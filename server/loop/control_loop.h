@@ -24,9 +24,16 @@
 //     the API's default 100 is the policies' default 1000); exclude: never
 //     moved, EXCLUDED, still reported; pin_bytes: the target is held at the
 //     pin (clamped to [64 MiB, <memory>]), PINNED. The policy sees a pinned
-//     guest with floor = ceiling = pin and an excluded one with floor =
-//     ceiling = its current target, so budget-sharing policies count them as
-//     fixed. `priority` is not read by any policy yet: only the Reclaim
+//     guest with its floor at the pin (floor = ceiling = pin when forced) and
+//     an excluded one with floor = ceiling = its current target.
+//   - the envelope over overrides (issue 15 point 6): without the override's
+//     `force`, a pin, or a policy target under the configured floor that only
+//     a lowered min_bytes allows, moves the guest down at most
+//     OverrideStepBytes(<memory>) per tick and never below the envelope floor:
+//     the policy's own floor (GuestDecision::floor_bytes: hard demand +
+//     headroom), or the configured floor where the policy reports none
+//     (Guest.envelope_floor_bytes). The decision's reason says which; with
+//     force it says who forced it and why. `priority` is not read by any policy yet: only the Reclaim
 //     planner uses it (lower gives first).
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.

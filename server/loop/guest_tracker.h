@@ -64,6 +64,11 @@ struct TrackedGuest {
   // holds the target of whichever it ran last, which is not known, so target_bytes is the last
   // one reported. The loop sets the target again, alone, before it believes it.
   bool target_unsure = false;
+  // When the call that set target_bytes was submitted (InfinitePast: adopted).
+  absl::Time target_call_at = absl::InfinitePast();
+  // The lowest an override takes the guest without force (Guest.envelope_floor_bytes), from the
+  // last decision; 0 before it.
+  int64_t envelope_floor = 0;
 };
 
 class GuestTracker {
