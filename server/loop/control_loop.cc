@@ -662,9 +662,11 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                             ? " (override)"
                             : "");
       }
-      // Below the configured floor only through an override's lowered min: there the envelope
-      // holds the policy to its floor and to a step per tick.
-      if (c.floor < g->min_bytes && target < g->min_bytes && !force) {
+      // Below the configured floor only through an override's lowered min (not a lowered max:
+      // the ceiling wins): there the envelope holds the policy to its floor and a step per tick.
+      const bool lowered_min = c.override != nullptr && c.override->has_min_bytes() && c.floor < g->min_bytes &&
+                               c.ceiling >= g->min_bytes;
+      if (lowered_min && target < g->min_bytes && !force) {
         if (target < floor) {
           target = floor;
           absl::StrAppend(&reason, " | clamped to ", floor_is, " ", FormatMib(floor), ": the override's min ",
@@ -675,7 +677,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
           absl::StrAppend(&reason, " | under the configured floor at the envelope's step of ", FormatMib(step),
                           " per tick");
         }
-      } else if (c.floor < g->min_bytes && target < g->min_bytes) {
+      } else if (lowered_min && target < g->min_bytes) {
         absl::StrAppend(&reason, " | override min ", FormatMib(c.floor), forced);
       }
     }

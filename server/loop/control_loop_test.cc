@@ -1157,6 +1157,31 @@ TEST_F(ControlLoopTest, ACallPastItsDeadlineIsReportedAndItsLateResultNeverMisle
   EXPECT_EQ(TargetCallsTo(hv_, kA), calls) << "once sure, no more calls";
 }
 
+// Shutting down with a balloon call in flight: the loop's destructor joins its workers, waiting for
+// the call (libvirt cannot cancel one), and nothing it used is gone before (ASan runs this).
+TEST_F(ControlLoopTest, DestroyingTheLoopJoinsAWorkerStillInACall) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+  TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    hv_.UnblockSetTarget(kA);
+  });
+  const absl::Time started = absl::Now();
+  loop_.reset();
+  EXPECT_GE(absl::Now() - started, absl::Milliseconds(250)) << "returned before the call did";
+  release.join();
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 1) << "the call ran to its end";
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+}
+
 // A domain in a libvirt job (a migration) is not called at all: skipped, reported busy.
 TEST_F(ControlLoopTest, ADomainInALibvirtJobIsSkippedNotWaitedFor) {
   hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
@@ -1257,6 +1282,22 @@ TEST_F(ControlLoopTest, AMinBelowHardDemandIsClampedToTheFloor) {
             std::string::npos)
       << Published(kA)->last_decision().reason();
   EXPECT_EQ(Published(kA)->envelope_floor_bytes(), 1024 * kMiB);
+}
+
+// An override's max below the configured floor wins over it, as before: the envelope's floor and
+// step are for a lowered min, and never raise a target above the guest's ceiling.
+TEST_F(ControlLoopTest, AnOverrideCeilingBelowTheConfiguredFloorIsNotRaisedByTheEnvelope) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);  // configured floor 256 MiB
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  plimsoll::v1::GuestOverride o;
+  o.set_min_bytes(128 * kMiB);
+  o.set_max_bytes(200 * kMiB);
+  SetOverride(kA, "a", o);
+  policy_.targets[kA] = 150 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 150 * kMiB) << Published(kA)->last_decision().reason();
 }
 
 // force: a pin below the floor and far below the guest applies at once, and the decision says
