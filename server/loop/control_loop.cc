@@ -348,7 +348,8 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
     g->target_unsure = r.late || r.call.behind_another;
     if (g->target_unsure && !was_unsure) {
       PLOG_WARNING << "balloon target unsure guest=" << g->info.name << " uuid=" << g->info.uuid
-                   << ": a call returned after another call to the domain was issued; the target is set again";
+                   << ": a call returned after its deadline, or overlapped another call to the domain; the target is set "
+                      "again, alone, before it is believed";
     }
     if (g->management == plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED ||
         g->management == plimsoll::v1::MANAGEMENT_STATE_BUSY) {
