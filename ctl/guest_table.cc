@@ -33,6 +33,8 @@ std::string ManagementLabel(plimsoll::v1::ManagementState s) {
       return "pinned";
     case plimsoll::v1::MANAGEMENT_STATE_PAUSED:
       return "paused";
+    case plimsoll::v1::MANAGEMENT_STATE_BUSY:
+      return "busy";
     default:
       return "-";
   }
@@ -162,6 +164,7 @@ std::string RenderOverride(const plimsoll::v1::GuestOverride& o) {
   if (o.has_priority()) parts.push_back(absl::StrCat("priority=", o.priority()));
   if (o.has_exclude()) parts.push_back(absl::StrCat("exclude=", o.exclude() ? "true" : "false"));
   if (o.has_note()) parts.push_back(absl::StrCat("note=\"", o.note(), "\""));
+  if (o.force()) parts.push_back("force");
   std::string out = parts.empty() ? "(none)" : absl::StrJoin(parts, " ");
   if (!o.updated_by().empty()) {
     absl::StrAppend(&out, "  (by ", o.updated_by(), " at ",

@@ -39,6 +39,7 @@ Change commands (need the admin role over TCP):
   set NAME|UUID          set a guest override; only the given settings change
                          --min=SIZE --max=SIZE --pin=SIZE --shares=1..10000 --priority=-100..100
                          --exclude[=false] --note=TEXT --replace (drop settings not given)
+                         --force[=false] (pin/min at once, below the guest's envelope floor; needs --note)
   clear NAME|UUID        remove a guest override (--fields=pin,exclude,... to remove only some)
   host set               --budget=SIZE --reserve=SIZE --policy=NAME --pause | --resume
                          --clear=budget,reserve,policy,paused (back to the config file's value)
@@ -297,6 +298,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) return RpcError(g, "set " + positional[1], s);
     std::cout << (g.json ? ToJson(resp) + "\n"
                          : positional[1] + ": " + plimsoll::ctl::RenderOverride(resp.override()) + "\n");
+    if (!g.json) {
+      for (const std::string& w : resp.warnings()) std::cout << "  note: " << w << "\n";
+    }
     return 0;
   }
   if (command == "clear") {

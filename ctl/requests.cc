@@ -103,7 +103,7 @@ absl::Status CheckFlags(const Flags& flags, const std::vector<std::string>& allo
 }
 
 absl::StatusOr<plimsoll::v1::SetGuestPolicyRequest> BuildSetRequest(const std::string& guest, const Flags& flags) {
-  if (absl::Status s = CheckFlags(flags, {"min", "max", "shares", "priority", "exclude", "pin", "note", "replace"}, "set");
+  if (absl::Status s = CheckFlags(flags, {"min", "max", "shares", "priority", "exclude", "pin", "note", "force", "replace"}, "set");
       !s.ok()) {
     return s;
   }
@@ -146,6 +146,13 @@ absl::StatusOr<plimsoll::v1::SetGuestPolicyRequest> BuildSetRequest(const std::s
     return v.status();
   } else if (*v != nullptr) {
     o->set_note(**v);
+  }
+  if (auto v = One(flags, "force"); !v.ok()) {
+    return v.status();
+  } else if (*v != nullptr) {
+    auto b = ParseBool("--force", **v);
+    if (!b.ok()) return b.status();
+    o->set_force(*b);
   }
   if (auto v = One(flags, "replace"); !v.ok()) {
     return v.status();

@@ -47,7 +47,7 @@ TEST(ParseSecondsTest, Table) {
 
 TEST(BuildSetRequestTest, EveryFlag) {
   Flags f = {{"min", "512M"}, {"max", "2G"}, {"shares", "200"}, {"priority", "-5"},
-             {"exclude", ""},   {"pin", "1G"}, {"note", "why"},   {"replace", ""}};
+             {"exclude", ""},   {"pin", "1G"}, {"note", "why"},   {"force", ""},  {"replace", ""}};
   auto r = BuildSetRequest("web", f);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->guest(), "web");
@@ -58,6 +58,7 @@ TEST(BuildSetRequestTest, EveryFlag) {
   EXPECT_TRUE(r->override().exclude());
   EXPECT_EQ(r->override().pin_bytes(), 1LL << 30);
   EXPECT_EQ(r->override().note(), "why");
+  EXPECT_TRUE(r->override().force());
   EXPECT_TRUE(r->replace());
   // Only what is given is set.
   auto one = BuildSetRequest("web", {{"exclude", "false"}});

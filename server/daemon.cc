@@ -76,6 +76,8 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.guest_memory_budget_bytes = options.guest_memory_budget_bytes;
   lo.log_every_decision = options.log_every_decision;
   lo.min_wake_interval = options.min_wake_interval;
+  lo.balloon_workers = options.balloon_workers;
+  lo.balloon_call_deadline = options.balloon_call_deadline;
   return lo;
 }
 

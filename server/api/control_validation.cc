@@ -1,5 +1,6 @@
 #include "server/api/control_validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/ascii.h"
@@ -105,8 +106,10 @@ const std::vector<std::string>& HostPolicySettingNames() {
 
 bool OverrideIsEmpty(const GuestOverride& o) {
   return !o.has_min_bytes() && !o.has_max_bytes() && !o.has_shares() && !o.has_priority() &&
-         !o.has_exclude() && !o.has_pin_bytes() && !o.has_note();
+         !o.has_exclude() && !o.has_pin_bytes() && !o.has_note() && !o.has_force();
 }
+
+int64_t OverrideStepBytes(int64_t memory_bytes) { return std::max<int64_t>(256LL << 20, memory_bytes / 4); }
 
 absl::Status ValidateOverride(const GuestOverride& o, absl::string_view field,
                               const plimsoll::v1::Guest* guest) {
@@ -130,6 +133,15 @@ absl::Status ValidateOverride(const GuestOverride& o, absl::string_view field,
   if (o.has_note() && o.note().size() > kMaxNoteBytes) {
     return Invalid(F(field, "note"),
                    absl::StrCat(o.note().size(), " bytes is longer than ", kMaxNoteBytes));
+  }
+  if (o.force()) {
+    if (!o.has_pin_bytes() && !o.has_min_bytes()) {
+      return Invalid(F(field, "force"), "applies to pin_bytes and min_bytes; neither is set");
+    }
+    if (o.note().empty()) {
+      return Invalid(F(field, "force"), absl::StrCat("needs a ", F(field, "note"),
+                                                     " saying why: a forced override is audited"));
+    }
   }
   if (o.has_min_bytes() && o.has_max_bytes() && o.min_bytes() > o.max_bytes()) {
     return Invalid(F(field, "min_bytes"), absl::StrCat(DescribeBytes(o.min_bytes()), " is above ",

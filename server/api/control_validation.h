@@ -21,6 +21,10 @@ namespace plimsoll::server {
 // No guest size (floor, ceiling, pin) may be set below this: under it no
 // Linux guest survives, and a typo ("512" for "512M") would kill one.
 inline constexpr int64_t kMinGuestSizeBytes = 64LL << 20;
+// How far an override (a pin, a lowered min) moves a guest down per tick without `force`: the
+// safety envelope's step, max(256 MiB, a quarter of its <memory>) (the pagecache policy's reclaim
+// step), so an override cannot drop a guest by gigabytes in one balloon move.
+int64_t OverrideStepBytes(int64_t memory_bytes);
 // Upper sanity bound of every byte count in a request (1 PiB).
 inline constexpr int64_t kMaxRequestBytes = 1LL << 50;
 inline constexpr uint32_t kMinShares = 1;

@@ -1,6 +1,8 @@
 #include "server/api/loop_control_core.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,7 +18,8 @@ absl::Status NotFound(const std::string& guest) {
   return absl::NotFoundError(absl::StrCat("no guest named or with UUID \"", guest, "\""));
 }
 
-void PublishOverride(WatchHub* hub, const GuestKey& key, const plimsoll::v1::GuestOverride* now_in_force) {
+void PublishOverride(WatchHub* hub, const GuestKey& key, const plimsoll::v1::GuestOverride* now_in_force,
+                     const std::vector<std::string>& warnings = {}) {
   plimsoll::v1::WatchEvent e;
   auto* o = e.mutable_guest_override();
   o->set_guest_name(key.name);
@@ -26,7 +29,36 @@ void PublishOverride(WatchHub* hub, const GuestKey& key, const plimsoll::v1::Gue
   } else {
     o->set_cleared(true);
   }
+  for (const std::string& w : warnings) o->add_warnings(w);
   hub->Publish(std::move(e));
+}
+
+// What the loop's safety envelope will make of `o` for guest `g` (control_loop.h): a pin or min
+// below the guest's envelope floor is held at it, a pin more than a step below its target is
+// approached a step per tick. Nothing with force. From the last published view, so a floor not
+// yet measured (0) says nothing about the floor.
+std::vector<std::string> EnvelopeWarnings(const plimsoll::v1::Guest& g, const plimsoll::v1::GuestOverride& o) {
+  std::vector<std::string> out;
+  if (o.force()) return out;
+  const int64_t floor = g.envelope_floor_bytes();
+  const std::string below =
+      absl::StrCat("is below guest \"", g.name(), "\"'s envelope floor of ", DescribeBytes(floor),
+                   " (its hard demand + headroom, or the configured floor where the policy measures none)");
+  if (floor > 0 && o.has_pin_bytes() && o.pin_bytes() < floor) {
+    out.push_back(absl::StrCat("pin_bytes ", DescribeBytes(o.pin_bytes()), " ", below,
+                               ": the guest is held there instead; set force (with a note) to go lower"));
+  }
+  if (floor > 0 && o.has_min_bytes() && !o.has_pin_bytes() && o.min_bytes() < floor) {
+    out.push_back(absl::StrCat("min_bytes ", DescribeBytes(o.min_bytes()), " ", below,
+                               ": the guest is not shrunk below it; set force (with a note) to go lower"));
+  }
+  const int64_t step = OverrideStepBytes(g.max_bytes());
+  if (o.has_pin_bytes() && g.target_bytes() - o.pin_bytes() > step) {
+    out.push_back(absl::StrCat("pin_bytes ", DescribeBytes(o.pin_bytes()), " is ",
+                               DescribeBytes(g.target_bytes() - o.pin_bytes()), " below the guest's target: approached ",
+                               DescribeBytes(step), " per tick; force applies it at once"));
+  }
+  return out;
 }
 
 }  // namespace
@@ -43,12 +75,22 @@ absl::StatusOr<plimsoll::v1::SetGuestPolicyResponse> LoopControlCore::SetGuestPo
   const GuestKey key{g->uuid(), g->name()};
   auto set = store_->Set(key, request.override(), request.replace(), caller.identity, g);
   if (!set.ok()) return set.status();
-  PLOG_INFO << "override set guest=" << g->name() << " uuid=" << g->uuid() << " by=\"" << caller.identity
-            << "\" override={" << set->ShortDebugString() << "}";
-  PublishOverride(hub_, key, &*set);
+  const std::vector<std::string> warnings = EnvelopeWarnings(*g, *set);
+  if (set->force()) {
+    // Audited: who and why, where operators look (the event below carries the same).
+    PLOG_WARNING << "override forced guest=" << g->name() << " uuid=" << g->uuid() << " by=\"" << caller.identity
+                 << "\" note=\"" << set->note() << "\" override={" << set->ShortDebugString()
+                 << "}: its pin and min apply at once, below the guest's hard demand + headroom if so";
+  } else {
+    PLOG_INFO << "override set guest=" << g->name() << " uuid=" << g->uuid() << " by=\"" << caller.identity
+              << "\" override={" << set->ShortDebugString() << "}";
+  }
+  for (const std::string& w : warnings) PLOG_INFO << "override guest=" << g->name() << ": " << w;
+  PublishOverride(hub_, key, &*set, warnings);
   loop_->Wake();
   plimsoll::v1::SetGuestPolicyResponse r;
   *r.mutable_override() = *std::move(set);
+  for (const std::string& w : warnings) r.add_warnings(w);
   return r;
 }
 

@@ -145,12 +145,62 @@ TEST_F(LoopControlCoreTest, SetGuestPolicyPersistsPublishesAndActsOnTheNextTick)
   EXPECT_EQ(e.guest_override().guest_name(), "a");
   EXPECT_EQ(e.guest_override().override().pin_bytes(), 1024 * kMiB);
 
+  Tick();  // one envelope step down (512 MiB for a's 2 GiB), then the pin
+  EXPECT_EQ(hv_.LastTarget(kA), 1536 * kMiB);
   Tick();
   EXPECT_EQ(hv_.LastTarget(kA), 1024 * kMiB);
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
   EXPECT_EQ(Published(kA)->override().pin_bytes(), 1024 * kMiB);
   EXPECT_EQ(view_->host().state_file(), state_file());
   EXPECT_EQ(view_->host().guest_overrides(), 1);
+}
+
+// Issue 15 point 6 at the API: what the envelope will do differently is in the reply and the
+// event; force needs a note, applies at once, and the event says who and why.
+TEST_F(LoopControlCoreTest, AnOverrideBelowTheEnvelopeSaysSoAndForceIsAudited) {
+  Make();
+  Tick();
+  Tick();  // a (2 GiB): envelope floor = the configured floor, 512 MiB (the policy measures none)
+  ASSERT_EQ(Published(kA)->envelope_floor_bytes(), 512 * kMiB);
+  WatchFilter f;
+  f.kinds = {plimsoll::v1::WATCH_EVENT_KIND_GUEST_OVERRIDE};
+  auto sub = core_->Watch(f);
+  plimsoll::v1::GuestOverride o;
+  o.set_min_bytes(128 * kMiB);
+  auto set = Set(kA, o);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->warnings_size(), 1);
+  EXPECT_NE(set->warnings(0).find("min_bytes 128 MiB (134217728) is below guest \"a\"'s envelope floor of 512 MiB"),
+            std::string::npos)
+      << set->warnings(0);
+  plimsoll::v1::WatchEvent e;
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  ASSERT_EQ(e.guest_override().warnings_size(), 1);
+  EXPECT_EQ(e.guest_override().warnings(0), set->warnings(0));
+
+  plimsoll::v1::GuestOverride pin;
+  pin.set_pin_bytes(256 * kMiB);
+  pin.set_force(true);
+  auto refused = Set(kA, pin);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("override.force"), std::string::npos) << refused.status();
+  pin.set_note("host drain, ticket 42");
+  set = Set(kA, pin);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->warnings_size(), 0) << set->warnings(0);
+  ASSERT_EQ(sub->Next(&e, absl::Seconds(1)), WatchSubscription::Result::kEvent);
+  EXPECT_TRUE(e.guest_override().override().force());
+  EXPECT_EQ(e.guest_override().override().updated_by(), "unix");
+  EXPECT_EQ(e.guest_override().override().note(), "host drain, ticket 42");
+  Tick();
+  EXPECT_EQ(hv_.LastTarget(kA), 256 * kMiB) << "forced: below the floor, in one move";
+
+  // Not forced (force: false; unset would keep the stored one), the same pin is held at the floor.
+  pin.set_force(false);
+  set = Set(kA, pin);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->warnings_size(), 1) << "a's target is the pin already: no step to warn of";
+  EXPECT_NE(set->warnings(0).find("pin_bytes 256 MiB (268435456) is below"), std::string::npos) << set->warnings(0);
 }
 
 TEST_F(LoopControlCoreTest, SizesAreCheckedAgainstTheGuestsMemory) {

@@ -42,6 +42,8 @@ std::string SkipReason(const plimsoll::v1::Guest& g) {
       return absl::StrFormat("stale stats (age %.0fs): never shrunk", g.stats().stats_age_seconds());
     case plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED:
       return absl::StrCat("last balloon change failed: ", g.state_detail());
+    case plimsoll::v1::MANAGEMENT_STATE_BUSY:
+      return absl::StrCat("busy: ", g.state_detail());
     default:
       return absl::StrCat("not managed (", plimsoll::v1::ManagementState_Name(g.management_state()), ")");
   }

@@ -281,6 +281,8 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!c.has_dry_run()) c.set_dry_run(false);
   if (!c.has_log_every_decision()) c.set_log_every_decision(false);
   if (!c.has_min_wake_interval()) c.set_min_wake_interval("1s");
+  if (!c.has_balloon_workers()) c.set_balloon_workers(4);
+  if (!c.has_balloon_call_deadline()) c.set_balloon_call_deadline("60s");
   auto* host = c.mutable_host();
   if (!host->has_host_reserve_bytes()) host->set_host_reserve_bytes(1 * kGiB);
   if (!host->has_proc_root()) host->set_proc_root("/");
@@ -326,6 +328,14 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
                                         absl::Hours(1));
   if (!min_wake.ok()) return min_wake.status();
   o.min_wake_interval = *min_wake;
+  o.balloon_workers = c.balloon_workers();
+  if (o.balloon_workers < 1 || o.balloon_workers > 64) {
+    return FieldError("balloon_workers", absl::StrCat(o.balloon_workers, " is outside [1, 64]"));
+  }
+  auto deadline = ParsePositiveDuration("balloon_call_deadline", c.balloon_call_deadline(), absl::Seconds(1),
+                                        absl::Hours(1));
+  if (!deadline.ok()) return deadline.status();
+  o.balloon_call_deadline = *deadline;
 
   o.host_reserve_bytes = c.host().host_reserve_bytes();
   if (o.host_reserve_bytes < 0) {

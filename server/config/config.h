@@ -29,6 +29,8 @@ struct Options {
   bool dry_run = false;
   bool log_every_decision = false;
   absl::Duration min_wake_interval;
+  int balloon_workers = 0;
+  absl::Duration balloon_call_deadline;
   int64_t host_reserve_bytes = 0;
   std::optional<int64_t> guest_memory_budget_bytes;
   std::string proc_root;

@@ -8,7 +8,7 @@
 //
 // Applied live: policy, tick, min_wake_interval, dry_run, host.host_reserve_bytes,
 // host.guest_memory_budget_bytes, guest_defaults.* and the control API's role
-// rules. Everything else (listeners, libvirt, /proc root, the agent channel,
+// rules. Everything else (listeners, libvirt, the balloon worker pool, /proc root, the agent channel,
 // the state file, TLS files and socket access) is read once at startup: a
 // changed value is reported as needing a restart and the running one is kept.
 #ifndef PLIMSOLL_SERVER_CONFIG_CONFIG_RELOAD_H_

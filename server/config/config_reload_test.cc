@@ -49,6 +49,8 @@ TEST(ConfigReloadTest, DiffSortsEveryChangeIntoLiveOrRestart) {
       {"dry_run", "dry_run: true", {"dry_run"}, {}, true, false, true, false},
       {"log_every_decision", "log_every_decision: true", {"log_every_decision"}, {}, true, false, false, false},
       {"min_wake_interval", R"(min_wake_interval: "250ms")", {"min_wake_interval"}, {}, true, false, false, false},
+      {"balloon pool", R"(balloon_workers: 2 balloon_call_deadline: "20s")", {},
+       {"balloon_workers", "balloon_call_deadline"}, false, false, false, false},
       {"host", "host { host_reserve_bytes: 0 guest_memory_budget_bytes: 1000 }",
        {"host.host_reserve_bytes", "host.guest_memory_budget_bytes"}, {}, true, false, false, false},
       {"guest defaults",

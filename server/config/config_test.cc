@@ -27,6 +27,8 @@ TEST(ConfigTest, DefaultsAreValidAndDocumented) {
   EXPECT_FALSE(o->dry_run);
   EXPECT_FALSE(o->log_every_decision);
   EXPECT_EQ(o->min_wake_interval, absl::Seconds(1));
+  EXPECT_EQ(o->balloon_workers, 4);
+  EXPECT_EQ(o->balloon_call_deadline, absl::Seconds(60));
   EXPECT_EQ(o->host_reserve_bytes, 1LL << 30);
   EXPECT_FALSE(o->guest_memory_budget_bytes.has_value());
   EXPECT_EQ(o->min_bytes, 256LL << 20);
@@ -42,6 +44,8 @@ TEST(ConfigTest, ParsesAFullFile) {
     policy: "static"
     tick: "500ms"
     dry_run: true
+    balloon_workers: 8
+    balloon_call_deadline: "2m"
     host { guest_memory_budget_bytes: 2147483648 host_reserve_bytes: 0 }
     guest_defaults { min_bytes: 134217728 min_fraction: 0.1 }
   )");
@@ -50,6 +54,8 @@ TEST(ConfigTest, ParsesAFullFile) {
   EXPECT_EQ(o->policy, "static");
   EXPECT_EQ(o->tick, absl::Milliseconds(500));
   EXPECT_TRUE(o->dry_run);
+  EXPECT_EQ(o->balloon_workers, 8);
+  EXPECT_EQ(o->balloon_call_deadline, absl::Minutes(2));
   EXPECT_EQ(*o->guest_memory_budget_bytes, 2147483648);
   EXPECT_EQ(o->host_reserve_bytes, 0);
   EXPECT_EQ(o->min_bytes, 134217728);
@@ -67,6 +73,10 @@ TEST(ConfigTest, BadValuesNameTheField) {
       {R"(tick: "10ms")", "\"tick\""},
       {R"(min_wake_interval: "10ms")", "\"min_wake_interval\""},
       {R"(min_wake_interval: "often")", "\"min_wake_interval\""},
+      {R"(balloon_workers: 0)", "\"balloon_workers\""},
+      {R"(balloon_workers: 65)", "\"balloon_workers\""},
+      {R"(balloon_call_deadline: "500ms")", "\"balloon_call_deadline\""},
+      {R"(balloon_call_deadline: "never")", "\"balloon_call_deadline\""},
       {R"(policy: "yolo")", "\"policy\""},
       {R"(policy: "pagecache_law:no_such_param=1")", "no_such_param"},
       {R"(grpc_listen: "unix:relative.sock")", "\"grpc_listen\""},

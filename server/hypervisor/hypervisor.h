@@ -104,8 +104,16 @@ class Hypervisor {
   // Switches on guest stats polling (virDomainSetMemoryStatsPeriod, LIVE).
   virtual absl::Status EnableStats(const std::string& uuid, int period_seconds) = 0;
 
-  // Sets the live balloon target (virDomainSetMemoryFlags, AFFECT_LIVE).
+  // Sets the live balloon target (virDomainSetMemoryFlags, AFFECT_LIVE). May take as long as
+  // the domain's other jobs make it wait (libvirt's job wait is 30 s; a hung QEMU monitor, for
+  // ever): the control loop calls it from its worker pool, never from its own thread.
   virtual absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) = 0;
+
+  // The domain's active long-running libvirt job (a migration, save, dump, snapshot: what
+  // virDomainGetJobInfo reports), as a short description, or "" when there is none. A balloon
+  // call on such a domain would wait for the job. Not pure: implementations without jobs
+  // inherit UNIMPLEMENTED, which callers treat as "no job known".
+  virtual absl::StatusOr<std::string> ActiveJob(const std::string& uuid);
 
   // Registers the single event sink (replacing any previous one); nullptr
   // removes it. Events may arrive on another thread; the callback must be quick
@@ -127,6 +135,10 @@ class Hypervisor {
   virtual absl::Status AttachAgentChannel(const std::string& uuid, const std::string& name,
                                           const std::string& socket_path);
 };
+
+inline absl::StatusOr<std::string> Hypervisor::ActiveJob(const std::string&) {
+  return absl::UnimplementedError("this hypervisor reports no jobs");
+}
 
 inline absl::StatusOr<AgentChannelInfo> Hypervisor::GetAgentChannel(const std::string&, const std::string&) {
   return absl::UnimplementedError("this hypervisor has no agent channels");

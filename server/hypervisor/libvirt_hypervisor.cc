@@ -469,6 +469,19 @@ struct LibvirtHypervisor::Impl {
   // Turns this thread's last libvirt error into a status; marks the
   // connection lost when the error (or libvirt's liveness check) says so.
   absl::Status FailLocked(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The same for an error taken already (TakeLastError is per thread and needs no lock: a call
+  // made without the mutex takes its error first, then locks to judge it).
+  absl::Status FailedLocked(absl::string_view what, const LibvirtError& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A reference of the caller's own to the domain (the listed one, or looked up), for a call made
+  // without the mutex: the next ListActiveDomains may drop the listed one meanwhile.
+  absl::StatusOr<DomainPtr> OwnDomainLocked(const std::string& uuid, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Takes the mutex only to find the domain (OwnDomainLocked) and to judge a failure, not for
+  // `call` itself: calls that may wait for a domain's job (a balloon target, the stats period)
+  // must not hold up the listing and stats of every other domain. libvirt connections are
+  // thread-safe; the remote driver runs concurrent calls on one connection.
+  absl::Status CallUnlocked(const std::string& uuid, absl::string_view what,
+                            const std::function<int(virDomainPtr)>& call);
   absl::StatusOr<DomainPtr> LookupLocked(const std::string& uuid, absl::string_view what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The domain from the last ListActiveDomains when it is there (no libvirt call),
@@ -503,6 +516,8 @@ struct LibvirtHypervisor::Impl {
   // The bulk call answered with no balloon field in any record (the test driver
   // does): every domain then needs its own call anyway, so the bulk one is skipped.
   bool bulk_balloon_empty ABSL_GUARDED_BY(mu) = false;
+  // virDomainGetJobInfo answered VIR_ERR_NO_SUPPORT (the test driver): not asked again.
+  bool job_info_supported ABSL_GUARDED_BY(mu) = true;
   // The domains of the last ListActiveDomains, by lowercase uuid. Stats, targets
   // and periods use them instead of a lookup per call (an RPC to libvirtd). A
   // domain that stopped since fails its call as a vanished one would. Freed
@@ -533,6 +548,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
   bulk_nowait_ok = true;
   bulk_supported = true;
   bulk_balloon_empty = false;
+  job_info_supported = true;
 
   // Without keepalive a dead libvirtd is noticed only at the next call; local
   // drivers (test, or qemu:///system opened in-process) do not support it.
@@ -612,7 +628,10 @@ absl::Status LibvirtHypervisor::Impl::CheckConnectedLocked() const {
 }
 
 absl::Status LibvirtHypervisor::Impl::FailLocked(absl::string_view what) {
-  LibvirtError e = TakeLastError();
+  return FailedLocked(what, TakeLastError());
+}
+
+absl::Status LibvirtHypervisor::Impl::FailedLocked(absl::string_view what, const LibvirtError& e) {
   bool lost = IsConnectionError(e.code);
   // The remote driver reports calls on a dead socket as internal errors
   // ("client socket is closed"); its liveness check is local, no RPC.
@@ -633,6 +652,33 @@ absl::StatusOr<DomainPtr> LibvirtHypervisor::Impl::LookupLocked(const std::strin
   virDomainPtr dom = virDomainLookupByUUIDString(conn, uuid.c_str());
   if (dom == nullptr) return FailLocked(absl::StrCat(what, " uuid=", uuid));
   return DomainPtr(dom);
+}
+
+absl::StatusOr<DomainPtr> LibvirtHypervisor::Impl::OwnDomainLocked(const std::string& uuid,
+                                                                  absl::string_view what) {
+  auto it = listed.find(uuid);
+  if (it == listed.end()) it = listed.find(absl::AsciiStrToLower(uuid));
+  if (it != listed.end()) {
+    if (virDomainRef(it->second.get()) < 0) return FailLocked(absl::StrCat(what, " uuid=", uuid));
+    return DomainPtr(it->second.get());
+  }
+  return LookupLocked(uuid, what);
+}
+
+absl::Status LibvirtHypervisor::Impl::CallUnlocked(const std::string& uuid, absl::string_view what,
+                                                   const std::function<int(virDomainPtr)>& call) {
+  DomainPtr dom;
+  {
+    absl::MutexLock l(&mu);
+    if (absl::Status s = CheckConnectedLocked(); !s.ok()) return s;
+    absl::StatusOr<DomainPtr> owned = OwnDomainLocked(uuid, what);
+    if (!owned.ok()) return owned.status();
+    dom = std::move(*owned);
+  }
+  if (call(dom.get()) >= 0) return absl::OkStatus();
+  LibvirtError e = TakeLastError();
+  absl::MutexLock l(&mu);
+  return FailedLocked(what, e);
 }
 
 absl::StatusOr<virDomainPtr> LibvirtHypervisor::Impl::DomainLocked(const std::string& uuid, absl::string_view what,
@@ -822,16 +868,11 @@ absl::Status LibvirtHypervisor::EnableStats(const std::string& uuid, int period_
     return absl::InvalidArgumentError(
         absl::StrCat("EnableStats uuid=", uuid, ": negative period ", period_seconds));
   }
-  absl::MutexLock l(&impl_->mu);
-  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
-  DomainPtr holder;
-  absl::StatusOr<virDomainPtr> dom = impl_->DomainLocked(uuid, "EnableStats", &holder);
-  if (!dom.ok()) return dom.status();
-  if (virDomainSetMemoryStatsPeriod(*dom, period_seconds, VIR_DOMAIN_AFFECT_LIVE) < 0) {
-    return impl_->FailLocked(
-        absl::StrCat("virDomainSetMemoryStatsPeriod uuid=", uuid, " period_s=", period_seconds));
-  }
-  return absl::OkStatus();
+  return impl_->CallUnlocked(
+      uuid, absl::StrCat("virDomainSetMemoryStatsPeriod uuid=", uuid, " period_s=", period_seconds),
+      [period_seconds](virDomainPtr dom) {
+        return virDomainSetMemoryStatsPeriod(dom, period_seconds, VIR_DOMAIN_AFFECT_LIVE);
+      });
 }
 
 absl::Status LibvirtHypervisor::SetBalloonTarget(const std::string& uuid, int64_t bytes) {
@@ -841,16 +882,36 @@ absl::Status LibvirtHypervisor::SetBalloonTarget(const std::string& uuid, int64_
         absl::StrCat("SetBalloonTarget uuid=", uuid, ": target ", bytes, " bytes is below 1 KiB"));
   }
   const unsigned long kib = static_cast<unsigned long>(bytes / kKiB);
-  absl::MutexLock l(&impl_->mu);
-  if (absl::Status s = impl_->CheckConnectedLocked(); !s.ok()) return s;
-  DomainPtr holder;
-  absl::StatusOr<virDomainPtr> dom = impl_->DomainLocked(uuid, "SetBalloonTarget", &holder);
-  if (!dom.ok()) return dom.status();
-  if (virDomainSetMemoryFlags(*dom, kib, VIR_DOMAIN_AFFECT_LIVE) < 0) {
-    return impl_->FailLocked(
-        absl::StrCat("virDomainSetMemoryFlags uuid=", uuid, " target_kib=", kib));
+  return impl_->CallUnlocked(uuid, absl::StrCat("virDomainSetMemoryFlags uuid=", uuid, " target_kib=", kib),
+                             [kib](virDomainPtr dom) { return virDomainSetMemoryFlags(dom, kib, VIR_DOMAIN_AFFECT_LIVE); });
+}
+
+absl::StatusOr<std::string> LibvirtHypervisor::ActiveJob(const std::string& uuid) {
+  {
+    absl::MutexLock l(&impl_->mu);
+    if (!impl_->job_info_supported) {
+      return absl::UnimplementedError(
+          absl::StrCat("virDomainGetJobInfo uuid=", uuid, ": unsupported by this connection's driver, not asked again"));
+    }
   }
-  return absl::OkStatus();
+  virDomainJobInfo info{};
+  absl::Status s = impl_->CallUnlocked(uuid, absl::StrCat("virDomainGetJobInfo uuid=", uuid),
+                                       [&info](virDomainPtr dom) { return virDomainGetJobInfo(dom, &info); });
+  if (absl::IsUnimplemented(s)) {
+    absl::MutexLock l(&impl_->mu);
+    impl_->job_info_supported = false;
+  }
+  if (!s.ok()) return s;
+  switch (info.type) {
+    case VIR_DOMAIN_JOB_NONE:
+    case VIR_DOMAIN_JOB_COMPLETED:
+    case VIR_DOMAIN_JOB_FAILED:
+    case VIR_DOMAIN_JOB_CANCELLED:
+      return std::string();
+    default:
+      return absl::StrCat(info.type == VIR_DOMAIN_JOB_BOUNDED ? "bounded" : "unbounded", " job running for ",
+                          info.timeElapsed / 1000, ".", info.timeElapsed % 1000 / 100, "s");
+  }
 }
 
 void LibvirtHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {

@@ -35,10 +35,15 @@ using ConnectionOpener = std::function<_virConnect*(const std::string& uri)>;
 // (started by the first Connect(), stopped when the last instance is
 // destroyed), so the thread count does not grow with guests or instances.
 // Events are delivered on that thread. Every public method is thread-safe;
-// calls on one instance are serialised by a mutex around the connection, and
-// the event thread never takes that mutex, so a callback may call back into
-// this object (it will wait for any call in progress). Do not destroy the
-// object from inside its own event callback.
+// calls on one instance are serialised by a mutex around the connection, but
+// for the per-domain calls that may wait for the domain's jobs
+// (SetBalloonTarget, EnableStats, ActiveJob): they hold it only to find the
+// domain, so a balloon call stuck behind a migration or a hung QEMU monitor
+// does not hold up ListActiveDomains and GetBalloonStats (libvirt connections
+// are thread-safe). The event thread never takes that mutex, so a callback may
+// call back into this object (it will wait for any call in progress). Do not
+// destroy the object from inside its own event callback, nor while a call is
+// in progress on another thread.
 //
 // Status codes (the libvirt message is always part of the status message):
 //   UNAVAILABLE        not connected, or the connection was lost (RPC, system,
@@ -77,6 +82,9 @@ class LibvirtHypervisor final : public Hypervisor {
   absl::Status EnableStats(const std::string& uuid, int period_seconds) override;
   // `bytes` is rounded down to whole KiB (libvirt's unit).
   absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override;
+  // virDomainGetJobInfo: "" for no job (or a finished one), else "bounded|unbounded job running
+  // for N.Ns". UNIMPLEMENTED where the driver has no job info.
+  absl::StatusOr<std::string> ActiveJob(const std::string& uuid) override;
   // After it returns the previous callback is not running (unless called from
   // the event thread itself) and will not be called again.
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;

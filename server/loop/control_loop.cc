@@ -81,7 +81,9 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
       tracker_(options.rules),
       reconnect_backoff_(options.reconnect_min),
       published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()),
-      gate_(options.min_wake_interval) {}
+      gate_(options.min_wake_interval),
+      calls_(std::make_unique<BalloonCalls>(
+          BalloonCalls::Options{options.balloon_workers, options.balloon_call_deadline}, deps.clock)) {}
 
 void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
   if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
@@ -293,6 +295,137 @@ void ControlLoop::CountError(LibvirtOperation operation) {
   if (deps_.metrics) deps_.metrics->CountLibvirtError(operation);
 }
 
+void ControlLoop::NoteBusy(TrackedGuest* g, BusyReason reason, const std::string& why, absl::Time now) {
+  g->management = plimsoll::v1::MANAGEMENT_STATE_BUSY;
+  g->detail = why;
+  if (deps_.metrics) deps_.metrics->CountBalloonBusySkip(reason);
+  BusyLog& logged = busy_logged_[g->info.uuid];
+  if (now - logged.at < absl::Minutes(1)) {
+    ++logged.unlogged;
+    return;
+  }
+  PLOG_WARNING << "guest busy guest=" << g->info.name << " uuid=" << g->info.uuid << " reason=" << BusyReasonName(reason)
+               << ": " << why << "; its move waits, the other guests are served"
+               << (logged.unlogged > 0 ? absl::StrCat(" (", logged.unlogged, " more skips since the last line)")
+                                       : std::string());
+  logged.at = now;
+  logged.unlogged = 0;
+}
+
+void ControlLoop::TakeCallResults(absl::Time now) {
+  for (const BalloonCalls::Result& r : calls_->Take()) {
+    TrackedGuest* g = tracker_.Find(r.call.uuid);
+    if (g == nullptr) continue;  // gone meanwhile: nothing to record
+    if (r.call.kind == BalloonCalls::Kind::kEnableStats) {
+      StatsCallReturned(g, r, now);
+    } else {
+      TargetCallReturned(g, r, now);
+    }
+  }
+}
+
+void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now) {
+  // The decision that issued the call is still the guest's last one: it is completed here.
+  plimsoll::v1::Decision& rec = g->last_decision;
+  const bool own_record = !r.late && rec.tick() == r.call.tick;
+  const std::string took = absl::FormatDuration(absl::Trunc(now - r.call.submitted_at, absl::Milliseconds(100)));
+  if (r.status.ok()) {
+    if (r.call.dry_run) {
+      if (own_record && g->management == plimsoll::v1::MANAGEMENT_STATE_MANAGED) {
+        g->management = plimsoll::v1::MANAGEMENT_STATE_DRY_RUN;
+      }
+      return;
+    }
+    // This call set the target, unless another call of the domain overlapped it: then either of
+    // them may have been last (balloon_calls.h), and the loop sets it again before it believes it.
+    // Of overlapping calls, the one submitted last is the better guess (still unsure, below).
+    if (r.call.submitted_at >= g->target_call_at) {
+      if (g->target_bytes != r.call.value) g->lowest_actual = g->actual_bytes;
+      g->target_bytes = r.call.value;
+      g->target_call_at = r.call.submitted_at;
+    }
+    const bool was_unsure = g->target_unsure;
+    g->target_unsure = r.late || r.call.behind_another;
+    if (g->target_unsure && !was_unsure) {
+      PLOG_WARNING << "balloon target unsure guest=" << g->info.name << " uuid=" << g->info.uuid
+                   << ": a call returned after its deadline, or overlapped another call to the domain; the target is set "
+                      "again, alone, before it is believed";
+    }
+    if (g->management == plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED ||
+        g->management == plimsoll::v1::MANAGEMENT_STATE_BUSY) {
+      g->management = plimsoll::v1::MANAGEMENT_STATE_MANAGED;
+    }
+    g->detail.clear();
+    if (own_record) rec.set_applied(true);
+    if (r.late) {
+      PLOG_WARNING << "balloon call returned late guest=" << g->info.name << " uuid=" << g->info.uuid
+                   << " target=" << FormatMib(r.call.value) << " after=" << took
+                   << ": it did take effect, target recorded";
+    }
+    return;
+  }
+  if (r.late) {
+    // Its timeout was reported already and it changed nothing: only say how it ended.
+    PLOG_INFO << "balloon call returned late guest=" << g->info.name << " uuid=" << g->info.uuid
+              << " target=" << FormatMib(r.call.value) << " after=" << took << " without effect: " << r.status.message();
+    return;
+  }
+  auto hold = [&](absl::string_view what) {
+    if (!own_record) return;
+    rec.set_reason(absl::StrCat(rec.reason(), " | ", what));
+    rec.set_direction(plimsoll::v1::DIRECTION_HOLD);
+    rec.set_target_bytes(rec.previous_target_bytes());
+  };
+  if (r.timed_out) {
+    if (deps_.metrics) deps_.metrics->CountBalloonCallTimeout();
+    g->management = plimsoll::v1::MANAGEMENT_STATE_BUSY;
+    g->detail = std::string(r.status.message());
+    hold(absl::StrCat("busy: ", r.status.message()));
+    PLOG_WARNING << "balloon call timed out guest=" << g->info.name << " uuid=" << g->info.uuid
+                 << " target=" << FormatMib(r.call.value) << ": " << r.status.message()
+                 << "; target kept at " << FormatMib(g->target_bytes) << ", a new call may be issued";
+    return;
+  }
+  if (absl::IsAborted(r.status)) {  // the actuator found a libvirt job: nothing was called
+    const std::string why(r.status.message());
+    NoteBusy(g, BusyReason::kJob, why, now);
+    hold(why);
+    return;
+  }
+  CountError(LibvirtOperation::kSetTarget);
+  g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
+  g->detail = std::string(r.status.message());
+  hold(absl::StrCat("apply failed, retried next tick: ", r.status.message()));
+  if (!own_record) {
+    PLOG_WARNING << "balloon call failed guest=" << g->info.name << " uuid=" << g->info.uuid
+                 << " target=" << FormatMib(r.call.value) << " after=" << took << ": " << r.status.message()
+                 << "; retried";
+  }
+}
+
+void ControlLoop::StatsCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now) {
+  if (r.late) return;  // its timeout counted as a failure already; the retry is scheduled
+  if (r.status.ok()) {
+    // A period changed since the call was made is switched on again (ResetStatsEnabled did).
+    if (r.call.value != options_.stats_period_seconds) return;
+    g->stats_enabled = true;
+    g->enable_stats_backoff = absl::ZeroDuration();
+    g->enable_stats_retry_at = absl::InfinitePast();
+    return;
+  }
+  if (r.timed_out) {
+    if (deps_.metrics) deps_.metrics->CountBalloonCallTimeout();
+  } else {
+    CountError(LibvirtOperation::kEnableStats);
+  }
+  g->enable_stats_backoff = g->enable_stats_backoff == absl::ZeroDuration()
+                                ? kEnableStatsRetryMin
+                                : std::min(2 * g->enable_stats_backoff, kEnableStatsRetryMax);
+  g->enable_stats_retry_at = now + g->enable_stats_backoff;
+  PLOG_WARNING << "enabling balloon stats failed guest=" << g->info.name
+               << " retry_in=" << absl::FormatDuration(g->enable_stats_backoff) << ": " << r.status.message();
+}
+
 bool ControlLoop::EnsureConnected(absl::Time now) {
   if (deps_.hypervisor->IsConnected()) {
     was_connected_ = true;
@@ -347,6 +480,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
     last_logged_.erase(uuid);
+    busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
     gate_.Forget(uuid);
   }
@@ -363,21 +497,17 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const auto& [uuid, g] : tracker_.guests()) {
     uuids.push_back(uuid);
     if (!g.stats_enabled && now >= g.enable_stats_retry_at) {
-      TrackedGuest* t = tracker_.Find(uuid);
-      absl::Status s = deps_.hypervisor->EnableStats(uuid, options_.stats_period_seconds);
-      if (s.ok()) {
-        t->stats_enabled = true;
-        t->enable_stats_backoff = absl::ZeroDuration();
-        t->enable_stats_retry_at = absl::InfinitePast();
-      } else {
-        CountError(LibvirtOperation::kEnableStats);
-        t->enable_stats_backoff = t->enable_stats_backoff == absl::ZeroDuration()
-                                      ? kEnableStatsRetryMin
-                                      : std::min(2 * t->enable_stats_backoff, kEnableStatsRetryMax);
-        t->enable_stats_retry_at = now + t->enable_stats_backoff;
-        PLOG_WARNING << "enabling balloon stats failed guest=" << g.info.name << " retry_in="
-                     << absl::FormatDuration(t->enable_stats_backoff) << ": " << s.message();
-      }
+      // On the pool like a target: a busy domain must not hold up the others' stats. Refused
+      // (busy, pool full): tried again next tick. The result is taken by TakeCallResults.
+      hypervisor::Hypervisor* hv = deps_.hypervisor;
+      const int period = options_.stats_period_seconds;
+      BalloonCalls::Call call;
+      call.kind = BalloonCalls::Kind::kEnableStats;
+      call.uuid = uuid;
+      call.name = g.info.name;
+      call.value = period;
+      call.tick = tick_.load();
+      calls_->Submit(std::move(call), [hv, uuid = uuid, period] { return hv->EnableStats(uuid, period); });
     }
   }
   auto stats = deps_.hypervisor->GetBalloonStats(uuids);
@@ -454,9 +584,13 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
     v.min_bytes = c.floor;
     v.max_bytes = c.ceiling;
     v.shares = c.shares;
-    // Guests the operator fixed are fixed for the policy too, so it counts them as such.
-    if (c.pin.has_value()) {
+    // Guests the operator fixed are fixed for the policy too, so it counts them as such. A pin
+    // not forced is only the pinned guest's floor: the envelope still needs the policy's own
+    // floor (hard demand + headroom) above it, which [pin, pin] would hide.
+    if (c.pin.has_value() && c.override != nullptr && c.override->force()) {
       v.min_bytes = v.max_bytes = *c.pin;
+    } else if (c.pin.has_value()) {
+      v.min_bytes = *c.pin;
     } else if (c.exclude) {
       v.min_bytes = v.max_bytes = v.target_bytes;
     }
@@ -466,6 +600,8 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
 
 void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
                         absl::Time now) {
+  std::vector<TrackedGuest*> decided;  // in apply order, for the counts and logs at the end
+  decided.reserve(decisions.guests.size());
   for (size_t i : ApplyOrder(decisions)) {
     const policy::GuestDecision& d = decisions.guests[i];
     TrackedGuest* g = tracker_.Find(d.uuid);
@@ -474,9 +610,28 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     const int64_t previous = g->target_bytes;
     int64_t target = d.target_bytes;
     std::string reason = d.reason;
+    // The envelope over overrides (issue 15 point 6): a pin or a lowered min moves the guest down
+    // at most `step` per tick and never below `floor`, hard demand + headroom as the policy
+    // measures it (its decision's floor), or the configured floor where it measures none; unless
+    // the override says force (audited where it is set: the log and the Watch stream).
+    const bool force = c.override != nullptr && c.override->force();
+    const int64_t floor = std::min(d.floor_bytes > 0 ? d.floor_bytes : g->min_bytes, c.ceiling);
+    const char* floor_is = d.floor_bytes > 0 ? "hard demand + headroom" : "the configured floor";
+    const int64_t step = OverrideStepBytes(g->info.max_bytes);
+    g->envelope_floor = floor;
+    const std::string forced =
+        force ? absl::StrCat(" (forced by=\"", c.override->updated_by(), "\": ", c.override->note(), ")") : "";
     if (c.pin.has_value()) {
       target = *c.pin;
-      reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override");
+      reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override", forced);
+      if (!force && target < floor) {
+        target = floor;
+        absl::StrAppend(&reason, " | raised to ", floor_is, " ", FormatMib(floor), ": the pin is below it (force goes lower)");
+      }
+      if (!force && target < previous - step) {
+        target = previous - step;
+        absl::StrAppend(&reason, " | towards the pin at the envelope's step of ", FormatMib(step), " per tick");
+      }
     } else {
       if (c.hold.has_value()) {
         // A guest in distress is not held: pressure, an OOM kill or a self-deflation ends its
@@ -507,6 +662,24 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                         c.override != nullptr && (c.override->has_min_bytes() || c.override->has_max_bytes())
                             ? " (override)"
                             : "");
+      }
+      // Below the configured floor only through an override's lowered min (not a lowered max:
+      // the ceiling wins): there the envelope holds the policy to its floor and a step per tick.
+      const bool lowered_min = c.override != nullptr && c.override->has_min_bytes() && c.floor < g->min_bytes &&
+                               c.ceiling >= g->min_bytes;
+      if (lowered_min && target < g->min_bytes && !force) {
+        if (target < floor) {
+          target = floor;
+          absl::StrAppend(&reason, " | clamped to ", floor_is, " ", FormatMib(floor), ": the override's min ",
+                          FormatMib(c.floor), " is below it (force goes lower)");
+        }
+        if (const int64_t stepped = std::min(g->min_bytes, previous - step); target < stepped) {
+          target = stepped;
+          absl::StrAppend(&reason, " | under the configured floor at the envelope's step of ", FormatMib(step),
+                          " per tick");
+        }
+      } else if (lowered_min && target < g->min_bytes) {
+        absl::StrAppend(&reason, " | override min ", FormatMib(c.floor), forced);
       }
     }
     if (c.exclude) {
@@ -558,26 +731,49 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
                           : target > previous ? plimsoll::v1::DIRECTION_DEFLATE
                                               : plimsoll::v1::DIRECTION_HOLD;
-    bool applied = false;
-    bool failed = false;
+    // After two overlapping calls the domain's target is either one: set it again, alone.
+    const bool reassert = g->target_unsure && direction == plimsoll::v1::DIRECTION_HOLD && !c.exclude &&
+                          g->missed_listings == 0;
+    if (reassert) absl::StrAppend(&reason, " | re-asserting target ", FormatMib(target), " after overlapping calls");
     if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
       absl::StrAppend(&reason, " | management paused: not applied");
-    } else if (direction != plimsoll::v1::DIRECTION_HOLD) {
-      absl::Status s = deps_.actuator->SetTarget(g->info.uuid, g->info.name, target);
-      if (s.ok()) {
-        applied = !deps_.actuator->dry_run();
-        if (applied) {
-          g->target_bytes = target;
-          g->detail.clear();
-        } else {
-          g->management = plimsoll::v1::MANAGEMENT_STATE_DRY_RUN;
-        }
+    } else if ((direction != plimsoll::v1::DIRECTION_HOLD || reassert) && !paused_) {
+      // Never waited for here: submitted to the pool, taken when it returns (TakeCallResults).
+      std::string busy;
+      BusyReason why = BusyReason::kInFlight;
+      if (const BalloonCalls::Call* p = calls_->Pending(g->info.uuid); p != nullptr) {
+        busy = absl::StrCat(BalloonCallKindName(p->kind), p->kind == BalloonCalls::Kind::kSetTarget
+                                                               ? absl::StrCat(" to ", FormatMib(p->value))
+                                                               : std::string(),
+                            " issued ", absl::FormatDuration(absl::Trunc(now - p->submitted_at, absl::Milliseconds(100))),
+                            " ago has not returned; not re-issued");
       } else {
-        CountError(LibvirtOperation::kSetTarget);
-        failed = true;
-        g->management = plimsoll::v1::MANAGEMENT_STATE_APPLY_FAILED;
-        g->detail = std::string(s.message());
-        absl::StrAppend(&reason, " | apply failed, retried next tick: ", s.message());
+        BalloonCalls::Call call;
+        call.kind = BalloonCalls::Kind::kSetTarget;
+        call.uuid = g->info.uuid;
+        call.name = g->info.name;
+        call.value = target;
+        call.tick = tick_.load();
+        call.dry_run = deps_.actuator->dry_run();
+        Actuator* actuator = deps_.actuator;
+        switch (calls_->Submit(std::move(call), [actuator, uuid = g->info.uuid, name = g->info.name, target] {
+          return actuator->SetTarget(uuid, name, target);
+        })) {
+          case BalloonCalls::Submitted::kAccepted:
+            break;
+          case BalloonCalls::Submitted::kBusy:
+            busy = "earlier balloon calls to this domain, past their deadline, are still running in libvirt";
+            break;
+          case BalloonCalls::Submitted::kPoolFull:
+            why = BusyReason::kPoolFull;
+            busy = absl::StrCat("every balloon worker is busy and ", BalloonCalls::kQueueLimit, " calls wait");
+            break;
+        }
+      }
+      if (!busy.empty()) {
+        absl::StrAppend(&reason, " | busy: ", busy);
+        NoteBusy(g, why, busy, now);
+        target = previous;
         direction = plimsoll::v1::DIRECTION_HOLD;
       }
     }
@@ -585,10 +781,10 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
       g->management = plimsoll::v1::MANAGEMENT_STATE_EXCLUDED;
     } else if (paused_) {
       g->management = plimsoll::v1::MANAGEMENT_STATE_PAUSED;
-    } else if (c.pin.has_value() && !failed && g->management != plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON) {
+    } else if (c.pin.has_value() && g->management != plimsoll::v1::MANAGEMENT_STATE_NO_BALLOON &&
+               g->management != plimsoll::v1::MANAGEMENT_STATE_BUSY) {
       g->management = plimsoll::v1::MANAGEMENT_STATE_PINNED;
     }
-    if (deps_.metrics) deps_.metrics->CountDecision(direction);
     plimsoll::v1::Decision& rec = g->last_decision;
     rec.set_tick(tick_.load());
     rec.set_unix_micros(absl::ToUnixMicros(now));
@@ -597,7 +793,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_previous_target_bytes(previous);
     rec.set_target_bytes(target);
     rec.set_reason(reason);
-    rec.set_applied(applied);
+    rec.set_applied(false);  // until its call returns (TargetCallReturned)
     rec.set_policy_floor_bytes(d.floor_bytes);
     rec.set_working_set_bytes(d.working_set_bytes);
     g->lowest_actual = previous != g->target_bytes || g->lowest_actual == 0
@@ -609,7 +805,14 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                    << " -> " << d.state << " target=" << FormatMib(target) << " actual=" << FormatMib(g->actual_bytes);
     }
     g->balloon_state = d.state;
-
+    decided.push_back(g);
+  }
+  // The calls that returned meanwhile (all of them with workers = 0) complete their records.
+  TakeCallResults(now);
+  for (TrackedGuest* g : decided) {
+    const plimsoll::v1::Decision& rec = g->last_decision;
+    const Direction direction = rec.direction();
+    if (deps_.metrics) deps_.metrics->CountDecision(direction);
     // Every move is logged; a hold only when it follows a move or a minute of silence,
     // so a quiet host does not write one line per guest per tick (unless asked to).
     LoggedDecision& logged = last_logged_[g->info.uuid];
@@ -617,15 +820,18 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
         logged.direction != plimsoll::v1::DIRECTION_HOLD || now - logged.at >= absl::Minutes(1)) {
       logged.direction = direction;
       logged.at = now;
+      const BalloonCalls::Call* p = calls_->Pending(g->info.uuid);
+      const bool in_flight = p != nullptr && p->tick == rec.tick() && direction != plimsoll::v1::DIRECTION_HOLD;
       PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid
                 << " policy=" << policy_->name() << " direction=" << DirectionName(direction)
-                << " prev_target=" << FormatMib(previous) << " target=" << FormatMib(target)
-                << " actual=" << FormatMib(g->actual_bytes) << " max=" << FormatMib(g->info.max_bytes)
-                << " min=" << FormatMib(c.floor) << " unused=" << FormatMib(g->stats.unused_bytes)
-                << " usable=" << FormatMib(g->stats.usable_bytes)
+                << " prev_target=" << FormatMib(rec.previous_target_bytes())
+                << " target=" << FormatMib(rec.target_bytes()) << " actual=" << FormatMib(g->actual_bytes)
+                << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(ControlOf(g->info.uuid).floor)
+                << " unused=" << FormatMib(g->stats.unused_bytes) << " usable=" << FormatMib(g->stats.usable_bytes)
                 << " cache=" << FormatMib(g->stats.disk_caches_bytes)
                 << absl::StrFormat(" stats_age=%.1fs", g->stats_age_seconds)
-                << " applied=" << (applied ? "true" : "false") << " reason=\"" << reason << "\"";
+                << " applied=" << (rec.applied() ? "true" : in_flight ? "in-flight" : "false") << " reason=\""
+                << rec.reason() << "\"";
     }
   }
   (void)snapshot;
@@ -721,6 +927,7 @@ void ControlLoop::Publish(absl::Time now) {
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
     out->set_balloon_state(g->balloon_state);
+    out->set_envelope_floor_bytes(g->envelope_floor);
     if (deps_.agents != nullptr) PublishAgent(g->info.uuid, out);
   }
   auto* host = view->mutable_host();
@@ -812,6 +1019,8 @@ void ControlLoop::Tick() {
   bool collected = false;
   if (EnsureConnected(start)) Collect(start, &collected);
   ComputeControls();
+  // After Collect (its stats calls, and the states it resets from the stats) and before Apply.
+  TakeCallResults(start);
   times.collect = since_lap();
   if (collected) {
     std::optional<policy::Snapshot> snap = BuildSnapshot(start);

@@ -24,9 +24,16 @@
 //     the API's default 100 is the policies' default 1000); exclude: never
 //     moved, EXCLUDED, still reported; pin_bytes: the target is held at the
 //     pin (clamped to [64 MiB, <memory>]), PINNED. The policy sees a pinned
-//     guest with floor = ceiling = pin and an excluded one with floor =
-//     ceiling = its current target, so budget-sharing policies count them as
-//     fixed. `priority` is not read by any policy yet: only the Reclaim
+//     guest with its floor at the pin (floor = ceiling = pin when forced) and
+//     an excluded one with floor = ceiling = its current target.
+//   - the envelope over overrides (issue 15 point 6): without the override's
+//     `force`, a pin, or a policy target under the configured floor that only
+//     a lowered min_bytes allows, moves the guest down at most
+//     OverrideStepBytes(<memory>) per tick and never below the envelope floor:
+//     the policy's own floor (GuestDecision::floor_bytes: hard demand +
+//     headroom), or the configured floor where the policy reports none
+//     (Guest.envelope_floor_bytes). The decision's reason says which; with
+//     force it says who forced it and why. `priority` is not read by any policy yet: only the Reclaim
 //     planner uses it (lower gives first).
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.
@@ -35,6 +42,18 @@
 //     the policy's GuestDecision::distress (pressure over target, an OOM kill,
 //     a self-deflation), or, whatever the policy, a balloon that rose above
 //     the held target by itself (the guest deflated it on OOM).
+// Balloon calls never run on the loop thread (issue 15 point 2): Apply and Collect submit them to
+// a BalloonCalls pool (balloon_calls.h) and the loop takes what returned after Collect and at
+// the end of Apply, without waiting. A guest's target is what its last successful call set, once
+// that call has returned; a call in flight or timed out moves nothing the loop believes. A guest
+// whose move cannot be issued because its domain is busy (its previous call has not returned,
+// it has an active libvirt job, or the pool is full) keeps its target, shows
+// MANAGEMENT_STATE_BUSY with the reason ("busy: ..."), is counted in
+// plimsoll_balloon_busy_skips_total{reason} and logged at most once a minute; every other guest
+// is served as usual in the same tick. A call that outlives balloon_call_deadline is reported
+// (plimsoll_balloon_call_timeouts_total, the guest's state detail) and the guest is served again
+// from the next tick; if that call returns after all, its result is recorded then.
+//
 // The safety net is applied after all of these: no stats or stale stats, no
 // shrink, while growth needs neither (a pin below the current size waits for
 // fresh stats, one above it is applied at once); host
@@ -75,6 +94,7 @@
 #include "server/host/host_reader.h"
 #include "server/hypervisor/hypervisor.h"
 #include "server/loop/actuator.h"
+#include "server/loop/balloon_calls.h"
 #include "server/loop/guest_tracker.h"
 #include "server/loop/wake_gate.h"
 #include "server/metrics/metrics.h"
@@ -93,6 +113,11 @@ struct LoopOptions {
   // Early ticks start at least this long after the previous tick started (config
   // min_wake_interval): a burst of wakes costs one tick, not one each.
   absl::Duration min_wake_interval = absl::Seconds(1);
+  // Balloon calls (SetTarget, EnableStats) run on this many workers (config balloon_workers),
+  // each given balloon_call_deadline to return (BalloonCalls). 0 runs them on the loop thread:
+  // tests and benchmarks only (the config has at least 1). Read at construction only.
+  int balloon_workers = 0;
+  absl::Duration balloon_call_deadline = absl::Seconds(60);
   // Reconnect backoff after the libvirt connection is lost.
   absl::Duration reconnect_min = absl::Seconds(1);
   absl::Duration reconnect_max = absl::Seconds(30);
@@ -220,6 +245,12 @@ class ControlLoop {
   void AddAgentSignals(policy::GuestView& v) const;
   void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
   void CountError(LibvirtOperation operation);
+  // Records the balloon calls that returned or timed out since the last time (never waits).
+  void TakeCallResults(absl::Time now);
+  void TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now);
+  void StatsCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now);
+  // A guest skipped as busy: state, detail, metric, and a log line at most once a minute.
+  void NoteBusy(TrackedGuest* g, BusyReason reason, const std::string& why, absl::Time now);
 
   LoopDeps deps_;
   LoopOptions options_;
@@ -260,6 +291,12 @@ class ControlLoop {
     absl::Time at = absl::InfinitePast();
   };
   absl::flat_hash_map<std::string, LoggedDecision> last_logged_;
+  // Busy guests' last log line and the skips since, so a long migration logs once a minute.
+  struct BusyLog {
+    absl::Time at = absl::InfinitePast();
+    int64_t unlogged = 0;
+  };
+  absl::flat_hash_map<std::string, BusyLog> busy_logged_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);
@@ -268,6 +305,10 @@ class ControlLoop {
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> stopped_hints_ ABSL_GUARDED_BY(mu_);
   std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);
+
+  // Declared last, so destroyed first: its workers are joined before the rest of the loop goes
+  // (the calls use only the borrowed actuator and hypervisor). Loop thread only.
+  std::unique_ptr<BalloonCalls> calls_;
 };
 
 // Budget for all guests: min(MemTotal - reserve, cap), never negative.

@@ -2,6 +2,7 @@
 // FakeClock, and a scripted policy. Each test is one property of the tick.
 #include "server/loop/control_loop.h"
 
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -35,7 +36,9 @@ class ControlLoopTest : public ::testing::Test {
     host_.SetMemory(mem);
   }
 
-  void MakeLoop(bool dry_run = false) {
+  // balloon_workers 0: balloon calls run inline, so one Tick() applies its moves; the busy-domain
+  // tests use real workers.
+  void MakeLoop(bool dry_run = false, int balloon_workers = 0) {
     actuator_ = dry_run ? std::unique_ptr<Actuator>(new DryRunActuator())
                         : std::unique_ptr<Actuator>(new HypervisorActuator(&hv_));
     LoopOptions o;
@@ -46,7 +49,9 @@ class ControlLoopTest : public ::testing::Test {
     o.rules.min_fraction = 0.25;
     o.rules.stale_after = absl::Seconds(10);
     o.rules.no_balloon_after = absl::Seconds(6);
-    LoopDeps deps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_};
+    o.balloon_workers = balloon_workers;
+    o.balloon_call_deadline = absl::Seconds(10);
+    LoopDeps deps{&hv_, &host_, loop_policy_, actuator_.get(), &clock_, &metrics_};
     deps.overrides = &store_;
     deps.hub = &hub_;
     loop_ = std::make_unique<ControlLoop>(deps, o);
@@ -108,6 +113,7 @@ class ControlLoopTest : public ::testing::Test {
   host::FakeHostReader host_;
   FakeClock clock_;
   ScriptedPolicy policy_;
+  const policy::Policy* loop_policy_ = &policy_;  // the policy MakeLoop gives the loop
   Metrics metrics_;
   OverrideStore store_{&clock_};
   WatchHub hub_{&clock_};
@@ -445,7 +451,11 @@ TEST_F(ControlLoopTest, OverrideFloorCeilingAndSharesReplaceTheConfiguredOnes) {
   policy_.targets[kA] = 10 * kMiB;
   TickWithFreshStats({kA});
   TickWithFreshStats({kA});
-  EXPECT_EQ(hv_.LastTarget(kA), 128 * kMiB);
+  // The policy may go to the override's floor, but the envelope holds it at the guest's own floor
+  // (here the configured one: the scripted policy measures no hard demand); force would not.
+  EXPECT_EQ(hv_.LastTarget(kA), 256 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("clamped to the configured floor 256MiB"), std::string::npos)
+      << Published(kA)->last_decision().reason();
   const policy::GuestView* v = SnapshotView(kA);
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->min_bytes, 128 * kMiB);
@@ -483,18 +493,21 @@ TEST_F(ControlLoopTest, PinHoldsTheTargetWhateverThePolicySays) {
   EXPECT_EQ(hv_.LastTarget(kB), 1536 * kMiB);
   EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
   EXPECT_NE(Published(kA)->last_decision().reason().find("stale stats"), std::string::npos);
-  TickWithFreshStats({kA});  // a's stats advance: fresh, the pin is applied
+  TickWithFreshStats({kA});  // a's stats advance: fresh, towards the pin by one step (256 MiB)
+  EXPECT_EQ(hv_.LastTarget(kA), 768 * kMiB);
   TickWithFreshStats({kA});
   EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
-  EXPECT_EQ(hv_.target_calls().size(), 2u) << "one call per guest, none after the pin is reached";
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.target_calls().size(), 3u) << "b once, a in two steps, none after the pin is reached";
   const auto* a = Published(kA);
   EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
   EXPECT_EQ(a->target_bytes(), 700 * kMiB);
   EXPECT_NE(a->last_decision().reason().find("pinned at 700MiB"), std::string::npos) << a->last_decision().reason();
   EXPECT_EQ(Published(kB)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
-  // The policy sees pinned guests as fixed at their pin.
+  // The policy sees a pinned guest's floor at its pin, so that its own floor (hard demand +
+  // headroom, which the envelope holds the pin to) is still measured above it.
   EXPECT_EQ(SnapshotView(kA)->min_bytes, 700 * kMiB);
-  EXPECT_EQ(SnapshotView(kA)->max_bytes, 700 * kMiB);
+  EXPECT_EQ(SnapshotView(kA)->max_bytes, 1024 * kMiB);
 }
 
 TEST_F(ControlLoopTest, ExcludedGuestIsReportedButNeverMoved) {
@@ -1027,6 +1040,297 @@ TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
   EXPECT_EQ(t.apply, absl::ZeroDuration());
   EXPECT_EQ(t.publish, absl::Milliseconds(5));
   EXPECT_EQ(t.total, absl::Milliseconds(10));
+}
+
+// Waits (real time, up to 10 s) for something a balloon worker does.
+bool WaitFor(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+int TargetCallsTo(const FakeHypervisor& hv, const std::string& uuid) {
+  int n = 0;
+  for (const auto& c : hv.target_calls()) n += c.uuid == uuid;
+  return n;
+}
+
+// Issue 15 point 2: a SetTarget that hangs for 30 s on one guest holds up neither the loop nor
+// the other guests; the hung guest is reported busy and not re-issued while in flight; once the
+// call returns it is recorded (and only then), and the guest is handled as usual again.
+TEST_F(ControlLoopTest, OneBusyDomainDoesNotStallTheOthers) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA, kB});
+  TickWithFreshStats({kA, kB});  // stats proven fresh; nothing moved yet
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 2; }));
+  TickWithFreshStats({kA, kB});  // the stats calls' results taken
+
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA, kB});
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB) << "a call in flight is not a target";
+
+  // b comes under pressure while a's call hangs: grown in this one tick, which does not wait.
+  policy_.targets[kB] = 1600 * kMiB;
+  const absl::Time started = absl::Now();
+  TickWithFreshStats({kA, kB});
+  EXPECT_LT(absl::Now() - started, absl::Seconds(5)) << "the tick waited for the hung call";
+  ASSERT_TRUE(WaitFor([&] { return hv_.LastTarget(kB) == 1600 * kMiB; }));
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 0) << "a's call has not returned, the fake records it then";
+  EXPECT_EQ(hv_.blocked_set_target_calls(), 1) << "not re-issued while in flight";
+  const plimsoll::v1::Guest* a = Published(kA);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+  EXPECT_EQ(a->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(a->last_decision().reason().find("busy: set_target to 1500MiB issued 2s ago has not returned"),
+            std::string::npos)
+      << a->last_decision().reason();
+  EXPECT_EQ(a->last_decision().direction(), plimsoll::v1::DIRECTION_HOLD);
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_busy_skips_total{reason=\"in_flight\"} 1"), std::string::npos);
+  TickWithFreshStats({kA, kB});  // b's result taken
+  EXPECT_EQ(Published(kB)->target_bytes(), 1600 * kMiB);
+  EXPECT_EQ(Published(kB)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  EXPECT_EQ(hv_.blocked_set_target_calls(), 1) << "still not re-issued";
+
+  // The call returns: recorded at the next tick, the guest managed again and free to move.
+  hv_.UnblockSetTarget(kA);
+  ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 1; }));
+  TickWithFreshStats({kA, kB});
+  a = Published(kA);
+  EXPECT_EQ(a->target_bytes(), 1500 * kMiB);
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+  policy_.targets[kA] = 1300 * kMiB;
+  TickWithFreshStats({kA, kB});
+  ASSERT_TRUE(WaitFor([&] { return hv_.LastTarget(kA) == 1300 * kMiB; }));
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 2);
+}
+
+// A call that outlives balloon_call_deadline is reported, the guest is served again (a new call
+// is issued), and when the old call returns after all, what the loop believes is what libvirt
+// holds: the two calls overlapped, so the target is set once more, alone, before it is believed.
+TEST_F(ControlLoopTest, ACallPastItsDeadlineIsReportedAndItsLateResultNeverMisleads) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+  TickWithFreshStats({kA});
+
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});  // 8 s: busy, within the 10 s deadline
+  EXPECT_EQ(hv_.blocked_set_target_calls(), 1);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+
+  // Past the deadline (10 s): timed out, and served as usual again: the policy now wants 1200.
+  policy_.targets[kA] = 1200 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_call_timeouts_total 1"), std::string::npos);
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 2; })) << "a new call, behind the hung one";
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB) << "neither call has returned";
+
+  // Both return, in whatever order and whichever tick sees each: the target is set again, with no
+  // other call of the domain in the pool, before the loop believes it.
+  hv_.UnblockSetTarget(kA);
+  ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 2; }));
+  for (int i = 0; i < 4; ++i) {
+    TickWithFreshStats({kA});
+    absl::SleepFor(absl::Milliseconds(50));  // the workers report back (the calls are instant now)
+  }
+  EXPECT_GE(TargetCallsTo(hv_, kA), 3) << "set again after the overlap";
+  EXPECT_EQ(hv_.target_calls().back().bytes, 1200 * kMiB);
+  EXPECT_EQ(hv_.LastTarget(kA), 1200 * kMiB);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1200 * kMiB) << "what libvirt holds is what the loop believes";
+  EXPECT_EQ(Published(kA)->last_decision().reason().find("re-asserting"), std::string::npos)
+      << "sure by now: " << Published(kA)->last_decision().reason();
+  const int calls = TargetCallsTo(hv_, kA);
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(TargetCallsTo(hv_, kA), calls) << "once sure, no more calls";
+}
+
+// Shutting down with a balloon call in flight: the loop's destructor joins its workers, waiting for
+// the call (libvirt cannot cancel one), and nothing it used is gone before (ASan runs this).
+TEST_F(ControlLoopTest, DestroyingTheLoopJoinsAWorkerStillInACall) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+  TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    hv_.UnblockSetTarget(kA);
+  });
+  const absl::Time started = absl::Now();
+  loop_.reset();
+  EXPECT_GE(absl::Now() - started, absl::Milliseconds(250)) << "returned before the call did";
+  release.join();
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 1) << "the call ran to its end";
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+}
+
+// A domain in a libvirt job (a migration) is not called at all: skipped, reported busy.
+TEST_F(ControlLoopTest, ADomainInALibvirtJobIsSkippedNotWaitedFor) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  hv_.SetActiveJob(kA, "unbounded job running for 12.0s");
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(TargetCallsTo(hv_, kA), 0);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+  EXPECT_EQ(Published(kA)->target_bytes(), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("active libvirt job (unbounded job running for 12.0s)"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_busy_skips_total{reason=\"job\"} 1"), std::string::npos);
+  EXPECT_NE(metrics_.Render().find("plimsoll_libvirt_errors_total{operation=\"set_target\"} 0"), std::string::npos)
+      << "busy is not a libvirt error";
+  hv_.SetActiveJob(kA, "");
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
+}
+
+// The scripted policy, reporting the floor (hard demand + headroom) a measuring policy would.
+class FlooredPolicy : public policy::Policy {
+ public:
+  explicit FlooredPolicy(const ScriptedPolicy* scripted) : scripted_(scripted) {}
+  absl::string_view name() const override { return "floored"; }
+  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+    policy::Decisions d = scripted_->Decide(s, state);
+    for (policy::GuestDecision& g : d.guests) {
+      if (auto it = floors.find(g.uuid); it != floors.end()) g.floor_bytes = it->second;
+    }
+    return d;
+  }
+  absl::flat_hash_map<std::string, int64_t> floors;
+
+ private:
+  const ScriptedPolicy* const scripted_;
+};
+
+// Issue 15 point 6: a pin 2 GiB below the guest's size moves one envelope step per tick; a pin
+// above it is applied at once (growth is never stepped).
+TEST_F(ControlLoopTest, APinFarBelowTheGuestMovesOneStepPerTick) {
+  hv_.AddDomain(kA, "a", 4096 * kMiB, 4096 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});  // fresh
+  plimsoll::v1::GuestOverride pin;
+  pin.set_pin_bytes(2048 * kMiB);
+  SetOverride(kA, "a", pin);
+  TickWithFreshStats({kA});  // the step: max(256 MiB, 4096 MiB / 4) = 1 GiB
+  EXPECT_EQ(hv_.LastTarget(kA), 3072 * kMiB);
+  const plimsoll::v1::Guest* a = Published(kA);
+  EXPECT_EQ(a->management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
+  EXPECT_NE(a->last_decision().reason().find("towards the pin at the envelope's step of 1024MiB per tick"),
+            std::string::npos)
+      << a->last_decision().reason();
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 2048 * kMiB);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.target_calls().size(), 2u) << "at the pin: no more calls";
+  pin.set_pin_bytes(4096 * kMiB);
+  SetOverride(kA, "a", pin);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 4096 * kMiB) << "up to a pin in one move";
+}
+
+// A lowered min below the guest's hard demand + headroom is clamped to it and the decision says
+// so; under a policy that measures no floor, the configured floor holds instead.
+TEST_F(ControlLoopTest, AMinBelowHardDemandIsClampedToTheFloor) {
+  hv_.AddDomain(kA, "a", 4096 * kMiB, 2048 * kMiB);  // configured floor: 0.25 x 4096 = 1024 MiB
+  FlooredPolicy floored(&policy_);
+  floored.floors[kA] = 1500 * kMiB;
+  loop_policy_ = &floored;
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  plimsoll::v1::GuestOverride low;
+  low.set_min_bytes(256 * kMiB);
+  SetOverride(kA, "a", low);
+  policy_.targets[kA] = 300 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 1500 * kMiB);
+  const plimsoll::v1::Guest* a = Published(kA);
+  EXPECT_NE(a->last_decision().reason().find(
+                "clamped to hard demand + headroom 1500MiB: the override's min 256MiB is below it"),
+            std::string::npos)
+      << a->last_decision().reason();
+  EXPECT_EQ(a->envelope_floor_bytes(), 1500 * kMiB);
+  EXPECT_EQ(a->min_bytes(), 256 * kMiB) << "the override's floor is shown as set";
+
+  floored.floors.clear();  // a policy without a floor of its own (mom, proxmox, static)
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 1024 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("clamped to the configured floor 1024MiB"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+  EXPECT_EQ(Published(kA)->envelope_floor_bytes(), 1024 * kMiB);
+}
+
+// An override's max below the configured floor wins over it, as before: the envelope's floor and
+// step are for a lowered min, and never raise a target above the guest's ceiling.
+TEST_F(ControlLoopTest, AnOverrideCeilingBelowTheConfiguredFloorIsNotRaisedByTheEnvelope) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);  // configured floor 256 MiB
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  plimsoll::v1::GuestOverride o;
+  o.set_min_bytes(128 * kMiB);
+  o.set_max_bytes(200 * kMiB);
+  SetOverride(kA, "a", o);
+  policy_.targets[kA] = 150 * kMiB;
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 150 * kMiB) << Published(kA)->last_decision().reason();
+}
+
+// force: a pin below the floor and far below the guest applies at once, and the decision says
+// who forced it and why.
+TEST_F(ControlLoopTest, AForcedPinAppliesAtOnceBelowTheFloor) {
+  hv_.AddDomain(kA, "a", 4096 * kMiB, 4096 * kMiB);
+  FlooredPolicy floored(&policy_);
+  floored.floors[kA] = 3000 * kMiB;
+  loop_policy_ = &floored;
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  plimsoll::v1::GuestOverride pin;
+  pin.set_pin_bytes(1024 * kMiB);
+  SetOverride(kA, "a", pin);
+  TickWithFreshStats({kA});  // not forced: raised to the floor, then a step from 4096 MiB
+  EXPECT_EQ(hv_.LastTarget(kA), 3072 * kMiB);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("raised to hard demand + headroom 3000MiB"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 3000 * kMiB) << "held at the floor";
+
+  pin.set_force(true);
+  pin.set_note("drain before the host's maintenance");
+  SetOverride(kA, "a", pin);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 1024 * kMiB) << "at once";
+  const plimsoll::v1::Guest* a = Published(kA);
+  EXPECT_NE(a->last_decision().reason().find("forced by=\"test\": drain before the host's maintenance"),
+            std::string::npos)
+      << a->last_decision().reason();
+  EXPECT_EQ(SnapshotView(kA)->max_bytes, 1024 * kMiB) << "a forced pin is fixed for the policy";
 }
 
 TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {

@@ -60,6 +60,15 @@ struct TrackedGuest {
   // The lowest actual_bytes seen since the target last changed (0: none yet): a balloon that
   // rose above it while its target stayed was deflated by the guest.
   int64_t lowest_actual = 0;
+  // Two balloon calls to the domain overlapped (one had timed out, balloon_calls.h): libvirt
+  // holds the target of whichever it ran last, which is not known, so target_bytes is the last
+  // one reported. The loop sets the target again, alone, before it believes it.
+  bool target_unsure = false;
+  // When the call that set target_bytes was submitted (InfinitePast: adopted).
+  absl::Time target_call_at = absl::InfinitePast();
+  // The lowest an override takes the guest without force (Guest.envelope_floor_bytes), from the
+  // last decision; 0 before it.
+  int64_t envelope_floor = 0;
 };
 
 class GuestTracker {

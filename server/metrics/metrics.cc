@@ -125,6 +125,9 @@ struct Metrics::Impl {
   // By SafetyRule, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllSafetyRules)> safety_holds{};
   prometheus::Counter* reclaim_releases;
+  // By BusyReason, all created at construction.
+  std::array<prometheus::Counter*, std::size(kAllBusyReasons)> busy_skips{};
+  prometheus::Counter* call_timeouts;
   Family<Gauge>* host_data_age;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
@@ -360,6 +363,9 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
     m.safety_holds[static_cast<size_t>(rule)] = &safety.Add({{"rule", SafetyRuleName(rule)}});
   }
   m.reclaim_releases = &prometheus::BuildCounter().Name("plimsoll_reclaim_holds_released_total").Help("Reclaim holds ended early on a guest in distress (pressure over target, an OOM kill, a self-deflation); the rest of the plan held.").Register(*m.registry).Add({});
+  auto& busy = prometheus::BuildCounter().Name("plimsoll_balloon_busy_skips_total").Help("Balloon moves skipped because the domain was busy, by reason: in_flight (an earlier balloon call to it has not returned), job (an active libvirt job such as a migration), pool_full (every balloon worker busy). Tried again next tick.").Register(*m.registry);
+  for (BusyReason r : kAllBusyReasons) m.busy_skips[static_cast<size_t>(r)] = &busy.Add({{"reason", BusyReasonName(r)}});
+  m.call_timeouts = &prometheus::BuildCounter().Name("plimsoll_balloon_call_timeouts_total").Help("Balloon calls (set target, stats period) that did not return within balloon_call_deadline: their outcome is unknown, the domain may take a new call.").Register(*m.registry).Add({});
   m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
@@ -527,6 +533,22 @@ void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
 void Metrics::CountReclaimRelease() { impl_->reclaim_releases->Increment(); }
 
 void Metrics::CountSafetyHold(SafetyRule rule) { impl_->safety_holds[static_cast<size_t>(rule)]->Increment(); }
+
+void Metrics::CountBalloonBusySkip(BusyReason reason) { impl_->busy_skips[static_cast<size_t>(reason)]->Increment(); }
+
+void Metrics::CountBalloonCallTimeout() { impl_->call_timeouts->Increment(); }
+
+const char* BusyReasonName(BusyReason reason) {
+  switch (reason) {
+    case BusyReason::kInFlight:
+      return "in_flight";
+    case BusyReason::kJob:
+      return "job";
+    case BusyReason::kPoolFull:
+      return "pool_full";
+  }
+  return "unknown";
+}
 
 const char* SafetyRuleName(SafetyRule rule) {
   switch (rule) {

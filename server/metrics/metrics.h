@@ -52,6 +52,16 @@ inline constexpr SafetyRule kAllSafetyRules[] = {SafetyRule::kNoStats, SafetyRul
                                                  SafetyRule::kHostStale, SafetyRule::kInflationStopped};
 const char* SafetyRuleName(SafetyRule rule);
 
+// Why a guest's balloon move was skipped for a busy domain (control_loop.h), the `reason` label of
+// plimsoll_balloon_busy_skips_total.
+enum class BusyReason {
+  kInFlight,  // "in_flight": an earlier balloon call to the domain has not returned
+  kJob,       // "job": the domain has an active libvirt job (migration, save, ...)
+  kPoolFull,  // "pool_full": every balloon worker is busy and the queue is full
+};
+inline constexpr BusyReason kAllBusyReasons[] = {BusyReason::kInFlight, BusyReason::kJob, BusyReason::kPoolFull};
+const char* BusyReasonName(BusyReason reason);
+
 // Every counter family whose label values are known up front is created with all of them at 0
 // (Prometheus' advice on missing series): decisions by direction, libvirt errors by operation,
 // config reloads by result, agent streams ended by reason, and agent reports rejected by reason
@@ -149,6 +159,11 @@ class Metrics {
   void CountSafetyHold(SafetyRule rule);
   // A reclaim hold ended early on a guest in distress (plimsoll_reclaim_holds_released_total).
   void CountReclaimRelease();
+  // A balloon move skipped because the domain is busy (plimsoll_balloon_busy_skips_total{reason}),
+  // and a balloon call that did not return within balloon_call_deadline
+  // (plimsoll_balloon_call_timeouts_total).
+  void CountBalloonBusySkip(BusyReason reason);
+  void CountBalloonCallTimeout();
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt

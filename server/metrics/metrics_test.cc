@@ -236,6 +236,10 @@ TEST(MetricsTest, CountersWithKnownLabelsExistAtZeroBeforeAnyEvent) {
   EXPECT_TRUE(Has(text, R"(plimsoll_agent_reports_rejected_total{reason="bad_proof"} 0)")) << text;
   EXPECT_TRUE(Has(text, R"(plimsoll_agent_reports_rejected_total{reason="flood"} 0)")) << text;
   EXPECT_TRUE(Has(text, "plimsoll_agent_reports_total 0")) << text;
+  for (const char* r : {"in_flight", "job", "pool_full"}) {
+    EXPECT_TRUE(Has(text, absl::StrCat("plimsoll_balloon_busy_skips_total{reason=\"", r, "\"} 0"))) << r << text;
+  }
+  EXPECT_TRUE(Has(text, "plimsoll_balloon_call_timeouts_total 0")) << text;
 
   // The first failure is then an increase from 0 to 1, on the series that was there.
   m.CountLibvirtError(LibvirtOperation::kSetTarget);

@@ -416,7 +416,10 @@ TEST_F(DaemonControlTest, OverrideActsShowsInGetGuestAndWatchAndSurvivesARestart
   EXPECT_EQ(web.override().note(), "integration");
   EXPECT_EQ(web.management_state(), plimsoll::v1::MANAGEMENT_STATE_PINNED);
   EXPECT_EQ(web.target_bytes(), 1792 * kMiB);
-  EXPECT_EQ(web.last_decision().direction(), plimsoll::v1::DIRECTION_DEFLATE) << web.last_decision().reason();
+  // The move's own decision may be the one before: a balloon call returns on a worker, and its
+  // target is recorded at the next tick, whose decision holds there (control_loop.h).
+  EXPECT_NE(web.last_decision().reason().find("pinned at 1792MiB by override"), std::string::npos)
+      << web.last_decision().reason();
 
   // Exclude db; an unknown guest and a pin above <memory> are precise errors.
   plimsoll::v1::GuestOverride exclude;

@@ -159,12 +159,21 @@ absl::Status FakeHypervisor::EnableStats(const std::string& uuid, int period_sec
   return absl::OkStatus();
 }
 
+bool FakeHypervisor::Unblocked(BlockWait* w) { return w->self->blocks_.count(*w->uuid) == 0; }
+
 absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t bytes) {
   bool emit = false;
   DomainEvent event;
   absl::Status result;
   {
     absl::MutexLock l(&mu_);
+    if (auto it = blocks_.find(uuid); it != blocks_.end()) {
+      // Await releases mu_ while it waits: the rest of the fake goes on meanwhile.
+      ++blocked_;
+      BlockWait w{this, &uuid};
+      mu_.AwaitWithTimeout(absl::Condition(&FakeHypervisor::Unblocked, &w), it->second);
+      --blocked_;
+    }
     result = EnterLocked(Method::kSetBalloonTarget);
     const int64_t rounded = bytes / kKiB * kKiB;
     Domain* d = FindLocked(uuid);
@@ -197,6 +206,34 @@ absl::Status FakeHypervisor::SetBalloonTarget(const std::string& uuid, int64_t b
   }
   if (emit) EmitEvent(event);
   return result;
+}
+
+absl::StatusOr<std::string> FakeHypervisor::ActiveJob(const std::string& uuid) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = EnterLocked(Method::kActiveJob); !s.ok()) return s;
+  const Domain* d = FindLocked(uuid);
+  if (d == nullptr) return absl::NotFoundError(absl::StrCat("fake: no domain uuid=", uuid));
+  return d->job;
+}
+
+void FakeHypervisor::SetActiveJob(const std::string& uuid, const std::string& job) {
+  absl::MutexLock l(&mu_);
+  if (Domain* d = FindLocked(uuid)) d->job = job;
+}
+
+void FakeHypervisor::BlockSetTarget(const std::string& uuid, absl::Duration up_to) {
+  absl::MutexLock l(&mu_);
+  blocks_[uuid] = up_to;
+}
+
+void FakeHypervisor::UnblockSetTarget(const std::string& uuid) {
+  absl::MutexLock l(&mu_);
+  blocks_.erase(uuid);
+}
+
+int FakeHypervisor::blocked_set_target_calls() const {
+  absl::MutexLock l(&mu_);
+  return blocked_;
 }
 
 void FakeHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/hypervisor/hypervisor.h"
 
 namespace plimsoll::hypervisor {
@@ -51,7 +52,8 @@ class FakeHypervisor : public Hypervisor {
     kEnableStats,
     kSetBalloonTarget,
     kGetAgentChannel,
-    kAttachAgentChannel
+    kAttachAgentChannel,
+    kActiveJob
   };
 
   // One AttachAgentChannel call as it reached the fake.
@@ -79,7 +81,10 @@ class FakeHypervisor : public Hypervisor {
   absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
       const std::vector<std::string>& uuids) override;
   absl::Status EnableStats(const std::string& uuid, int period_seconds) override;
+  // Waits first while the domain is blocked (BlockSetTarget), then behaves as described above.
   absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override;
+  // The job scripted by SetActiveJob ("" by default); NOT_FOUND for an unknown domain.
+  absl::StatusOr<std::string> ActiveJob(const std::string& uuid) override;
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;
   // The domain's scripted channel (SetAgentChannel) when `name` is the one scripted; otherwise
   // not found, with the domain's controller flag. NOT_FOUND for an unknown domain.
@@ -113,6 +118,16 @@ class FakeHypervisor : public Hypervisor {
   // it whatever name it is asked for, as the live XML would.
   void SetVsockCid(const std::string& uuid, uint32_t cid);
 
+  // A domain busy with a job, as ActiveJob reports it ("" for none).
+  void SetActiveJob(const std::string& uuid, const std::string& job);
+  // A hung domain: SetBalloonTarget calls for `uuid` from now on wait (in real time, on the
+  // caller's thread, holding no lock of the fake) until UnblockSetTarget(uuid) or until `up_to`
+  // has passed, then take effect (or fail) as usual.
+  void BlockSetTarget(const std::string& uuid, absl::Duration up_to);
+  void UnblockSetTarget(const std::string& uuid);
+  // SetBalloonTarget calls waiting in a block now.
+  int blocked_set_target_calls() const;
+
   // ---- What the code under test did
   std::vector<TargetCall> target_calls() const;
   void ClearTargetCalls();
@@ -145,6 +160,7 @@ class FakeHypervisor : public Hypervisor {
     std::optional<int> stats_period;
     std::string channel_name;
     AgentChannelInfo channel;
+    std::string job;
   };
 
   // Consumes one scripted failure for `method`, if any.
@@ -154,8 +170,16 @@ class FakeHypervisor : public Hypervisor {
   Domain* FindLocked(const std::string& uuid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Domain* FindLocked(const std::string& uuid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  struct BlockWait {
+    FakeHypervisor* self;
+    const std::string* uuid;
+  };
+  static bool Unblocked(BlockWait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS;  // under mu_
+
   const Options options_;
   mutable absl::Mutex mu_;
+  std::map<std::string, absl::Duration> blocks_ ABSL_GUARDED_BY(mu_);
+  int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, Domain> domains_ ABSL_GUARDED_BY(mu_);  // by uuid, for a stable order
   std::vector<TargetCall> target_calls_ ABSL_GUARDED_BY(mu_);
