@@ -9,7 +9,7 @@ absl::Status HypervisorActuator::SetTarget(const std::string& uuid, const std::s
                                            int64_t bytes) {
   absl::StatusOr<std::string> job = hv_->ActiveJob(uuid);
   if (job.ok() && !job->empty()) {
-    return absl::AbortedError(absl::StrCat("busy: the domain has an active libvirt job (", *job, ")"));
+    return absl::AbortedError(absl::StrCat("the domain has an active libvirt job (", *job, ")"));
   }
   // An error asking (no job info in this driver, a vanished domain) says nothing about jobs:
   // the call itself reports what is really wrong.

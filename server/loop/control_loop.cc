@@ -389,7 +389,7 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
   if (absl::IsAborted(r.status)) {  // the actuator found a libvirt job: nothing was called
     const std::string why(r.status.message());
     NoteBusy(g, BusyReason::kJob, why, now);
-    hold(why);
+    hold(absl::StrCat("busy: ", why));
     return;
   }
   CountError(LibvirtOperation::kSetTarget);
