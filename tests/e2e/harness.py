@@ -6,6 +6,7 @@ Binaries come from bazel-bin (tools/test.sh builds them first).
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,6 +48,21 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def metric(text, name, **labels):
+    """The value of one series in a /metrics text, or None."""
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        got = ",".join(sorted((m.group(3) or "").split(","))) if m.group(3) else ""
+        if got == want:
+            return float(m.group(4))
+    return None
 
 
 def wait_for(what, predicate, timeout, interval=0.5):

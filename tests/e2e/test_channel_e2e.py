@@ -16,34 +16,18 @@ c1's agent killed: it reports again by itself, late unaffected; the autoattach o
 """
 
 import os
-import re
 import tempfile
 import time
 import unittest
 import uuid
 
 import harness
-from harness import wait_for
+from harness import metric, wait_for
 
 FLAGS = dict(tick="1s", stats_period_seconds=1, host_reserve_bytes=0, policy="static",
              agent_stale_after="4s", channel_autoattach="true")
 CHANNEL = harness.labmod.AGENT_CHANNEL_NAME
 MEMORY_MIB = 512
-
-
-def metric(text, name, **labels):
-    """The value of one series in a /metrics text, or None."""
-    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)", line)
-        if not m or m.group(1) != name:
-            continue
-        got = ",".join(sorted((m.group(3) or "").split(","))) if m.group(3) else ""
-        if got == want:
-            return float(m.group(4))
-    return None
 
 
 def channel_agent(interval="1s", extra_args=(), kill_file=None):

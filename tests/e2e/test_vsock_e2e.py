@@ -15,31 +15,15 @@ VSOCK_GUEST_MODULE): then nothing here has run.
 
 import os
 import random
-import re
 import tempfile
 import time
 import unittest
 import uuid
 
 import harness
-from harness import wait_for
+from harness import metric, wait_for
 
 MEMORY_MIB = 512
-
-
-def metric(text, name, **labels):
-    """The value of one series in a /metrics text, or None."""
-    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)", line)
-        if not m or m.group(1) != name:
-            continue
-        got = ",".join(sorted((m.group(3) or "").split(","))) if m.group(3) else ""
-        if got == want:
-            return float(m.group(4))
-    return None
 
 
 def skip_reason():
