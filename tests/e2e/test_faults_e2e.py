@@ -44,7 +44,7 @@ DECISION_RE = re.compile(
     r"^I (?P<ts>\S+) control_loop\.cc:\d+\] decision tick=(?P<tick>\d+) guest=(?P<guest>\S+) uuid=\S+ "
     r"policy=\S+ direction=(?P<direction>\w+) prev_target=(?P<prev>[\d.]+)MiB target=(?P<target>[\d.]+)MiB "
     r"actual=(?P<actual>[\d.]+)MiB max=(?P<max>[\d.]+)MiB min=(?P<min>[\d.]+)MiB .* "
-    r"stats_age=(?P<age>[\d.]+)s applied=(?P<applied>\w+) reason=\"(?P<reason>.*)\"$")
+    r"stats_age=(?P<age>[\d.]+)s applied=(?P<applied>[\w-]+) reason=\"(?P<reason>.*)\"$")
 
 
 def log_time(ts):
@@ -64,7 +64,9 @@ def decisions(log_text, start_line=0):
         for k in ("prev", "target", "actual", "max", "min", "age"):
             d[k] = float(d[k])
         d["tick"] = int(d["tick"])
-        d["applied"] = d["applied"] == "true"
+        # "in-flight": the move was handed to the balloon call pool (issue 15 point 2); its
+        # result lands on a later tick. For these tests it is a move issued.
+        d["applied"] = d["applied"] in ("true", "in-flight")
         d["line"] = no
         d["time"] = log_time(d["ts"])
         out.append(d)
@@ -326,7 +328,9 @@ class FaultsE2E(unittest.TestCase):
         t0 = time.monotonic()
         self.lab.wait_ready("oom", timeout=90)
         wait_for("oom adopted", lambda: "oom" in self.guests(), timeout=15, interval=0.2)
-        d.ctl("set", "oom", "--pin=300M", "--note=faults-e2e oom")
+        # Forced: a pin below the guest's floor (its 600 MiB allocation to come) is what this test
+        # needs, and without force a pin stops at the floor (issue 15 point 6).
+        d.ctl("set", "oom", "--pin=300M", "--force", "--note=faults-e2e oom")
         self.lab.wait_actual("oom", 300, tolerance=0.05, timeout=anon_after - (time.monotonic() - t0) - 2)
         t_pin = time.monotonic() - t0
         self.assertNotIn("allocating_mib", self.lab.console("oom"), "the allocation began before the pin landed")
