@@ -51,8 +51,9 @@ double FilterFutile(double x, bool measured, const FutileSize& z, double now_s, 
   ++m->count;
   const double mean = m->sum / m->count;
   const double given = z.actual_bytes - *m->start_bytes;
-  const bool unused = z.working_set_bytes - m->start_working_set_bytes <= std::max(z.step_bytes, given / 2) &&
-                      z.working_set_bytes < z.actual_bytes - z.step_bytes;
+  const bool unused =
+      z.working_set_bytes - m->start_working_set_bytes <= std::max(z.step_bytes, given / 2) &&
+      z.working_set_bytes < z.actual_bytes - z.step_bytes;
   if (m->count >= 2 && unused && (at_ceiling || (grown && mean >= m->start_pressure / p.ratio))) {
     m->level = std::max(m->start_pressure, m->highest);
     m->verdict_s = now_s;
