@@ -65,6 +65,14 @@ def metric(text, name, **labels):
     return None
 
 
+def agent_reporting(daemon, name):
+    """The guest `name` as plimsolld shows it when its agent is connected, fresh and its PSI
+    arrived (agent data, not libvirt's); otherwise a falsy value."""
+    g = daemon.guests()[0][name]
+    a = g.get("agent", {})
+    return a.get("connected") and a.get("fresh") and "psi_some_avg10" in g["stats"] and g
+
+
 def wait_for(what, predicate, timeout, interval=0.5):
     """Polls predicate() until it returns a truthy value; raises AssertionError with `what`."""
     deadline = time.monotonic() + timeout

@@ -84,9 +84,7 @@ class ChannelE2E(unittest.TestCase):
         return self.daemon.guests()[0][name]
 
     def reporting(self, name):
-        g = self.guest(name)
-        a = g.get("agent", {})
-        return a.get("connected") and a.get("fresh") and "psi_some_avg10" in g["stats"] and g
+        return harness.agent_reporting(self.daemon, name)
 
     def test_1_reports_flow_without_networking(self):
         for name in ("c1", "liar", "late", "bare"):

@@ -83,9 +83,7 @@ class VsockE2E(unittest.TestCase):
         return self.daemon.guests()[0][name]
 
     def reporting(self, name):
-        g = self.guest(name)
-        a = g.get("agent", {})
-        return a.get("connected") and a.get("fresh") and "psi_some_avg10" in g["stats"] and g
+        return harness.agent_reporting(self.daemon, name)
 
     def test_1_reports_flow_over_vsock_as_the_cids_domain(self):
         for name in ("v1", "liar"):
