@@ -372,18 +372,27 @@ void Reporter::Run() {
     const absl::Status ended = RunOneStream(&accepted);
     if (stopping()) break;
     if (accepted) backoff = options_.initial_backoff;
-    const absl::Duration delay = Jittered(backoff);
+    // On virtio-serial, "the host end is not connected" comes after Dial watched the port for
+    // connect_timeout: plimsolld connecting shows on the port at once, so waiting there is the
+    // backoff. Retrying at once means an agent whose plimsolld was away for minutes reports
+    // within ~100 ms of its return, not after a backoff grown to max_backoff meanwhile.
+    const bool host_absent =
+        options_.server.kind == ServerAddress::Kind::kVirtioSerial && absl::IsFailedPrecondition(ended);
+    if (host_absent) backoff = options_.initial_backoff;
+    const absl::Duration delay = host_absent ? absl::ZeroDuration() : Jittered(backoff);
     {
       absl::MutexLock l(&mu_);
       stats_.last_disconnect = ended.ToString();
     }
     LogOnChange(kTopicConnection, absl::StrCat("down:", absl::StatusCodeToString(ended.code())),
                 absl::StrCat("not connected to plimsolld at ", options_.server_text, ": ", ended.ToString(),
-                             "; retrying with backoff (next in ", absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
-                             ")"));
+                             host_absent ? "; watching the port for it"
+                                         : absl::StrCat("; retrying with backoff (next in ",
+                                                        absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+                                                        ")")));
     const absl::Time until = absl::Now() + delay;
     while (!stopping() && absl::Now() < until) WaitEvents(until - absl::Now(), /*watch_trigger=*/false);
-    backoff = std::min(backoff * 2, options_.max_backoff);
+    if (!host_absent) backoff = std::min(backoff * 2, options_.max_backoff);
   }
   LogOnChange(kTopicConnection, "stopped", "reporter stopped");
 }

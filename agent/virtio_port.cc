@@ -133,8 +133,8 @@ absl::StatusOr<int> OpenVirtioPortBridge(const std::string& device, absl::Durati
     if (n >= 0 && (p.revents & POLLHUP) == 0) break;  // no events at all: connected, just full
     if (absl::Now() >= deadline) {
       close(port);
-      return absl::UnavailableError(absl::StrCat(device, ": the host end is not connected (plimsolld not running, "
-                                                 "or not connected to this guest's channel yet)"));
+      return absl::FailedPreconditionError(absl::StrCat(device, ": the host end is not connected (plimsolld not "
+                                                        "running, or not connected to this guest's channel yet)"));
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -38,7 +38,8 @@ absl::StatusOr<std::string> FindVirtioPort(absl::string_view root, absl::string_
 
 // Opens `device`, waits for the host end to be connected, and starts the bridge thread.
 // Returns the socketpair end for gRPC (the caller owns it). UNAVAILABLE when the port cannot be
-// opened or no host client connected within `timeout` (the message says which). `alive`, when
+// opened; FAILED_PRECONDITION when no host client connected within `timeout` (the wait polls the
+// port every 100 ms, so the caller may call again at once: see Reporter::Run). `alive`, when
 // given, is set now and cleared when the bridge ends (the port hung up or gRPC closed its end).
 absl::StatusOr<int> OpenVirtioPortBridge(const std::string& device, absl::Duration timeout,
                                          std::shared_ptr<std::atomic<bool>> alive = nullptr);
