@@ -23,7 +23,10 @@ Mixes of TCG guests under a private libvirtd (--mix, comma-separated):
             idle     does nothing
           budget 62.5% of the guests' total (1920 / 3840 MiB)
 --budget-mib overrides a mix's budget. Every guest runs plimsoll-agent (2 s interval) with
---agent=on, none with off, and both modes are run with both (--no-agent is --agent=off).
+--agent=on, none with off, and both modes are run with both (--no-agent is --agent=off). The
+agents report over their guests' virtio-serial ports (the packaged default; the guests then have
+no network interface); --agent-transport=tcp runs them over QEMU user networking with tokens
+instead (the runs before session 11 did).
 
 For each mix, agent mode and repetition (--repeat) it runs an unconstrained baseline (static
 policy, no budget) and then each policy, each on a fresh lab for --seconds; samples libvirt's
@@ -123,8 +126,10 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
         lab.start()
         for name, kw, _ in guests:
             kw = dict(kw)
-            if agent:
+            if agent and args.agent_transport == "tcp":
                 kw.update(keys.guest_kwargs(interval="2s"))
+            elif agent:
+                kw.update(network=False, **harness.channel_agent(interval="2s"))
             lab.add_guest(name, **kw)
         for name in GUESTS:
             lab.wait_ready(name, timeout=120)
@@ -168,6 +173,10 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
             except Exception:
                 beats[n] = []
         alive = set(lab.domains())
+        # An agent run whose agents never reached plimsolld would be an agentless run in disguise.
+        agent_reports = harness.metric(daemon.metrics(), "plimsoll_agent_reports_total") or 0
+        if agent and agent_reports == 0:
+            print("WARNING: %s %s: no agent report reached plimsolld" % (mix, policy), file=sys.stderr)
         log = daemon.read_log()
         if args.keep_logs:
             os.makedirs(args.keep_logs, exist_ok=True)
@@ -225,6 +234,8 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
         "policy": policy,
         "mix": mix,
         "agent": agent,
+        "agent_transport": args.agent_transport if agent else None,
+        "agent_reports": agent_reports,
         "budget_mib": budget_mib,
         "seconds": args.seconds,
         "reclaimed_gib_s": reclaimed_gibs,
@@ -350,6 +361,8 @@ def main():
     ap.add_argument("--policies", default="mom,proxmox,pagecache")
     ap.add_argument("--mix", default="trio", help="comma-separated: " + ", ".join(MIXES))
     ap.add_argument("--agent", default="on", choices=("on", "off", "both"))
+    ap.add_argument("--agent-transport", default="virtio-serial", choices=("virtio-serial", "tcp"),
+                    help="how the guests' agents reach plimsolld")
     ap.add_argument("--repeat", type=int, default=1, help="repetitions of every run (medians and ranges)")
     ap.add_argument("--seconds", type=int, default=150)
     ap.add_argument("--budget-mib", type=int, default=None, help="default: the mix's own budget")

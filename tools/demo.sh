@@ -53,18 +53,16 @@ python3 tools/demo_lab.py down --state "$STATE/lab" >/dev/null 2>&1 || true
 rm -rf "$STATE"
 mkdir -p "$STATE"
 echo "demo: starting the lab: stream (reads a 700 MiB file in a loop), hot (re-reads a 128 MiB file),"
-echo "      anon (idle, allocates 400 MiB after 60 s); 1024 MiB each, each running plimsoll-agent;"
-echo "      guest budget ${BUDGET_MIB} MiB"
-AGENT_PORT=9588
-LAB_OUT=$(python3 tools/demo_lab.py up --state "$STATE" --agent-port "$AGENT_PORT")
+echo "      anon (idle, allocates 400 MiB after 60 s); 1024 MiB each, no network, each running"
+echo "      plimsoll-agent over its virtio-serial port; guest budget ${BUDGET_MIB} MiB"
+LAB_OUT=$(python3 tools/demo_lab.py up --state "$STATE")
 URI=$(echo "$LAB_OUT" | sed -n 's/^URI=//p')
-HOST_KEY=$(echo "$LAB_OUT" | sed -n 's/^HOST_KEY=//p')
 [ -n "$URI" ] || { echo "demo: the lab did not start" >&2; exit 1; }
 
 "$BIN/server/plimsolld" --libvirt_uri="$URI" --grpc_listen="unix:$SOCK" \
   --metrics_listen="$METRICS" --policy="$POLICY" --tick=2s \
   --guest_memory_budget_bytes=$((BUDGET_MIB * 1024 * 1024)) --host_reserve_bytes=0 \
-  --agent_listen="127.0.0.1:$AGENT_PORT" --agent_host_key_file="$HOST_KEY" \
+  --agent_listen= \
   >/tmp/plimsoll-demo.log 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.2; done
@@ -75,6 +73,10 @@ if [ "$DURATION" -gt 0 ]; then
   "$BIN/ctl/plimsollctl" --server="unix:$SOCK" top --interval=5s --count=$(( DURATION / 5 + 1 )) | cat
   echo "demo: balloon decisions taken:"
   grep -c "direction=inflate\|direction=deflate" /tmp/plimsoll-demo.log || true
+  echo "demo: agent channels (virtio-serial) and reports:"
+  python3 -c 'import sys, urllib.request
+for l in urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=5).read().decode().splitlines():
+    if l.startswith(("plimsoll_agent_channels{", "plimsoll_agent_reports_total")): print("  " + l)' "$METRICS" || true
 else
   "$BIN/ctl/plimsollctl" --server="unix:$SOCK" top --interval=2s
 fi

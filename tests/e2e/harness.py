@@ -118,6 +118,20 @@ def wait_heartbeats(lab, names, timeout=20):
              lambda: all(len(lab.heartbeats(n)) > seen[n] for n in names), timeout, 0.2)
 
 
+def channel_agent(interval="1s", extra_args=(), kill_file=None, stop_file=None):
+    """add_guest() arguments that run plimsoll-agent over the guest's own virtio-serial port
+    (labmod.AGENT_CHANNEL_NAME): no network, no token; the domain is the identity."""
+    cmd = ["plimsoll.agent_bin=" + os.path.realpath(AGENT),
+           "plimsoll.agent_server=virtio-serial:" + labmod.AGENT_CHANNEL_NAME, "plimsoll.agent_interval=" + interval]
+    if extra_args:
+        cmd.append("plimsoll.agent_args=" + ",".join(extra_args))
+    if kill_file:
+        cmd.append("plimsoll.agent_kill_file=" + kill_file)
+    if stop_file:
+        cmd.append("plimsoll.agent_stop_file=" + stop_file)
+    return dict(run=RUN_AGENT, cmdline_extra=" ".join(cmd))
+
+
 class AgentKeys:
     """The agent channel's host key and port for one test run, fixed before guests boot so
     each guest's token can go on its kernel command line (the lab's stand-in for fw_cfg)."""

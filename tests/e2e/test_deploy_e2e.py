@@ -663,6 +663,9 @@ class DebPackage(unittest.TestCase):
         out = self.run_ok(["sh", "-c", ". /etc/default/plimsolld && /usr/bin/plimsolld --check_config "
                                        "--config=/etc/plimsoll/plimsolld.textproto $PLIMSOLLD_ARGS"])
         self.assertIn("dry_run: true", out)
+        # The packaged agent path is virtio-serial; the token-checked TCP listener is opt-in.
+        self.assertIn('agent_listen: ""', out)
+        self.assertIn('channel_name: "org.plimsoll.agent.0"', out)
         self.assertIn("Usage: plimsollctl", self.run_ok(["/usr/bin/plimsollctl", "--help"]))
         if shutil.which("systemd-analyze"):
             self.run_ok(["systemd-analyze", "verify", "/lib/systemd/system/plimsolld.service"])

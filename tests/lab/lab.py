@@ -979,7 +979,8 @@ class Lab:
     # ---- guests --------------------------------------------------------------------
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                    autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
-                   hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None):
+                   hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None,
+                   on_reboot="destroy"):
         """The libvirt XML add_guest() would create (exposed for tests and debugging).
 
         balloon=False gives the guest no balloon device (`<memballoon model='none'/>`).
@@ -990,10 +991,14 @@ class Lab:
         vsock_cid: a virtio vsock device with this guest CID (>= 3, unique on the host; needs
         /dev/vhost-vsock on the host, and the vsock transport modules in the guest, which
         GUEST_MODULES does not load: see guest_has_vsock()).
+        on_reboot: what a guest reboot (or `virsh reset`) does: "destroy" (the default: the
+        transient domain is gone) or "restart" (the guest boots again in the same QEMU).
         hot_mib: the "hot" workload re-reads only the first hot_mib MiB of the lab's hot file
         (at most the lab's hot_mib), so guests of one lab can have hot sets of their own."""
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
             raise LabError("bad guest name %r" % name)
+        if on_reboot not in ("destroy", "restart"):
+            raise LabError("on_reboot must be destroy or restart, not %r" % on_reboot)
         if workload not in WORKLOADS:
             raise LabError("unknown workload %r (one of %s)" % (workload, ", ".join(WORKLOADS)))
         if workload != "idle" and not self.workload_bin:
@@ -1060,7 +1065,7 @@ class Lab:
   <features><acpi/></features>{cpu}
   <clock offset='utc'/>
   <on_poweroff>destroy</on_poweroff>
-  <on_reboot>destroy</on_reboot>
+  <on_reboot>{on_reboot}</on_reboot>
   <on_crash>destroy</on_crash>
   <devices>
     <emulator>{qemu}</emulator>
@@ -1096,17 +1101,18 @@ class Lab:
                         "      <stats period='1'/>\n    </memballoon>\n")
                        % ("on" if autodeflate else "off") if balloon
                        else "    <memballoon model='none'/>\n"),
-           aio=" io='native'" if cache_mode == "none" else "", nic=nic, serial=serial)
+           aio=" io='native'" if cache_mode == "none" else "", nic=nic, serial=serial, on_reboot=on_reboot)
 
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
-                  hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None):
+                  hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None,
+                  on_reboot="destroy"):
         """Creates and starts a transient guest; returns at once (see wait_ready).
 
         guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot.
         balloon=False: no balloon device at all; such a guest never reports balloon stats, so
         wait for its heartbeat (wait_ready() waits for stats and would time out).
-        agent_channel, serial_controller, network, vsock_cid: see domain_xml()."""
+        agent_channel, serial_controller, network, vsock_cid, on_reboot: see domain_xml()."""
         if self.libvirtd_pid() is None:
             self.start()
         if self.artefacts is None:
@@ -1114,7 +1120,7 @@ class Lab:
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
                               anon_mib, anon_after, guest_uuid, balloon=balloon, hot_mib=hot_mib,
                               agent_channel=agent_channel, serial_controller=serial_controller,
-                              network=network, vsock_cid=vsock_cid)
+                              network=network, vsock_cid=vsock_cid, on_reboot=on_reboot)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
         for stale in (self.console_path(name), self.channel_path(name)):
