@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
   d->live_actuator_ = std::make_unique<HypervisorActuator>(d->hypervisor_.get());
   d->dry_run_actuator_ = std::make_unique<DryRunActuator>();
   d->metrics_ = std::make_unique<Metrics>();
+  d->metrics_->SetLibvirtCallSource([hv = d->hypervisor_.get()] { return hv->CallCounts(); });
   d->metrics_->ConfigLoaded(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   {
     std::unique_ptr<StateStore> state;
@@ -485,6 +486,7 @@ void Daemon::Shutdown() {
     metrics_->SetAgentStreamSource(nullptr);
     metrics_->SetAgentChannelSource(nullptr);
     metrics_->SetAgentVsockSource(nullptr);
+    metrics_->SetLibvirtCallSource(nullptr);
   }
   // The event callback is gone already; after the sources are detached nothing reads it.
   channels_live_.store(nullptr);

@@ -4,6 +4,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -420,6 +421,47 @@ std::optional<unsigned long long> TypedParamValue(const virTypedParameter& p) {
   }
 }
 
+DomainRunState RunStateOf(int state) {
+  switch (state) {
+    case VIR_DOMAIN_RUNNING:
+    case VIR_DOMAIN_BLOCKED:  // Running but idle (a Xen-ism); memory-wise it is running.
+      return DomainRunState::kRunning;
+    case VIR_DOMAIN_PAUSED:
+      return DomainRunState::kPaused;
+    case VIR_DOMAIN_SHUTOFF:
+      return DomainRunState::kShutoff;
+    case VIR_DOMAIN_CRASHED:
+      return DomainRunState::kCrashed;
+    default:
+      return DomainRunState::kOther;
+  }
+}
+
+// The DomainInfo in a bulk record of the STATE and BALLOON groups: what virDomainGetInfo would
+// say (state, <memory>, the live balloon size). False when the record lacks one of them.
+bool ParseDomainRecord(const virDomainStatsRecord& record, DomainInfo* out) {
+  bool state = false, maximum = false, current = false;
+  for (int i = 0; i < record.nparams; ++i) {
+    const virTypedParameter& p = record.params[i];
+    const absl::string_view name(p.field);
+    std::optional<unsigned long long> value = TypedParamValue(p);
+    if (!value.has_value()) continue;
+    if (name == "state.state") {
+      out->state = RunStateOf(static_cast<int>(*value));
+      state = true;
+    } else if (name == "balloon.maximum") {
+      out->max_bytes = static_cast<int64_t>(*value) * kKiB;
+      maximum = true;
+    } else if (name == "balloon.current") {
+      out->current_bytes = static_cast<int64_t>(*value) * kKiB;
+      current = true;
+    }
+  }
+  out->name = DomainName(record.dom);
+  out->uuid = DomainUuid(record.dom);
+  return state && maximum && current;
+}
+
 // Parses a bulk record's balloon.* fields; returns how many balloon fields it had.
 int ParseBulkRecord(const virDomainStatsRecord& record, BalloonStats* out) {
   constexpr absl::string_view kPrefix = "balloon.";
@@ -496,6 +538,15 @@ struct LibvirtHypervisor::Impl {
   absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
       const std::vector<std::string>& uuids);
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains();
+  // One virConnectGetAllDomainStats(groups) for the active domains, NOWAIT where the driver
+  // takes it. UNIMPLEMENTED (remembered: bulk_supported) where the driver has no bulk call.
+  absl::StatusOr<int> BulkStatsLocked(unsigned int groups, virDomainStatsRecordPtr** raw)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // SurveyDomains in one bulk call of the STATE and BALLOON groups; nullopt where the driver
+  // cannot answer it that way (no bulk call, no balloon fields, a record without its state or
+  // balloon size), and the caller lists the domains and reads their stats instead.
+  std::optional<absl::StatusOr<DomainSurvey>> BulkSurvey();
+  void Count(LibvirtCall call) { calls[static_cast<size_t>(call)].fetch_add(1, std::memory_order_relaxed); }
 
   const std::string uri;
   const ConnectionOpener opener;  // null: virConnectOpen
@@ -516,6 +567,9 @@ struct LibvirtHypervisor::Impl {
   // The bulk call answered with no balloon field in any record (the test driver
   // does): every domain then needs its own call anyway, so the bulk one is skipped.
   bool bulk_balloon_empty ABSL_GUARDED_BY(mu) = false;
+  bool incomplete_logged ABSL_GUARDED_BY(mu) = false;
+  // Calls made, by kind (LibvirtHypervisor::CallCounts).
+  std::array<std::atomic<uint64_t>, kNumLibvirtCalls> calls{};
   // virDomainGetJobInfo answered VIR_ERR_NO_SUPPORT (the test driver): not asked again.
   bool job_info_supported ABSL_GUARDED_BY(mu) = true;
   // The domains of the last ListActiveDomains, by lowercase uuid. Stats, targets
@@ -649,6 +703,7 @@ absl::Status LibvirtHypervisor::Impl::FailedLocked(absl::string_view what, const
 
 absl::StatusOr<DomainPtr> LibvirtHypervisor::Impl::LookupLocked(const std::string& uuid,
                                                                 absl::string_view what) {
+  Count(LibvirtCall::kLookup);
   virDomainPtr dom = virDomainLookupByUUIDString(conn, uuid.c_str());
   if (dom == nullptr) return FailLocked(absl::StrCat(what, " uuid=", uuid));
   return DomainPtr(dom);
@@ -696,6 +751,7 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
   absl::MutexLock l(&mu);
   if (absl::Status s = CheckConnectedLocked(); !s.ok()) return s;
   virDomainPtr* raw = nullptr;
+  Count(LibvirtCall::kListAllDomains);
   const int n = virConnectListAllDomains(conn, &raw, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
   if (n < 0) return FailLocked("virConnectListAllDomains");
   std::vector<DomainPtr> doms;
@@ -711,6 +767,7 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
     d.name = DomainName(dom.get());
     d.uuid = DomainUuid(dom.get());
     virDomainInfo info;
+    Count(LibvirtCall::kGetInfo);
     if (virDomainGetInfo(dom.get(), &info) < 0) {
       absl::Status s = FailLocked(absl::StrCat("virDomainGetInfo uuid=", d.uuid));
       if (absl::IsUnavailable(s)) return s;
@@ -721,24 +778,7 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
       }
       continue;
     }
-    switch (info.state) {
-      case VIR_DOMAIN_RUNNING:
-      case VIR_DOMAIN_BLOCKED:  // Running but idle (a Xen-ism); memory-wise it is running.
-        d.state = DomainRunState::kRunning;
-        break;
-      case VIR_DOMAIN_PAUSED:
-        d.state = DomainRunState::kPaused;
-        break;
-      case VIR_DOMAIN_SHUTOFF:
-        d.state = DomainRunState::kShutoff;
-        break;
-      case VIR_DOMAIN_CRASHED:
-        d.state = DomainRunState::kCrashed;
-        break;
-      default:
-        d.state = DomainRunState::kOther;
-        break;
-    }
+    d.state = RunStateOf(info.state);
     d.max_bytes = static_cast<int64_t>(info.maxMem) * kKiB;
     d.current_bytes = static_cast<int64_t>(info.memory) * kKiB;
     listed.insert_or_assign(d.uuid, std::move(dom));
@@ -750,6 +790,7 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
 absl::StatusOr<std::optional<BalloonStats>> LibvirtHypervisor::Impl::MemoryStatsLocked(
     virDomainPtr dom, const std::string& uuid) {
   virDomainMemoryStatStruct stats[VIR_DOMAIN_MEMORY_STAT_NR];
+  Count(LibvirtCall::kMemoryStats);
   const int n = virDomainMemoryStats(dom, stats, VIR_DOMAIN_MEMORY_STAT_NR, 0);
   if (n < 0) {
     absl::Status s = FailLocked(absl::StrCat("virDomainMemoryStats uuid=", uuid));
@@ -764,6 +805,83 @@ absl::StatusOr<std::optional<BalloonStats>> LibvirtHypervisor::Impl::MemoryStats
   return std::optional<BalloonStats>(out);
 }
 
+absl::StatusOr<int> LibvirtHypervisor::Impl::BulkStatsLocked(unsigned int groups, virDomainStatsRecordPtr** raw) {
+  // NOWAIT: a domain busy with another job reports what it can without blocking the whole
+  // tick (its state and current/maximum, no guest stats).
+  unsigned int flags = VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE;
+  if (bulk_nowait_ok) flags |= VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT;
+  Count(LibvirtCall::kGetAllDomainStats);
+  int n = virConnectGetAllDomainStats(conn, groups, raw, flags);
+  if (n < 0 && bulk_nowait_ok) {
+    // Drivers that predate NOWAIT (or ignore it) reject the flag: retry once without it and
+    // remember for this connection.
+    virErrorPtr e = virGetLastError();
+    const absl::StatusCode code = MapErrorCode(e != nullptr ? e->code : VIR_ERR_OK);
+    if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented) {
+      virResetLastError();
+      bulk_nowait_ok = false;
+      flags &= ~static_cast<unsigned int>(VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
+      Count(LibvirtCall::kGetAllDomainStats);
+      n = virConnectGetAllDomainStats(conn, groups, raw, flags);
+    }
+  }
+  if (n >= 0) return n;
+  absl::Status s = FailLocked("virConnectGetAllDomainStats");
+  if (absl::IsUnimplemented(s)) {
+    bulk_supported = false;
+    PLOG_INFO << "bulk domain stats unsupported, using per-domain calls uri=" << uri;
+  }
+  return s;
+}
+
+std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey() {
+  absl::MutexLock l(&mu);
+  if (absl::Status s = CheckConnectedLocked(); !s.ok()) return absl::StatusOr<DomainSurvey>(s);
+  if (!bulk_supported || bulk_balloon_empty) return std::nullopt;
+  virDomainStatsRecordPtr* raw = nullptr;
+  absl::StatusOr<int> n = BulkStatsLocked(VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON, &raw);
+  if (!n.ok()) {
+    if (absl::IsUnimplemented(n.status())) return std::nullopt;
+    return absl::StatusOr<DomainSurvey>(n.status());
+  }
+  std::unique_ptr<virDomainStatsRecordPtr, StatsRecordsDeleter> records(raw);
+  DomainSurvey out;
+  out.domains.reserve(*n);
+  absl::flat_hash_map<std::string, DomainPtr> doms;
+  int with_balloon = 0;
+  std::string incomplete;  // the uuid of a record that lacks its state or balloon size
+  for (int i = 0; i < *n; ++i) {
+    const virDomainStatsRecord& record = *raw[i];
+    DomainInfo d;
+    if (!ParseDomainRecord(record, &d) && incomplete.empty()) incomplete = d.uuid;
+    BalloonStats stats;
+    if (ParseBulkRecord(record, &stats) > 0) {
+      ++with_balloon;
+      out.stats.emplace(d.uuid, stats);
+    }
+    // The record's handle is freed with the records: the listed map keeps its own reference.
+    if (virDomainRef(record.dom) == 0) doms.insert_or_assign(d.uuid, DomainPtr(record.dom));
+    out.domains.push_back(std::move(d));
+  }
+  if (*n > 0 && with_balloon == 0) {
+    // The test driver: every domain needs calls of its own anyway (GetBalloonStats says so too).
+    bulk_balloon_empty = true;
+    PLOG_INFO << "bulk domain stats carry no balloon fields, using per-domain calls uri=" << uri;
+    return std::nullopt;
+  }
+  if (!incomplete.empty()) {
+    // Not what ListActiveDomains would say about that domain: this tick is read the old way.
+    if (!incomplete_logged) {
+      PLOG_INFO << "bulk domain stats lack the state or balloon size of uuid=" << incomplete
+                << ", listing domains one by one instead uri=" << uri;
+      incomplete_logged = true;
+    }
+    return std::nullopt;
+  }
+  listed = std::move(doms);
+  return absl::StatusOr<DomainSurvey>(std::move(out));
+}
+
 absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>>
 LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) {
   absl::MutexLock l(&mu);
@@ -776,29 +894,10 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
 
   if (bulk_supported && !bulk_balloon_empty) {
     virDomainStatsRecordPtr* raw = nullptr;
-    // NOWAIT: a domain busy with another job reports what it can without
-    // blocking the whole tick (current/maximum, no guest stats).
-    unsigned int flags = VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE;
-    if (bulk_nowait_ok) flags |= VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT;
-    int n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_BALLOON, &raw, flags);
-    if (n < 0 && bulk_nowait_ok) {
-      // Drivers that predate NOWAIT (or ignore it) reject the flag: retry once
-      // without it and remember for this connection.
-      virErrorPtr e = virGetLastError();
-      const absl::StatusCode code = MapErrorCode(e != nullptr ? e->code : VIR_ERR_OK);
-      if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented) {
-        virResetLastError();
-        bulk_nowait_ok = false;
-        flags &= ~static_cast<unsigned int>(VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
-        n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_BALLOON, &raw, flags);
-      }
-    }
-    if (n < 0) {
-      absl::Status s = FailLocked("virConnectGetAllDomainStats");
-      if (!absl::IsUnimplemented(s)) return s;
-      bulk_supported = false;  // Fall through to per-domain calls below.
-      PLOG_INFO << "bulk domain stats unsupported, using per-domain calls uri=" << uri;
-    } else {
+    absl::StatusOr<int> bulk = BulkStatsLocked(VIR_DOMAIN_STATS_BALLOON, &raw);
+    if (!bulk.ok() && !absl::IsUnimplemented(bulk.status())) return bulk.status();
+    if (bulk.ok()) {  // else: fall through to per-domain calls below
+      const int n = *bulk;
       std::unique_ptr<virDomainStatsRecordPtr, StatsRecordsDeleter> records(raw);
       int with_balloon = 0;
       for (int i = 0; i < n; ++i) {
@@ -863,6 +962,46 @@ absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> LibvirtHypervisor
   return impl_->GetBalloonStats(uuids);
 }
 
+absl::StatusOr<DomainSurvey> LibvirtHypervisor::SurveyDomains() {
+  if (std::optional<absl::StatusOr<DomainSurvey>> bulk = impl_->BulkSurvey()) return *std::move(bulk);
+  return Hypervisor::SurveyDomains();
+}
+
+const char* LibvirtCallName(LibvirtCall call) {
+  switch (call) {
+    case LibvirtCall::kGetAllDomainStats:
+      return "virConnectGetAllDomainStats";
+    case LibvirtCall::kListAllDomains:
+      return "virConnectListAllDomains";
+    case LibvirtCall::kGetInfo:
+      return "virDomainGetInfo";
+    case LibvirtCall::kMemoryStats:
+      return "virDomainMemoryStats";
+    case LibvirtCall::kLookup:
+      return "virDomainLookupByUUIDString";
+    case LibvirtCall::kSetMemory:
+      return "virDomainSetMemoryFlags";
+    case LibvirtCall::kSetStatsPeriod:
+      return "virDomainSetMemoryStatsPeriod";
+    case LibvirtCall::kGetJobInfo:
+      return "virDomainGetJobInfo";
+    case LibvirtCall::kGetXml:
+      return "virDomainGetXMLDesc";
+    case LibvirtCall::kAttachDevice:
+      return "virDomainAttachDeviceFlags";
+  }
+  return "unknown";
+}
+
+std::vector<std::pair<std::string, uint64_t>> LibvirtHypervisor::CallCounts() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  out.reserve(kNumLibvirtCalls);
+  for (size_t i = 0; i < kNumLibvirtCalls; ++i) {
+    out.emplace_back(LibvirtCallName(static_cast<LibvirtCall>(i)), impl_->calls[i].load(std::memory_order_relaxed));
+  }
+  return out;
+}
+
 absl::Status LibvirtHypervisor::EnableStats(const std::string& uuid, int period_seconds) {
   if (period_seconds < 0) {
     return absl::InvalidArgumentError(
@@ -870,7 +1009,8 @@ absl::Status LibvirtHypervisor::EnableStats(const std::string& uuid, int period_
   }
   return impl_->CallUnlocked(
       uuid, absl::StrCat("virDomainSetMemoryStatsPeriod uuid=", uuid, " period_s=", period_seconds),
-      [period_seconds](virDomainPtr dom) {
+      [impl = impl_.get(), period_seconds](virDomainPtr dom) {
+        impl->Count(LibvirtCall::kSetStatsPeriod);
         return virDomainSetMemoryStatsPeriod(dom, period_seconds, VIR_DOMAIN_AFFECT_LIVE);
       });
 }
@@ -883,7 +1023,10 @@ absl::Status LibvirtHypervisor::SetBalloonTarget(const std::string& uuid, int64_
   }
   const unsigned long kib = static_cast<unsigned long>(bytes / kKiB);
   return impl_->CallUnlocked(uuid, absl::StrCat("virDomainSetMemoryFlags uuid=", uuid, " target_kib=", kib),
-                             [kib](virDomainPtr dom) { return virDomainSetMemoryFlags(dom, kib, VIR_DOMAIN_AFFECT_LIVE); });
+                             [impl = impl_.get(), kib](virDomainPtr dom) {
+                               impl->Count(LibvirtCall::kSetMemory);
+                               return virDomainSetMemoryFlags(dom, kib, VIR_DOMAIN_AFFECT_LIVE);
+                             });
 }
 
 absl::StatusOr<std::string> LibvirtHypervisor::ActiveJob(const std::string& uuid) {
@@ -896,7 +1039,10 @@ absl::StatusOr<std::string> LibvirtHypervisor::ActiveJob(const std::string& uuid
   }
   virDomainJobInfo info{};
   absl::Status s = impl_->CallUnlocked(uuid, absl::StrCat("virDomainGetJobInfo uuid=", uuid),
-                                       [&info](virDomainPtr dom) { return virDomainGetJobInfo(dom, &info); });
+                                       [impl = impl_.get(), &info](virDomainPtr dom) {
+                                         impl->Count(LibvirtCall::kGetJobInfo);
+                                         return virDomainGetJobInfo(dom, &info);
+                                       });
   if (absl::IsUnimplemented(s)) {
     absl::MutexLock l(&impl_->mu);
     impl_->job_info_supported = false;
@@ -927,6 +1073,7 @@ absl::StatusOr<AgentChannelInfo> LibvirtHypervisor::GetAgentChannel(const std::s
     absl::StatusOr<virDomainPtr> dom = impl_->DomainLocked(uuid, "GetAgentChannel", &holder);
     if (!dom.ok()) return dom.status();
     // The live XML: it names the socket path libvirt chose when the channel has none of its own.
+    impl_->Count(LibvirtCall::kGetXml);
     char* text = virDomainGetXMLDesc(*dom, 0);
     if (text == nullptr) return impl_->FailLocked(absl::StrCat("virDomainGetXMLDesc uuid=", uuid));
     xml = text;
@@ -943,6 +1090,7 @@ absl::Status LibvirtHypervisor::AttachAgentChannel(const std::string& uuid, cons
   DomainPtr holder;
   absl::StatusOr<virDomainPtr> dom = impl_->DomainLocked(uuid, "AttachAgentChannel", &holder);
   if (!dom.ok()) return dom.status();
+  impl_->Count(LibvirtCall::kAttachDevice);
   if (virDomainAttachDeviceFlags(*dom, device.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
     absl::Status s = impl_->FailLocked(absl::StrCat("virDomainAttachDeviceFlags uuid=", uuid, " channel=", name));
     // libvirt adds the controller a channel needs, and a controller cannot be hot-plugged.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -28,6 +29,24 @@ namespace plimsoll::hypervisor {
 // driver's domains live per connection and only the same connection can change them
 // (testing/test_driver_control.h).
 using ConnectionOpener = std::function<_virConnect*(const std::string& uri)>;
+
+// The libvirt calls LibvirtHypervisor makes, counted so that what a tick costs shows in
+// /metrics (plimsoll_libvirt_calls_total{call}).
+enum class LibvirtCall {
+  kGetAllDomainStats,  // virConnectGetAllDomainStats
+  kListAllDomains,     // virConnectListAllDomains
+  kGetInfo,            // virDomainGetInfo
+  kMemoryStats,        // virDomainMemoryStats
+  kLookup,             // virDomainLookupByUUIDString
+  kSetMemory,          // virDomainSetMemoryFlags
+  kSetStatsPeriod,     // virDomainSetMemoryStatsPeriod
+  kGetJobInfo,         // virDomainGetJobInfo
+  kGetXml,             // virDomainGetXMLDesc
+  kAttachDevice,       // virDomainAttachDeviceFlags
+};
+inline constexpr size_t kNumLibvirtCalls = 10;
+// The libvirt function's name ("virConnectGetAllDomainStats", ...).
+const char* LibvirtCallName(LibvirtCall call);
 
 // Talks to libvirt over one read-write connection to `uri`.
 //
@@ -72,7 +91,13 @@ class LibvirtHypervisor final : public Hypervisor {
 
   absl::Status Connect() override;
   bool IsConnected() const override;
+  // virConnectListAllDomains, then virDomainGetInfo per domain.
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() override;
+  // One virConnectGetAllDomainStats(STATE | BALLOON) for every active domain: state, <memory>
+  // and balloon size from the record, its stats as GetBalloonStats parses them. Where the driver
+  // cannot answer so (no bulk call, records without balloon fields as the test driver's,
+  // a record without its state or size) the default: ListActiveDomains + GetBalloonStats.
+  absl::StatusOr<DomainSurvey> SurveyDomains() override;
   // One virConnectGetAllDomainStats(BALLOON) call for all active domains;
   // virDomainMemoryStats only for domains whose bulk record has no balloon
   // fields at all (the test driver). swap_in/swap_out are KiB as libvirt
@@ -96,6 +121,8 @@ class LibvirtHypervisor final : public Hypervisor {
                                   const std::string& socket_path) override;
 
   const std::string& uri() const;
+  // Calls made since construction, by LibvirtCallName (every kind, zeros included). Thread-safe.
+  std::vector<std::pair<std::string, uint64_t>> CallCounts() const override;
 
  private:
   struct Impl;

@@ -238,6 +238,47 @@ TEST_F(FixtureTest, StatsMatchTheTestDriversSyntheticNumbers) {
   EXPECT_EQ(again->at(kAlpha).last_update, stats->at(kAlpha).last_update);
 }
 
+// The test driver's bulk records carry no balloon fields, so the survey falls back to listing
+// and per-domain stats (one bulk call to learn that, then none): the same answer either way.
+// The bulk path itself needs QEMU (test_balloon_e2e.py counts its calls).
+TEST_F(FixtureTest, SurveyOnTheTestDriverFallsBackAndAgreesWithListingAndStats) {
+  auto survey = hv_.SurveyDomains();
+  ASSERT_TRUE(survey.ok()) << survey.status();
+  ASSERT_TRUE(survey->stats_status.ok()) << survey->stats_status;
+  auto list = hv_.ListActiveDomains();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(survey->domains.size(), list->size());
+  for (const DomainInfo& d : *list) {
+    const DomainInfo* s = FindDomain(survey->domains, d.uuid);
+    ASSERT_NE(s, nullptr) << d.name;
+    EXPECT_EQ(s->name, d.name);
+    EXPECT_EQ(s->max_bytes, d.max_bytes);
+    EXPECT_EQ(s->current_bytes, d.current_bytes);
+    EXPECT_EQ(s->state, d.state);
+  }
+  ASSERT_EQ(survey->stats.size(), 3u);
+  ExpectSyntheticStats(survey->stats.at(kAlpha), 2048 * kMiB, "alpha");
+  ExpectSyntheticStats(survey->stats.at(kGamma), 256 * kMiB, "gamma");
+
+  auto count = [this](const std::string& call) {
+    for (const auto& [name, n] : hv_.CallCounts()) {
+      if (name == call) return n;
+    }
+    ADD_FAILURE() << "no count for " << call;
+    return uint64_t{0};
+  };
+  const uint64_t bulk = count("virConnectGetAllDomainStats");
+  const uint64_t memory_stats = count("virDomainMemoryStats");
+  const uint64_t infos = count("virDomainGetInfo");
+  EXPECT_GE(bulk, 1u);
+  ASSERT_TRUE(hv_.SurveyDomains().ok());
+  EXPECT_EQ(count("virConnectGetAllDomainStats"), bulk) << "the empty bulk answer is remembered";
+  EXPECT_EQ(count("virDomainMemoryStats"), memory_stats + 3);
+  EXPECT_EQ(count("virDomainGetInfo"), infos + 3);
+  EXPECT_EQ(count("virConnectListAllDomains"), 3u);  // two surveys and one listing
+  EXPECT_EQ(hv_.CallCounts().size(), kNumLibvirtCalls);
+}
+
 TEST_F(FixtureTest, StatsSkipUnknownAndUnrequestedDomains) {
   auto stats = hv_.GetBalloonStats({kBeta, kUnknown, "not-a-uuid"});
   ASSERT_TRUE(stats.ok()) << stats.status();

@@ -133,6 +133,7 @@ void ControlLoop::ApplyReconfig() {
     if (base_in_force) {
       policy_ = base_policy_;
       policy_state_ = {};
+      before_move_.clear();
       if (old != policy_->name()) {
         PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name()
                   << " by config reload; policy state reset";
@@ -187,6 +188,7 @@ void ControlLoop::ApplyHostPolicy() {
   }
   refused_policy_.clear();
   policy_state_ = {};
+  before_move_.clear();
   PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name() << " by host policy (by=\""
             << hp.updated_by() << "\"); policy state reset";
 }
@@ -324,7 +326,25 @@ void ControlLoop::TakeCallResults(absl::Time now) {
   }
 }
 
+void ControlLoop::UndoPolicyState(const std::string& uuid, policy::StateSlot slot, bool failed) {
+  if (slot.empty()) {
+    policy_state_.guests.erase(uuid);
+  } else {
+    policy_state_.guests[uuid] = std::move(slot);
+  }
+  if (deps_.metrics != nullptr) deps_.metrics->CountPolicyMoveUndone(failed);
+}
+
 void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now) {
+  // The policy state from before the move this call made: put back if the move did not happen.
+  std::optional<policy::StateSlot> before;
+  if (!r.late) {
+    if (auto it = before_move_.find(r.call.uuid); it != before_move_.end()) {
+      before = std::move(it->second);
+      before_move_.erase(it);
+    }
+  }
+  if (!r.status.ok() && !r.late && before.has_value()) UndoPolicyState(r.call.uuid, *std::move(before), true);
   // The decision that issued the call is still the guest's last one: it is completed here.
   plimsoll::v1::Decision& rec = g->last_decision;
   const bool own_record = !r.late && rec.tick() == r.call.tick;
@@ -457,13 +477,15 @@ bool ControlLoop::EnsureConnected(absl::Time now) {
 
 void ControlLoop::Collect(absl::Time now, bool* collected) {
   *collected = false;
-  auto domains = deps_.hypervisor->ListActiveDomains();
-  if (!domains.ok()) {
+  // One look at every domain and its stats (one bulk libvirt call where the driver can).
+  absl::StatusOr<hypervisor::DomainSurvey> survey = deps_.hypervisor->SurveyDomains();
+  if (!survey.ok()) {
     CountError(LibvirtOperation::kListDomains);
-    PLOG_WARNING << "listing domains failed: " << domains.status().message();
+    PLOG_WARNING << "listing domains failed: " << survey.status().message();
     tracker_.MarkAllStale(now);
     return;
   }
+  const std::vector<hypervisor::DomainInfo>* domains = &survey->domains;
   absl::flat_hash_set<std::string> stopped;
   {
     absl::MutexLock l(&mu_);
@@ -479,6 +501,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
+    before_move_.erase(uuid);
     last_logged_.erase(uuid);
     busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
@@ -492,10 +515,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     for (const auto& [uuid, g] : tracker_.guests()) known[uuid].max_bytes = g.info.max_bytes;
     deps_.agents->SetKnownGuests(std::move(known));
   }
-  std::vector<std::string> uuids;
-  uuids.reserve(tracker_.guests().size());
   for (const auto& [uuid, g] : tracker_.guests()) {
-    uuids.push_back(uuid);
     if (!g.stats_enabled && now >= g.enable_stats_retry_at) {
       // On the pool like a target: a busy domain must not hold up the others' stats. Refused
       // (busy, pool full): tried again next tick. The result is taken by TakeCallResults.
@@ -510,13 +530,12 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
       calls_->Submit(std::move(call), [hv, uuid = uuid, period] { return hv->EnableStats(uuid, period); });
     }
   }
-  auto stats = deps_.hypervisor->GetBalloonStats(uuids);
-  if (!stats.ok()) {
+  if (!survey->stats_status.ok()) {
     CountError(LibvirtOperation::kBalloonStats);
-    PLOG_WARNING << "reading balloon stats failed: " << stats.status().message();
+    PLOG_WARNING << "reading balloon stats failed: " << survey->stats_status.message();
     tracker_.UpdateStats({}, now);
   } else {
-    tracker_.UpdateStats(*stats, now);
+    tracker_.UpdateStats(survey->stats, now);
   }
   auto host = deps_.host->Read();
   if (host.ok()) {
@@ -735,6 +754,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     const bool reassert = g->target_unsure && direction == plimsoll::v1::DIRECTION_HOLD && !c.exclude &&
                           g->missed_listings == 0;
     if (reassert) absl::StrAppend(&reason, " | re-asserting target ", FormatMib(target), " after overlapping calls");
+    bool submitted = false;
     if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
       absl::StrAppend(&reason, " | management paused: not applied");
     } else if ((direction != plimsoll::v1::DIRECTION_HOLD || reassert) && !paused_) {
@@ -760,6 +780,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
           return actuator->SetTarget(uuid, name, target);
         })) {
           case BalloonCalls::Submitted::kAccepted:
+            submitted = true;
             break;
           case BalloonCalls::Submitted::kBusy:
             busy = "earlier balloon calls to this domain, past their deadline, are still running in libvirt";
@@ -775,6 +796,13 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
         NoteBusy(g, why, busy, now);
         target = previous;
         direction = plimsoll::v1::DIRECTION_HOLD;
+      }
+    }
+    if (auto before = before_decision_.find(d.uuid); before != before_decision_.end()) {
+      if (submitted && direction != plimsoll::v1::DIRECTION_HOLD) {
+        before_move_[d.uuid] = std::move(before->second);
+      } else if (!submitted) {
+        UndoPolicyState(d.uuid, std::move(before->second), /*failed=*/false);
       }
     }
     if (c.exclude) {
@@ -1031,6 +1059,13 @@ void ControlLoop::Tick() {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
       } else {
+        before_decision_.clear();
+        for (const policy::GuestDecision& d : decisions.guests) {
+          const TrackedGuest* g = tracker_.Find(d.uuid);
+          if (g == nullptr || d.target_bytes == g->target_bytes) continue;
+          auto it = policy_state_.guests.find(d.uuid);
+          before_decision_[d.uuid] = it == policy_state_.guests.end() ? policy::StateSlot() : it->second;
+        }
         policy_state_ = std::move(decisions.next_state);
         Apply(*snap, decisions, start);
       }

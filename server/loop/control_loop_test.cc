@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/testing/scripted_policy.h"
 #include "server/host/testing/fake_host_reader.h"
@@ -15,6 +16,7 @@
 namespace plimsoll::server {
 namespace {
 
+using ::testing::ElementsAre;
 using hypervisor::BalloonStats;
 using hypervisor::FakeHypervisor;
 
@@ -1338,6 +1340,82 @@ TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
   EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 8 * kMiB), 8 * kMiB);
   EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 20 * kMiB), 12 * kMiB);
   EXPECT_EQ(GuestBudget(2 * kMiB, 4 * kMiB, std::nullopt), 0);
+}
+
+// A policy that counts, in its own per-guest state, the moves it decided (the scripted target
+// differs from the guest's target), and records the count each Decide was given.
+struct MoveCount {
+  int moves = 0;
+};
+class CountingPolicy : public policy::Policy {
+ public:
+  explicit CountingPolicy(const ScriptedPolicy* scripted) : scripted_(scripted) {}
+  absl::string_view name() const override { return "counting"; }
+  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+    policy::Decisions d = scripted_->Decide(s, state);
+    for (size_t i = 0; i < s.guests.size(); ++i) {
+      const MoveCount* before = policy::FindGuestState<MoveCount>(state, s.guests[i].uuid);
+      MoveCount next = before != nullptr ? *before : MoveCount{};
+      seen[s.guests[i].uuid].push_back(next.moves);
+      if (d.guests[i].target_bytes != s.guests[i].target_bytes) ++next.moves;
+      d.next_state.guests[s.guests[i].uuid].Set(next);
+    }
+    return d;
+  }
+  mutable absl::flat_hash_map<std::string, std::vector<int>> seen;
+
+ private:
+  const ScriptedPolicy* const scripted_;
+};
+
+// Issue 15 point 7b: the policy's state never describes a move that did not happen. A move the
+// envelope held (stale stats) or whose call failed leaves the guest's state as it was before the
+// decision; a move made keeps it.
+TEST_F(ControlLoopTest, PolicyStateForgetsMovesThatWereNotMade) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  CountingPolicy counting(&policy_);
+  loop_policy_ = &counting;
+  MakeLoop();
+  policy_.targets[kA] = 700 * kMiB;
+  TickWithFreshStats({kA});  // the first stats prove nothing: the shrink is held
+  EXPECT_EQ(hv_.target_calls().size(), 0u);
+  hv_.FailNext(FakeHypervisor::Method::kSetBalloonTarget, absl::InternalError("qemu monitor busy"));
+  TickWithFreshStats({kA});  // fresh: the move is made, and its call fails
+  ASSERT_EQ(hv_.target_calls().size(), 1u);
+  TickWithFreshStats({kA});  // made, and it succeeds
+  EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
+  TickWithFreshStats({kA});  // at the target: no move
+  EXPECT_THAT(counting.seen[kA], ElementsAre(0, 0, 0, 1)) << "the held and the failed move were remembered";
+  const std::string m = metrics_.Render();
+  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"not_made\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"failed\"} 1"), std::string::npos) << m;
+}
+
+// With the balloon pool: a move whose call is in flight is kept; the ticks that find the domain
+// busy do not count their (skipped) moves; the call timing out puts the state back.
+TEST_F(ControlLoopTest, PolicyStateForgetsAMoveWhoseCallTimedOut) {
+  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+  CountingPolicy counting(&policy_);
+  loop_policy_ = &counting;
+  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+  TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
+  hv_.BlockSetTarget(kA, absl::Seconds(30));
+  policy_.targets[kA] = 1500 * kMiB;
+  TickWithFreshStats({kA});  // submitted: the call blocks
+  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});  // 8 s: busy, within the 10 s deadline
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
+  TickWithFreshStats({kA});  // past the deadline: timed out, undone before this tick's decision
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_call_timeouts_total 1"), std::string::npos);
+  EXPECT_THAT(counting.seen[kA], ElementsAre(0, 0, 0, 0, 1, 1, 1, 1, 0));
+  const std::string m = metrics_.Render();
+  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"failed\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"not_made\"} 4"), std::string::npos) << m;
+  hv_.UnblockSetTarget(kA);
+  ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 2; }));
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ struct Metrics::Impl {
       impl_->RefreshAgentStreams();
       impl_->RefreshAgentChannels();
       impl_->RefreshAgentVsock();
+      impl_->RefreshLibvirtCalls();
       return impl_->registry->Collect();
     }
 
@@ -128,6 +129,8 @@ struct Metrics::Impl {
   // By BusyReason, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllBusyReasons)> busy_skips{};
   prometheus::Counter* call_timeouts;
+  prometheus::Counter* moves_undone_not_made;
+  prometheus::Counter* moves_undone_failed;
   Family<Gauge>* host_data_age;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
@@ -223,6 +226,28 @@ struct Metrics::Impl {
   prometheus::Counter* vsock_accepted;
   prometheus::Counter* vsock_unknown_cid;
   prometheus::Counter* vsock_accept_errors;
+
+  // The hypervisor's call counts, read at scrape time; a series per call name, made when first seen.
+  absl::Mutex libvirt_calls_mu;
+  std::function<std::vector<std::pair<std::string, uint64_t>>()> libvirt_call_source
+      ABSL_GUARDED_BY(libvirt_calls_mu);
+  prometheus::Family<prometheus::Counter>* libvirt_calls = nullptr;
+  struct SeenCall {
+    prometheus::Counter* counter = nullptr;
+    uint64_t seen = 0;
+  };
+  absl::flat_hash_map<std::string, SeenCall> libvirt_calls_seen ABSL_GUARDED_BY(libvirt_calls_mu);
+
+  void RefreshLibvirtCalls() ABSL_LOCKS_EXCLUDED(libvirt_calls_mu) {
+    absl::MutexLock l(&libvirt_calls_mu);
+    if (!libvirt_call_source) return;
+    for (const auto& [name, count] : libvirt_call_source()) {
+      SeenCall& c = libvirt_calls_seen[name];
+      if (c.counter == nullptr) c.counter = &libvirt_calls->Add({{"call", name}});
+      if (count > c.seen) c.counter->Increment(static_cast<double>(count - c.seen));
+      c.seen = std::max(c.seen, count);
+    }
+  }
 
   void RefreshAgentVsock() ABSL_LOCKS_EXCLUDED(vsock_mu) {
     absl::MutexLock l(&vsock_mu);
@@ -349,6 +374,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
       m.libvirt_errors[static_cast<size_t>(op)] = &errors.Add({{"operation", LibvirtOperationName(op)}});
     }
   }
+  m.libvirt_calls = &prometheus::BuildCounter().Name("plimsoll_libvirt_calls_total").Help("libvirt calls plimsolld made, by function (one virConnectGetAllDomainStats a tick where the driver fills it).").Register(*m.registry);
   auto& tick = prometheus::BuildHistogram().Name("plimsoll_tick_duration_seconds").Help("Wall time of one control tick (collect, decide, apply).").Register(*m.registry);
   auto& reloads = prometheus::BuildCounter().Name("plimsoll_config_reloads_total").Help("Configuration reloads (SIGHUP), by result: success or failure (the old config is kept).").Register(*m.registry);
   m.config_reloads_success = &reloads.Add({{"result", "success"}});
@@ -365,6 +391,11 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.reclaim_releases = &prometheus::BuildCounter().Name("plimsoll_reclaim_holds_released_total").Help("Reclaim holds ended early on a guest in distress (pressure over target, an OOM kill, a self-deflation); the rest of the plan held.").Register(*m.registry).Add({});
   auto& busy = prometheus::BuildCounter().Name("plimsoll_balloon_busy_skips_total").Help("Balloon moves skipped because the domain was busy, by reason: in_flight (an earlier balloon call to it has not returned), job (an active libvirt job such as a migration), pool_full (every balloon worker busy). Tried again next tick.").Register(*m.registry);
   for (BusyReason r : kAllBusyReasons) m.busy_skips[static_cast<size_t>(r)] = &busy.Add({{"reason", BusyReasonName(r)}});
+  {
+    auto& undone = prometheus::BuildCounter().Name("plimsoll_policy_moves_undone_total").Help("Policy decisions whose move did not happen, so the guest's policy state was put back to what it was before them: not_made (the envelope, a pause or a busy domain kept the target), failed (the balloon call failed or timed out).").Register(*m.registry);
+    m.moves_undone_not_made = &undone.Add({{"why", "not_made"}});
+    m.moves_undone_failed = &undone.Add({{"why", "failed"}});
+  }
   m.call_timeouts = &prometheus::BuildCounter().Name("plimsoll_balloon_call_timeouts_total").Help("Balloon calls (set target, stats period) that did not return within balloon_call_deadline: their outcome is unknown, the domain may take a new call.").Register(*m.registry).Add({});
   m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
@@ -502,6 +533,11 @@ void Metrics::SetAgentChannelSource(std::function<AgentChannelCounts()> source) 
   impl_->channel_source = std::move(source);
 }
 
+void Metrics::SetLibvirtCallSource(std::function<std::vector<std::pair<std::string, uint64_t>>()> source) {
+  absl::MutexLock l(&impl_->libvirt_calls_mu);
+  impl_->libvirt_call_source = std::move(source);
+}
+
 void Metrics::SetAgentVsockSource(std::function<AgentVsockCounts()> source) {
   absl::MutexLock l(&impl_->vsock_mu);
   impl_->vsock_source = std::move(source);
@@ -537,6 +573,10 @@ void Metrics::CountSafetyHold(SafetyRule rule) { impl_->safety_holds[static_cast
 void Metrics::CountBalloonBusySkip(BusyReason reason) { impl_->busy_skips[static_cast<size_t>(reason)]->Increment(); }
 
 void Metrics::CountBalloonCallTimeout() { impl_->call_timeouts->Increment(); }
+
+void Metrics::CountPolicyMoveUndone(bool failed) {
+  (failed ? impl_->moves_undone_failed : impl_->moves_undone_not_made)->Increment();
+}
 
 const char* BusyReasonName(BusyReason reason) {
   switch (reason) {

@@ -146,6 +146,11 @@ class Metrics {
   };
   void SetAgentVsockSource(std::function<AgentVsockCounts()> source);
 
+  // The hypervisor's calls so far by name (Hypervisor::CallCounts), read at every scrape and
+  // exported as plimsoll_libvirt_calls_total{call}: what a tick costs libvirt. Same detaching
+  // contract as SetAgentStreamSource.
+  void SetLibvirtCallSource(std::function<std::vector<std::pair<std::string, uint64_t>>()> source);
+
   void CountDecision(plimsoll::v1::Direction direction);
   void CountLibvirtError(LibvirtOperation operation);
   void ObserveTick(double seconds);
@@ -164,6 +169,10 @@ class Metrics {
   // (plimsoll_balloon_call_timeouts_total).
   void CountBalloonBusySkip(BusyReason reason);
   void CountBalloonCallTimeout();
+  // A guest's policy state put back to what it was before a decision whose move did not happen
+  // (plimsoll_policy_moves_undone_total{why="not_made|failed"}): the envelope, a pause or a busy
+  // domain kept the target (not_made), or the balloon call failed (failed).
+  void CountPolicyMoveUndone(bool failed);
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt

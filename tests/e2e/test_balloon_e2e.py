@@ -11,6 +11,7 @@ order and build on each other:
   5. a guest destroyed mid-run leaves the API and the metrics; the others stay managed.
 """
 
+import math
 import os
 import re
 import tempfile
@@ -170,6 +171,27 @@ class BalloonE2E(unittest.TestCase):
         (_, p99), = prom.query("histogram_quantile(0.99, plimsoll_tick_duration_seconds_bucket)")
         print("\n  tick p99 (histogram) <= %.4fs over %d ticks" % (p99, ticks))
         self.assertLess(p99, 1.0)
+
+        # One bulk libvirt call a tick for every domain's state and stats (issue 15 point 9): no
+        # per-domain stats calls, and virDomainGetInfo only from the agent channels' scans of the
+        # running domains (every 5 s, 3 domains), none from the ticks.
+        def calls():
+            text = d.metrics()
+            out = {c: harness.metric(text, "plimsoll_libvirt_calls_total", call=c) or 0
+                   for c in ("virConnectGetAllDomainStats", "virDomainMemoryStats", "virDomainGetInfo")}
+            out["ticks"] = harness.metric(text, "plimsoll_tick_duration_seconds_count")
+            return out
+        a = calls()
+        t0 = time.monotonic()
+        harness.wait_ticks(d, 10)
+        b = calls()
+        elapsed = time.monotonic() - t0
+        delta = {k: b[k] - a[k] for k in a}
+        print("  libvirt calls over %d ticks (%.1fs): %r" % (delta["ticks"], elapsed, delta))
+        self.assertGreaterEqual(delta["ticks"], 10)
+        self.assertLessEqual(abs(delta["virConnectGetAllDomainStats"] - delta["ticks"]), 1, delta)
+        self.assertEqual(delta["virDomainMemoryStats"], 0, delta)
+        self.assertLessEqual(delta["virDomainGetInfo"], len(GUESTS) * (math.ceil(elapsed / 5) + 1), delta)
 
     def test_4_restart_with_room_grows_balloons_back(self):
         before = {name: self.virsh_actual_bytes(name) for name, _ in GUESTS}
