@@ -497,7 +497,11 @@ int Run(int channels, int seconds, absl::Duration interval, bool lifted, int pro
   std::fflush(stdout);
 
   // The window.
-  const DaemonFigures d0 = handle->Snapshot();
+  DaemonFigures d0 = handle->Snapshot();
+  std::printf("before the window: connects=%llu connect_failures=%llu streams_opened=%llu accepted=%llu\n",
+              static_cast<unsigned long long>(d0.connects), static_cast<unsigned long long>(d0.connect_failures),
+              static_cast<unsigned long long>(d0.streams_opened), static_cast<unsigned long long>(d0.accepted));
+  std::fflush(stdout);
   const CpuTime c0 = CpuTime::Now();
   w.start = absl::Now();
   w.go.Notify();
