@@ -3,16 +3,13 @@
 // connection a real gRPC client, as the guest's agent runs one over its virtio-serial port.
 #include "server/agent/agent_channels.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -28,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
 #include "server/agent/testing/fake_guest.h"
+#include "server/agent/testing/fake_qemu_socket.h"
 #include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
@@ -36,35 +34,6 @@ namespace plimsoll::server::agent {
 namespace {
 
 using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
-
-
-// Where QEMU would listen for the host end of one domain's channel.
-class FakeQemuSocket {
- public:
-  explicit FakeQemuSocket(const std::string& path) : path_(path) {
-    unlink(path.c_str());
-    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
-    EXPECT_EQ(listen(fd_, 4), 0);
-  }
-  ~FakeQemuSocket() {
-    close(fd_);
-    unlink(path_.c_str());
-  }
-  // The host's next connection (the guest end of the channel), or -1 after `timeout`.
-  int Accept(absl::Duration timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) return -1;
-    return accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);  // gRPC wants non-blocking
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 class AgentChannelsTest : public ::testing::Test {
  protected:
