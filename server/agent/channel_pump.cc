@@ -254,6 +254,7 @@ bool ChannelPump::HandleLocked(Link& link, bool guest_side, uint32_t events, abs
       const double seconds = (std::min<double>(kChunkBytes, link.options.guest_burst_bytes) - link.tokens) /
                              std::max(1.0, link.options.guest_bytes_per_second);
       link.throttled_until = now + absl::Seconds(seconds);
+      throttled_.insert(link.id);
       ++counters_.throttled;
     }
   } else if (hangup) {
@@ -274,11 +275,14 @@ void ChannelPump::Run() {
       absl::MutexLock l(&mu_);
       if (stopping_) return;
       const absl::Time now = clock_->Now();
-      for (auto& [id, link] : links_) {
-        if (link->throttled_until > now) {
-          const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(link->throttled_until - now) + 1);
-          timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min<int>(timeout_ms, static_cast<int>(ms));
+      for (uint64_t id : throttled_) {
+        auto it = links_.find(id);
+        if (it == links_.end() || it->second->throttled_until <= now) {
+          timeout_ms = 0;  // gone, or refilled already: dealt with in this round
+          continue;
         }
+        const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(it->second->throttled_until - now) + 1);
+        timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min<int>(timeout_ms, static_cast<int>(ms));
       }
     }
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
@@ -314,10 +318,16 @@ void ChannelPump::Run() {
         UpdateInterestLocked(link, now);
       }
       // Links whose budget has refilled are read again.
-      for (auto& [id, link] : links_) {
-        if (link->throttled_until != absl::InfinitePast() && link->throttled_until <= now) {
-          link->throttled_until = absl::InfinitePast();
-          UpdateInterestLocked(*link, now);
+      for (auto t = throttled_.begin(); t != throttled_.end();) {
+        auto it = links_.find(*t);
+        if (it == links_.end()) {
+          throttled_.erase(t++);
+        } else if (it->second->throttled_until <= now) {
+          it->second->throttled_until = absl::InfinitePast();
+          UpdateInterestLocked(*it->second, now);
+          throttled_.erase(t++);
+        } else {
+          ++t;
         }
       }
     }
