@@ -149,10 +149,17 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
       s.proposal = o.proposal_bytes;
       s.floor = o.floor_bytes;
       s.active = std::min(s.actual, o.working_set_bytes);
-      // Hard demand the neighbours would pay for needs libvirt to see it (guest_signals.h).
-      // The room is the headroom alone: a burst rests on the same claim.
-      unconfirmed[i] = o.floor_bytes > s.actual &&
-                       !HostSeesHardDemand(g, o.signals, LawHeadroom(g, params_.law));
+      // Hard demand the neighbours would pay for needs libvirt to see it (guest_signals.h), and
+      // they pay only for what libvirt sees: on the agent's word, up to libvirt's own hard
+      // demand (actual - MemAvailable) plus the headroom. The room is the headroom alone: a
+      // burst rests on the same claim. Without the cap, a liar squeezed to where its
+      // MemAvailable is below the headroom (at its min, say) was believed in full, once: seen
+      // on real guests, 288 MiB taken from a neighbour in one tick (test_lying_agent_e2e.py).
+      const double room = LawHeadroom(g, params_.law);
+      unconfirmed[i] = o.floor_bytes > s.actual && !HostSeesHardDemand(g, o.signals, room);
+      if (o.floor_bytes > s.actual && !unconfirmed[i] && o.signals.source == SignalSource::kAgent) {
+        s.hard_cap = s.actual - static_cast<double>(g.usable_bytes.value_or(0)) + room;
+      }
       if (o.signals.new_oom_kills > 0 || (o.floor_bytes > s.actual && !unconfirmed[i])) {
         s.grow = GrowClass::kHardDemand;
       } else if (o.pressure >= 1 || unconfirmed[i]) {
@@ -193,6 +200,9 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     if (unconfirmed[i]) {
       absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
                       g.usable_bytes.has_value() ? FormatMib(*g.usable_bytes) : "-");
+    } else if (share[i].hard_cap < o.floor_bytes) {
+      absl::StrAppend(&d.reason, " hard_demand_seen_to=", FormatMib(share[i].hard_cap),
+                      " usable=", FormatMib(g.usable_bytes.value_or(0)));
     }
     absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " | src=",
                     SignalSourceName(o.signals.source), " actual=", FormatMib(g.actual_bytes),

@@ -189,6 +189,15 @@ TEST(PagecacheLawPolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOn
   EXPECT_GT(honest.guests[0].target_bytes, 600 * kMib) << honest.guests[0].reason;
   EXPECT_THAT(honest.guests[0].reason, Not(HasSubstr("unconfirmed")));
   EXPECT_LT(honest.guests[1].target_bytes, 1003 * kMib) << honest.guests[1].reason;
+  // ... but only for what libvirt sees: its hard demand (600 - 20 MiB) plus the headroom
+  // (128 MiB), not the agent's 1024 MiB floor.
+  EXPECT_LE(honest.guests[0].target_bytes, (600 - 20 + 128) * kMib) << honest.guests[0].reason;
+  EXPECT_THAT(honest.guests[0].reason, HasSubstr("hard_demand_seen_to=708MiB usable=20MiB"));
+  // A liar squeezed to where libvirt's MemAvailable is just under the headroom (100 MiB) is
+  // paid 28 MiB, not its claim (seen on real guests before the cap: 288 MiB in one tick).
+  const Decisions squeezed = run(100);
+  EXPECT_LE(squeezed.guests[0].target_bytes, (600 + 28) * kMib) << squeezed.guests[0].reason;
+  EXPECT_GE(squeezed.guests[1].target_bytes, (1024 - 28) * kMib - 1) << squeezed.guests[1].reason;
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView
   for (size_t i : growers) {
     const double want = guests[i].proposal - r.targets[i];
     const double hard_part = guests[i].grow == GrowClass::kHardDemand
-                                 ? std::clamp(guests[i].floor - r.targets[i], 0.0, want)
+                                 ? std::clamp(std::min(guests[i].floor, guests[i].hard_cap) - r.targets[i], 0.0, want)
                                  : 0.0;
     const double grant = hard_part + std::min(want - hard_part, std::max(0.0, room - hard_part));
     if (grant <= 0) continue;

@@ -18,6 +18,7 @@
 #ifndef PLIMSOLL_POLICY_SHARE_OUT_H_
 #define PLIMSOLL_POLICY_SHARE_OUT_H_
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct ShareOutGuest {
   double active = 0;    // the part of the guest's memory in use (the idle tax spares it)
   double shares = 1000;
   GrowClass grow = GrowClass::kNone;
+  // Hard demand is paid for by the others only up to this size: what the host itself sees of
+  // the guest's hard demand when its floor rests on the agent's word (issue 15 point 11). Above
+  // it, the growth waits for free memory like pressure's.
+  double hard_cap = std::numeric_limits<double>::infinity();
   bool may_shrink = true;  // false: held (never shrunk below its commitment by the host)
 };
 

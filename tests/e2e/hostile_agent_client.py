@@ -13,6 +13,7 @@ prints one JSON object on stdout with what it saw, for the test to assert on.
   hostile_agent_client.py conns     --port P --streams 1100 --raw 900 --trickle 10
   hostile_agent_client.py flood     --port P --uuid H --token HEX --max-bytes N --seconds 8
   hostile_agent_client.py latency   --socket PATH --until-file F --ready-file R --min-calls 50
+  hostile_agent_client.py inflate   --port P --uuid H --token HEX --max-bytes N --lie-file L --until-file F
 
 H is a guest whose token the attacker holds (it is root in H); V a guest it wants to hurt.
 """
@@ -291,6 +292,48 @@ async def case_absurd(a):
     return out
 
 
+async def case_inflate(a):
+    """Authenticated as H, one plausible report a second until --until-file appears: an idle
+    guest's numbers (40 MiB AnonPages) while --lie-file is absent, and while it exists AnonPages
+    of --anon-mib with little free or available: hard demand on the agent's word alone (issue 15
+    point 11). Reconnects if plimsolld ends the stream."""
+    h = Guest(a.uuid, a.token, a.max_bytes)
+    out = {"accepted": 0, "lying_accepted": 0, "rejected": {}, "streams": 0}
+    total = a.max_bytes - 32 * MIB
+    # Shmem and SUnreclaim too: with AnonPages they make the agent's own hard-demand reading.
+    honest = dict(mem_total_bytes=total, mem_free_bytes=total // 2, mem_available_bytes=total * 3 // 4,
+                  cached_bytes=60 * MIB, active_file_bytes=30 * MIB, inactive_file_bytes=30 * MIB,
+                  anon_pages_bytes=40 * MIB, shmem_bytes=MIB, sunreclaim_bytes=10 * MIB)
+    lie = dict(honest, mem_free_bytes=20 * MIB, mem_available_bytes=40 * MIB, cached_bytes=30 * MIB,
+               active_file_bytes=20 * MIB, inactive_file_bytes=10 * MIB, anon_pages_bytes=a.anon_mib * MIB)
+    # No stall, no refaults: the claim is hard demand alone, not pressure.
+    calm = dict(avg10=0.0, avg60=0.0, avg300=0.0, total_us=1_000_000)
+    deadline = time.monotonic() + a.wait
+    s = None
+    while not os.path.exists(a.until_file) and time.monotonic() < deadline:
+        if s is None or s.status is not None:
+            if s is not None:
+                await s.close()
+            s = Stream(a.port)
+            out["streams"] += 1
+            if not await s.hello():
+                await asyncio.sleep(1)
+                continue
+        lying = os.path.exists(a.lie_file)
+        reply = await s.send(h.frame(h.report(s.nonce, meminfo=lie if lying else honest, psi=calm,
+                                              vmstat=dict(workingset_refault_file=1000, pgmajfault=500))))
+        if reply[0] == "ack" and reply[1]:
+            out["accepted"] += 1
+            out["lying_accepted"] += 1 if lying else 0
+        else:
+            key = reply[2] if reply[0] == "ack" else "ended:" + str(reply[1])
+            out["rejected"][key] = out["rejected"].get(key, 0) + 1
+        await asyncio.sleep(1.0)
+    if s is not None:
+        await s.close()
+    return out
+
+
 async def case_backwards(a):
     """Authenticated as H: counters going backwards without a new boot id, a boottime that does
     not advance, then the same low counters under a new boot id (a reboot, accepted)."""
@@ -509,7 +552,8 @@ async def case_latency(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["spoof", "absurd", "backwards", "oversized", "conns", "flood", "latency"])
+    ap.add_argument("case", choices=["spoof", "absurd", "backwards", "oversized", "conns", "flood", "latency",
+                                     "inflate"])
     ap.add_argument("--port", type=int)
     ap.add_argument("--uuid")
     ap.add_argument("--token")
@@ -526,6 +570,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--socket")
     ap.add_argument("--until-file")
+    ap.add_argument("--lie-file")
+    ap.add_argument("--anon-mib", type=int, default=900)
     ap.add_argument("--ready-file")
     ap.add_argument("--min-calls", type=int, default=50)
     ap.add_argument("--interval", type=float, default=0.02)
