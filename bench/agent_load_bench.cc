@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "bench/cpu_time.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -102,17 +103,7 @@ double Percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
-// CPU seconds (user, system) of the whole process so far.
-struct CpuTime {
-  double user = 0, sys = 0;
-  static CpuTime Now() {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return CpuTime{u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6, u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6};
-  }
-  CpuTime operator-(const CpuTime& o) const { return CpuTime{user - o.user, sys - o.sys}; }
-  double total() const { return user + sys; }
-};
+using ::plimsoll::bench::CpuTime;
 
 double ThreadCpuSeconds() {
   struct timespec ts;

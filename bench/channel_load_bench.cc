@@ -52,6 +52,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
+#include "bench/cpu_time.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -98,17 +99,7 @@ std::string LoadAverage() {
   return absl::StrCat(a, " ", b, " ", c);
 }
 
-// CPU seconds (user, system) of the whole process so far.
-struct CpuTime {
-  double user = 0, sys = 0;
-  static CpuTime Now() {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return CpuTime{u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6, u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6};
-  }
-  CpuTime operator-(const CpuTime& o) const { return CpuTime{user - o.user, sys - o.sys}; }
-  double total() const { return user + sys; }
-};
+using ::plimsoll::bench::CpuTime;
 
 // Each channel holds, in the daemon, its socket to QEMU and a socketpair, and in the guest end
 // the accepted socket and QEMU's listening one; plus gRPC's and the process's own.

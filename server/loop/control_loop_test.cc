@@ -26,6 +26,16 @@ constexpr char kB[] = "00000000-0000-0000-0000-00000000000b";
 
 using policy::testing::ScriptedPolicy;
 
+// Waits (real time, up to 10 s) for something a balloon worker does.
+bool WaitFor(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 class ControlLoopTest : public ::testing::Test {
  protected:
   // balloon_follows_target false: the test moves the balloon (a finite speed).
@@ -101,6 +111,21 @@ class ControlLoopTest : public ::testing::Test {
     for (const auto& u : uuids) Report(u, hv_.GetDomain(u)->current_bytes, guest_clock_);
     clock_.Advance(absl::Seconds(2));
     loop_->Tick();
+  }
+
+  // Guest kA (2 GiB, at 1 GiB) on a pool of two balloon workers, its stats switched on, and a
+  // move to `target` whose SetTarget call blocks (up to 30 s) in a worker.
+  void StartBlockedMove(int64_t target) {
+    hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
+    MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
+    TickWithFreshStats({kA});
+    TickWithFreshStats({kA});
+    ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+    TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
+    hv_.BlockSetTarget(kA, absl::Seconds(30));
+    policy_.targets[kA] = target;
+    TickWithFreshStats({kA});  // submitted: the call blocks
+    ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
   }
 
   const plimsoll::v1::Guest* Published(const std::string& uuid) {
@@ -1044,16 +1069,6 @@ TEST_F(ControlLoopTest, RecordsWhereTheTickTimeWent) {
   EXPECT_EQ(t.total, absl::Milliseconds(10));
 }
 
-// Waits (real time, up to 10 s) for something a balloon worker does.
-bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
-
 int TargetCallsTo(const FakeHypervisor& hv, const std::string& uuid) {
   int n = 0;
   for (const auto& c : hv.target_calls()) n += c.uuid == uuid;
@@ -1117,17 +1132,7 @@ TEST_F(ControlLoopTest, OneBusyDomainDoesNotStallTheOthers) {
 // is issued), and when the old call returns after all, what the loop believes is what libvirt
 // holds: the two calls overlapped, so the target is set once more, alone, before it is believed.
 TEST_F(ControlLoopTest, ACallPastItsDeadlineIsReportedAndItsLateResultNeverMisleads) {
-  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
-  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
-  TickWithFreshStats({kA});
-  TickWithFreshStats({kA});
-  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
-  TickWithFreshStats({kA});
-
-  hv_.BlockSetTarget(kA, absl::Seconds(30));
-  policy_.targets[kA] = 1500 * kMiB;
-  TickWithFreshStats({kA});
-  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(StartBlockedMove(1500 * kMiB));
   for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});  // 8 s: busy, within the 10 s deadline
   EXPECT_EQ(hv_.blocked_set_target_calls(), 1);
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
@@ -1162,16 +1167,7 @@ TEST_F(ControlLoopTest, ACallPastItsDeadlineIsReportedAndItsLateResultNeverMisle
 // Shutting down with a balloon call in flight: the loop's destructor joins its workers, waiting for
 // the call (libvirt cannot cancel one), and nothing it used is gone before (ASan runs this).
 TEST_F(ControlLoopTest, DestroyingTheLoopJoinsAWorkerStillInACall) {
-  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
-  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
-  TickWithFreshStats({kA});
-  TickWithFreshStats({kA});
-  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
-  TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
-  hv_.BlockSetTarget(kA, absl::Seconds(30));
-  policy_.targets[kA] = 1500 * kMiB;
-  TickWithFreshStats({kA});
-  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(StartBlockedMove(1500 * kMiB));
   std::thread release([&] {
     absl::SleepFor(absl::Milliseconds(300));
     hv_.UnblockSetTarget(kA);
@@ -1394,18 +1390,9 @@ TEST_F(ControlLoopTest, PolicyStateForgetsMovesThatWereNotMade) {
 // With the balloon pool: a move whose call is in flight is kept; the ticks that find the domain
 // busy do not count their (skipped) moves; the call timing out puts the state back.
 TEST_F(ControlLoopTest, PolicyStateForgetsAMoveWhoseCallTimedOut) {
-  hv_.AddDomain(kA, "a", 2048 * kMiB, 1024 * kMiB);
   CountingPolicy counting(&policy_);
   loop_policy_ = &counting;
-  MakeLoop(/*dry_run=*/false, /*balloon_workers=*/2);
-  TickWithFreshStats({kA});
-  TickWithFreshStats({kA});
-  ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
-  TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
-  hv_.BlockSetTarget(kA, absl::Seconds(30));
-  policy_.targets[kA] = 1500 * kMiB;
-  TickWithFreshStats({kA});  // submitted: the call blocks
-  ASSERT_TRUE(WaitFor([&] { return hv_.blocked_set_target_calls() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(StartBlockedMove(1500 * kMiB));
   for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});  // 8 s: busy, within the 10 s deadline
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
   TickWithFreshStats({kA});  // past the deadline: timed out, undone before this tick's decision
