@@ -801,7 +801,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     if (auto before = before_decision_.find(d.uuid); before != before_decision_.end()) {
       if (submitted && direction != plimsoll::v1::DIRECTION_HOLD) {
         before_move_[d.uuid] = std::move(before->second);
-      } else if (!submitted) {
+      } else {  // not submitted, or only the old target set again: the policy's move was not made
         UndoPolicyState(d.uuid, std::move(before->second), /*failed=*/false);
       }
     }

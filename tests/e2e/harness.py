@@ -174,6 +174,11 @@ class Daemon:
         args = [PLIMSOLLD, "--libvirt_uri=" + uri, "--grpc_listen=unix:" + self.socket,
                 "--metrics_listen=127.0.0.1:%d" % self.metrics_port,
                 "--agent_listen=127.0.0.1:%d" % self.agent_port, "--agent_host_key_file=" + self.host_key]
+        # The control state (overrides, the host policy set with `plimsollctl host set`) is kept
+        # in the workdir, not in /var/lib/plimsoll where every test run would inherit the last
+        # one's budget (a lab run's `host set --budget` did: test_balloon_e2e then saw 1311 MiB).
+        if "control.state_file" not in flags and "state_file" not in flags:
+            args.append("--control.state_file=" + os.path.join(workdir, "control-state.textproto"))
         args += ["--%s=%s" % (k, v) for k, v in flags.items()]
         self.args = args
         self.log = open(self.log_path, "w")
