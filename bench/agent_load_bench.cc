@@ -31,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "bench/cpu_time.h"
+#include "bench/pipe_lines.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -474,14 +475,8 @@ void OneProcess(int streams, int seconds, absl::Duration interval, int threads) 
               "one process (daemon and generator together; the generator figure below is both)");
 }
 
-bool WriteAll(int fd, const std::string& s) { return write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()); }
-
-std::string ReadLine(int fd) {
-  std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
-  return line;
-}
+using ::plimsoll::bench::ReadLine;
+using ::plimsoll::bench::WriteAll;
 
 // The child: serves until the parent says stop, measuring its CPU between "go" and "stop".
 [[noreturn]] void DaemonChild(int streams, int control_fd, int report_fd) {

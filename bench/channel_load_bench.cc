@@ -53,6 +53,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "bench/cpu_time.h"
+#include "bench/pipe_lines.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -265,14 +266,8 @@ class LocalDaemon : public DaemonHandle {
   std::unique_ptr<Daemon> d_;
 };
 
-bool WriteAll(int fd, const std::string& s) { return write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()); }
-
-std::string ReadLine(int fd) {
-  std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
-  return line;
-}
+using ::plimsoll::bench::ReadLine;
+using ::plimsoll::bench::WriteAll;
 
 // The child: starts the daemon side, then answers "n" (a snapshot) until "q".
 [[noreturn]] void DaemonChild(std::unique_ptr<Daemon> daemon, int control_fd, int report_fd) {
