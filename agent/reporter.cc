@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "agent/virtio_port.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -376,10 +377,10 @@ void Reporter::Run() {
     // connect_timeout: plimsolld connecting shows on the port at once, so waiting there is the
     // backoff. Retrying at once means an agent whose plimsolld was away for minutes reports
     // within ~100 ms of its return, not after a backoff grown to max_backoff meanwhile.
-    const bool host_absent =
-        options_.server.kind == ServerAddress::Kind::kVirtioSerial && absl::IsFailedPrecondition(ended);
+    const bool host_absent = options_.server.kind == ServerAddress::Kind::kVirtioSerial && IsHostEndAbsent(ended);
     if (host_absent) backoff = options_.initial_backoff;
-    const absl::Duration delay = host_absent ? absl::ZeroDuration() : Jittered(backoff);
+    // (100 ms, not 0: whatever connect_timeout is, a port that keeps hanging up is no spin.)
+    const absl::Duration delay = host_absent ? absl::Milliseconds(100) : Jittered(backoff);
     {
       absl::MutexLock l(&mu_);
       stats_.last_disconnect = ended.ToString();

@@ -13,12 +13,16 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/small_file.h"
 
 namespace plimsoll::agent {
 namespace {
+
+// The type URL of the payload that marks "the host end is not connected" (IsHostEndAbsent).
+constexpr char kHostEndAbsentPayload[] = "plimsoll.agent/host_end_absent";
 
 // One direction's bytes in flight.
 struct Pending {
@@ -111,6 +115,18 @@ absl::StatusOr<std::string> FindVirtioPort(absl::string_view root, absl::string_
                                           "the domain have the channel?)"));
 }
 
+absl::Status HostEndAbsentError(const std::string& device) {
+  absl::Status absent = absl::FailedPreconditionError(absl::StrCat(
+      device, ": the host end is not connected (plimsolld not running, or not connected to this guest's "
+              "channel yet)"));
+  absent.SetPayload(kHostEndAbsentPayload, absl::Cord("1"));
+  return absent;
+}
+
+bool IsHostEndAbsent(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) && status.GetPayload(kHostEndAbsentPayload).has_value();
+}
+
 absl::StatusOr<int> OpenVirtioPortBridge(const std::string& device, absl::Duration timeout,
                                          std::shared_ptr<std::atomic<bool>> alive) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -133,8 +149,7 @@ absl::StatusOr<int> OpenVirtioPortBridge(const std::string& device, absl::Durati
     if (n >= 0 && (p.revents & POLLHUP) == 0) break;  // no events at all: connected, just full
     if (absl::Now() >= deadline) {
       close(port);
-      return absl::FailedPreconditionError(absl::StrCat(device, ": the host end is not connected (plimsolld not "
-                                                        "running, or not connected to this guest's channel yet)"));
+      return HostEndAbsentError(device);
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -41,6 +41,11 @@ absl::StatusOr<std::string> FindVirtioPort(absl::string_view root, absl::string_
 // opened; FAILED_PRECONDITION when no host client connected within `timeout` (the wait polls the
 // port every 100 ms, so the caller may call again at once: see Reporter::Run). `alive`, when
 // given, is set now and cleared when the bridge ends (the port hung up or gRPC closed its end).
+// OpenVirtioPortBridge's "no host client connected within `timeout`": FAILED_PRECONDITION,
+// marked with a status payload so that IsHostEndAbsent takes no other FAILED_PRECONDITION for it.
+absl::Status HostEndAbsentError(const std::string& device);
+bool IsHostEndAbsent(const absl::Status& status);
+
 absl::StatusOr<int> OpenVirtioPortBridge(const std::string& device, absl::Duration timeout,
                                          std::shared_ptr<std::atomic<bool>> alive = nullptr);
 

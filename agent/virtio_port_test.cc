@@ -127,6 +127,20 @@ TEST(VirtioPortBridge, GrpcSideClosingReleasesThePort) {
 TEST(VirtioPortBridge, MissingDeviceIsUnavailable) {
   absl::StatusOr<int> fd = OpenVirtioPortBridge("/nonexistent/vport9p9", absl::Milliseconds(200));
   EXPECT_TRUE(absl::IsUnavailable(fd.status()));
+  EXPECT_FALSE(IsHostEndAbsent(fd.status())) << "a missing port is backed off from, not watched";
+}
+
+// The absent host end is told apart from every other failure: the agent watches on without a
+// backoff only for it (a pty cannot stand for a port without its host end here: a hung-up pty
+// does not open again; test_channel_e2e.py's test_1 sees the real port's wait).
+TEST(VirtioPortBridge, AnAbsentHostEndIsMarkedAsSuch) {
+  const absl::Status absent = HostEndAbsentError("/dev/vport1p1");
+  EXPECT_TRUE(absl::IsFailedPrecondition(absent));
+  EXPECT_TRUE(IsHostEndAbsent(absent));
+  EXPECT_NE(std::string(absent.message()).find("the host end is not connected"), std::string::npos);
+  EXPECT_FALSE(IsHostEndAbsent(absl::FailedPreconditionError(absent.message())));
+  EXPECT_FALSE(IsHostEndAbsent(absl::UnavailableError("no port")));
+  EXPECT_FALSE(IsHostEndAbsent(absl::OkStatus()));
 }
 
 }  // namespace

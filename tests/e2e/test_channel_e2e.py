@@ -238,7 +238,9 @@ class ChannelE2E(unittest.TestCase):
         for name in ("c1", "late"):
             self.assertNotIn("agent channel closed uuid=" + self.uuids[name], since, name + "'s channel dropped")
         self.assertEqual(metric(text, "plimsoll_agent_channel_closed_total", reason="domain_stopped") or 0, 0)
-        self.assertGreaterEqual(metric(text, "plimsoll_agent_channels", state="connected"), 4)
+        # c1, late and flood (idle until test_8); the liar's link is down whenever it is between
+        # two of its refused streams, so it is not counted on.
+        self.assertGreaterEqual(metric(text, "plimsoll_agent_channels", state="connected"), 3)
         for name in ("c1", "late"):
             g = self.guest(name)
             self.assertEqual(g["uuid"], self.uuids[name])
