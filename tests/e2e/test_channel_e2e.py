@@ -290,8 +290,10 @@ class ChannelE2E(unittest.TestCase):
         for name in ("c1", "late"):
             # Reports every 1 s: an age past agent_stale_after (4 s) would make the guest's data stale.
             self.assertLess(max(flooded[name]), 4.0, "%s went stale during the flood" % name)
-            self.assertLess(p99(flooded[name]), p99(burn[name]) + 0.75,
-                            "%s: the channel flood delayed its reports beyond the CPU burn's cost" % name)
+            # Reports every 1 s, read at 1 s ticks: the age a tick sees depends on the phase
+            # between the two clocks (0-1 s, drifting), so the control's p99 is printed to compare
+            # by eye, not asserted against; a report held up by the flood shows as an age past 2 s.
+            self.assertLess(p99(flooded[name]), 2.5, "%s: its reports were held up during the flood" % name)
             self.assertEqual(self.guest(name)["agent"].get("last_reject_reason", ""), "")
 
     def flood(self, mode):
