@@ -157,7 +157,10 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
       // on real guests, 288 MiB taken from a neighbour in one tick (test_lying_agent_e2e.py).
       const double room = LawHeadroom(g, params_.law);
       unconfirmed[i] = o.floor_bytes > s.actual && !HostSeesHardDemand(g, o.signals, room);
-      if (o.floor_bytes > s.actual && !unconfirmed[i] && o.signals.source == SignalSource::kAgent) {
+      // Whether the claim is confirmed or not: an OOM kill the agent counted makes the growth
+      // hard even when libvirt does not see the floor (then the cap is under actual, and the
+      // neighbours pay nothing).
+      if (o.floor_bytes > s.actual && o.signals.source == SignalSource::kAgent) {
         s.hard_cap = s.actual - static_cast<double>(g.usable_bytes.value_or(0)) + room;
       }
       if (o.signals.new_oom_kills > 0 || (o.floor_bytes > s.actual && !unconfirmed[i])) {

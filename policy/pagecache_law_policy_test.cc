@@ -200,5 +200,27 @@ TEST(PagecacheLawPolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOn
   EXPECT_GE(squeezed.guests[1].target_bytes, (1024 - 28) * kMib - 1) << squeezed.guests[1].reason;
 }
 
+// The same claim with an OOM kill the agent counted: the kill makes the growth hard, but the
+// neighbours still pay only for what libvirt sees (here nothing: 500 MiB usable).
+TEST(PagecacheLawPolicyTest, AnOomKillOnTheAgentsWordDoesNotMakeTheNeighboursPay) {
+  const PagecacheLawPolicy policy;
+  GuestView claimant = Guest("claimant", 600);
+  claimant.anon_bytes = 900 * kMib;
+  claimant.disk_caches_bytes = 50 * kMib;
+  claimant.active_file_bytes = 50 * kMib;
+  claimant.inactive_file_bytes = 0;
+  claimant.usable_bytes = 500 * kMib;
+  claimant.oom_kill = 0;
+  GuestView neighbour = Hot("neighbour");
+  neighbour.usable_bytes = 50 * kMib;
+  const Decisions first = policy.Decide(Snap({claimant, neighbour}, 600 + 1024), PolicyState());
+  claimant.oom_kill = 5;
+  const Decisions d = policy.Decide(Snap({claimant, neighbour}, 600 + 1024, 1e9 + 2), first.next_state);
+  ASSERT_EQ(d.guests.size(), 2u);
+  EXPECT_EQ(d.guests[0].distress, "oom_kill");
+  EXPECT_LE(d.guests[0].target_bytes, 600 * kMib) << d.guests[0].reason;
+  EXPECT_GE(d.guests[1].target_bytes, 1003 * kMib) << d.guests[1].reason;
+}
+
 }  // namespace
 }  // namespace plimsoll::policy

@@ -142,6 +142,9 @@ struct Work {
   bool shrinkable = false;  // measured, following its balloon: may give in an overcommit
   bool cooling = false;     // backed off recently: not a donor except for hard demand
   bool hard_unconfirmed = false;  // a floor over actual on the agent's word, libvirt not agreeing
+  // Hard demand the neighbours pay for, at most up to this size: on the agent's word, what
+  // libvirt sees of it (actual - MemAvailable + headroom); issue 15 point 11.
+  double hard_cap = HUGE_VAL;
   double granted = 0;
   double taken = 0;
   double target = 0;  // the outcome, before clamping
@@ -834,6 +837,14 @@ void Decider::Assess(const GuestView& guest, Work* w) const {
       !HostSeesHardDemand(guest, s, std::max(p_.headroom_min_bytes,
                                              p_.headroom_fraction * static_cast<double>(guest.max_bytes)));
   const bool hard = s.new_oom_kills > 0 || w->state == kSelfDeflated || (floor_driven && !w->hard_unconfirmed);
+  // The neighbours pay only for what libvirt sees, whatever the agent's claim (AnonPages, or an
+  // OOM kill it counted): a liar squeezed to where its MemAvailable is under the headroom would
+  // otherwise be believed in full (seen on real guests with pagecache_law: 288 MiB in one tick).
+  // A self-deflation is the host's own evidence (the balloon rose), so it is not capped.
+  if (s.source == SignalSource::kAgent && w->state != kSelfDeflated) {
+    w->hard_cap = w->actual - static_cast<double>(guest.usable_bytes.value_or(0)) +
+                  std::max(p_.headroom_min_bytes, p_.headroom_fraction * static_cast<double>(guest.max_bytes));
+  }
   // Unconfirmed hard demand is class 0: class 2's shortfall is reclaimed from calm neighbours.
   w->grow_class = !grows ? 0 : hard ? 3 : (w->under_pressure && !w->hard_unconfirmed) ? 2 : 0;
   w->priority = w->severity;
@@ -932,7 +943,7 @@ void Decider::ShareOut(std::vector<Work>* works, Decisions* decisions) const {
     w->target = w->actual + grant;
     const double short_by = want - grant;
     if (short_by <= 0.5) continue;
-    if (w->grow_class == 3) hard_shortfall += short_by;
+    if (w->grow_class == 3) hard_shortfall += std::min(short_by, std::max(0.0, w->hard_cap - w->target));
     if (w->grow_class == 2) {
       pressure_shortfall += short_by;
       pressure_rho = std::max(pressure_rho, rho_of(w));
@@ -1113,6 +1124,9 @@ GuestDecision Decider::Finish(Work* w) const {
   if (w->hard_unconfirmed) {
     absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
                     guest.usable_bytes.has_value() ? FormatMib(*guest.usable_bytes) : "-");
+  } else if (w->grow_class == 3 && w->hard_cap < w->desired) {
+    absl::StrAppend(&d.reason, " hard_demand_seen_to=", FormatMib(std::max(w->hard_cap, w->actual)),
+                    " usable=", FormatMib(guest.usable_bytes.value_or(0)));
   }
   if (w->in_retry) absl::StrAppend(&d.reason, " retry_wait=1");
   absl::StrAppend(&d.reason, " -> ", FormatMib(d.target_bytes), " state=", d.state);

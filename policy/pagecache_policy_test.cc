@@ -1213,6 +1213,37 @@ TEST(PagecachePolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly)
   EXPECT_LT(honest_neighbour, calm_neighbour) << honest_reason;
 }
 
+// The neighbours pay for hard demand on the agent's word only up to what libvirt sees: its
+// hard demand (actual - MemAvailable) plus the headroom, whether the claim is a floor or an OOM
+// kill the agent counted (issue 15 point 11; a liar squeezed under the headroom was believed in
+// full before the cap).
+TEST(PagecachePolicyTest, TheNeighboursPayForTheAgentsHardDemandOnlyUpToWhatLibvirtSees) {
+  auto run = [](int64_t libvirt_usable_mib, bool oom) {
+    GuestView c = BusyGuest("c");
+    c.usable_bytes = 900 * kMib;
+    c.oom_kill = 0;
+    GuestView e = AgentGuest("e");
+    Harness h({c, e}, 2048 + 4096);  // nothing free
+    h.Tick(false);
+    h.guests()[0].anon_bytes = 1900 * kMib;
+    h.guests()[0].usable_bytes = libvirt_usable_mib * kMib;
+    if (oom) h.guests()[0].oom_kill = 3;
+    const Decisions d = h.Tick(false);
+    return std::make_tuple(h.TargetMib(1), d.guests[0].reason);
+  };
+  const auto [calm_neighbour, calm_reason] = run(900, false);
+  // An OOM kill on the agent's word with libvirt seeing 900 MiB usable: hard growth, but the
+  // cap (2048 - 900 + 204.8 MiB) is under the guest's size: the neighbour gives no more.
+  const auto [oom_neighbour, oom_reason] = run(900, true);
+  EXPECT_EQ(oom_neighbour, calm_neighbour) << oom_reason;
+  // libvirt sees 150 MiB usable, under the 204.8 MiB headroom: the neighbour pays, but only the
+  // 54.8 MiB libvirt sees above the guest's size, not the 2048 + 152 MiB claim.
+  const auto [seen_neighbour, seen_reason] = run(150, false);
+  EXPECT_LT(seen_neighbour, calm_neighbour) << seen_reason;
+  EXPECT_GE(seen_neighbour, calm_neighbour - 55) << seen_reason;
+  EXPECT_THAT(seen_reason, HasSubstr("hard_demand_seen_to=2102.8MiB usable=150MiB"));
+}
+
 TEST(PagecachePolicyTest, ACalmGuestDropsTheGrowthItWasNotGranted) {
   // As FreeBeforeGrow, but the pressured guest is calm by the time the room is there: it did
   // not need the memory, asks for none, and may give to others again.
