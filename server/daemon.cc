@@ -238,8 +238,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
   ControlLoop* loop = d->loop_.get();
   d->hypervisor_->SetEventCallback([loop, daemon = d.get()](const hypervisor::DomainEvent& e) {
     // Lifecycle changes are worth an early tick (and a look for the domain's agent channel);
-    // balloon moves are read next tick.
-    if (e.kind == hypervisor::DomainEvent::Kind::kBalloonChange) return;
+    // a balloon move is folded into the view between ticks (ControlLoop::NoteBalloonChange).
+    if (e.kind == hypervisor::DomainEvent::Kind::kBalloonChange) {
+      loop->NoteBalloonChange(e.uuid, e.balloon_bytes);
+      return;
+    }
     if (e.kind == hypervisor::DomainEvent::Kind::kStopped || e.kind == hypervisor::DomainEvent::Kind::kCrashed) {
       loop->NoteStopped(e.uuid);
     }

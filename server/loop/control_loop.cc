@@ -198,6 +198,53 @@ void ControlLoop::NoteStopped(const std::string& uuid) {
   stopped_hints_.insert(uuid);
 }
 
+void ControlLoop::NoteBalloonChange(const std::string& uuid, int64_t actual_bytes) {
+  {
+    absl::MutexLock l(&mu_);
+    balloon_changes_[uuid] = actual_bytes;
+  }
+  if (deps_.metrics != nullptr) deps_.metrics->CountBalloonChangeEvent();
+}
+
+int ControlLoop::FoldBalloonChanges() {
+  absl::flat_hash_map<std::string, int64_t> changes;
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> current;
+  {
+    absl::MutexLock l(&mu_);
+    changes.swap(balloon_changes_);
+    current = published_;
+  }
+  int changed = 0;
+  for (const auto& [uuid, bytes] : changes) {
+    TrackedGuest* g = tracker_.Find(uuid);
+    if (g == nullptr || bytes <= 0) continue;
+    if (g->lowest_actual > 0) g->lowest_actual = std::min(g->lowest_actual, bytes);
+    if (g->actual_bytes != bytes) {
+      g->actual_bytes = bytes;
+      ++changed;
+    }
+  }
+  if (changed == 0 || current == nullptr) return changed;
+  // The published view is immutable: a copy with the new sizes replaces it. O(guests), which
+  // is why folds are at most one per min_wake_interval; the watch stream has nothing to say
+  // about sizes (view_events.h), so no event is published.
+  auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>(*current);
+  std::vector<std::pair<std::string, int64_t>> sizes;
+  int64_t sum = 0;
+  for (plimsoll::v1::Guest& out : *view->mutable_guests()) {
+    if (const TrackedGuest* g = tracker_.Find(out.uuid()); g != nullptr && out.actual_bytes() != g->actual_bytes) {
+      out.set_actual_bytes(g->actual_bytes);
+      sizes.emplace_back(out.uuid(), g->actual_bytes);
+    }
+    sum += out.actual_bytes();
+  }
+  view->mutable_host()->set_guests_actual_bytes(sum);
+  if (deps_.metrics != nullptr) deps_.metrics->PublishBalloonSizes(sizes, sum);
+  absl::MutexLock l(&mu_);
+  published_ = std::move(view);
+  return changed;
+}
+
 void ControlLoop::AddReclaimHold(plimsoll::v1::ReclaimPlan plan, absl::Time until) {
   absl::MutexLock l(&mu_);
   pending_reclaims_.push_back({std::move(plan), until, {}});
@@ -490,6 +537,9 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   {
     absl::MutexLock l(&mu_);
     stopped.swap(stopped_hints_);
+    // The survey is newer than every balloon event kept before it (an event after the survey
+    // and before this line is lost; the next tick's survey has it).
+    balloon_changes_.clear();
   }
   GuestTracker::ReconcileResult changes = tracker_.Reconcile(*domains, now, stopped);
   for (const std::string& uuid : changes.added) {
@@ -1086,20 +1136,34 @@ void ControlLoop::Run() {
   while (true) {
     const absl::Time started = absl::Now();
     Tick();
-    absl::MutexLock l(&mu_);
+    mu_.Lock();
+    fold_not_before_ = absl::Now() + gate_.min_interval();
     while (!stop_) {
       const absl::Time next = gate_.NextTickAt(started, options_.tick);
-      if (absl::Now() >= next) break;
-      // Woken for Stop() and for the first wake, which may bring `next` forward; the wakes after
-      // it coalesce without waking this thread.
+      const absl::Time now = absl::Now();
+      if (now >= next) break;
+      const bool have_changes = !balloon_changes_.empty();
+      if (have_changes && now >= fold_not_before_) {
+        mu_.Unlock();
+        FoldBalloonChanges();
+        mu_.Lock();
+        fold_not_before_ = absl::Now() + gate_.min_interval();
+        continue;
+      }
+      // Woken for Stop(), for the first wake, which may bring `next` forward (the wakes after
+      // it coalesce without waking this thread), and for the first balloon change since the
+      // last fold.
       const bool was_woken = gate_.woken();
-      auto changed = [this, was_woken]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || gate_.woken() != was_woken;
+      auto changed = [this, was_woken, have_changes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || gate_.woken() != was_woken || balloon_changes_.empty() == have_changes;
       };
-      mu_.AwaitWithDeadline(absl::Condition(&changed), next);
+      mu_.AwaitWithDeadline(absl::Condition(&changed), have_changes ? std::min(next, fold_not_before_) : next);
     }
-    if (stop_) return;
-    if (gate_.woken() && absl::Now() < started + options_.tick && deps_.metrics != nullptr) {
+    const bool stop = stop_;
+    const bool woken = gate_.woken();
+    mu_.Unlock();
+    if (stop) return;
+    if (woken && absl::Now() < started + options_.tick && deps_.metrics != nullptr) {
       deps_.metrics->CountWokenTick();
     }
   }

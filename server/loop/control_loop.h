@@ -177,6 +177,15 @@ class ControlLoop {
   // A lifecycle event said the domain `uuid` stopped: if the next listing lacks it, it is
   // forgotten at once instead of after GuestRules::absent_listings listings. Thread-safe, cheap.
   void NoteStopped(const std::string& uuid);
+  // A balloon-change event (libvirt's VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE) said the domain's
+  // balloon now holds `actual_bytes`. Thread-safe, cheap (the last value per guest is kept).
+  // Between ticks, Run() folds the kept values into the tracker and the published view (and
+  // /metrics), at most once per min_wake_interval: the view's actual sizes follow the balloon
+  // within about a second instead of a tick, and the tracker's lowest actual since the target
+  // changed sees a balloon that went down and came back up between two ticks (a guest
+  // deflating it on OOM), which the tick's own look would miss (issue 15 point 9). A tick's
+  // bulk survey supersedes what was kept before it.
+  void NoteBalloonChange(const std::string& uuid, int64_t actual_bytes);
   // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
   // this guest's decision first, counts it, and logs it ("agent spike uuid=..."), at most one
   // line per guest per 10 s with the number of spikes not logged in between. Thread-safe, cheap:
@@ -196,6 +205,11 @@ class ControlLoop {
   // that tick replaces the options and keeps a pending policy/actuator that
   // the second call leaves unchanged.
   void Reconfigure(LoopReconfig reconfig);
+
+  // Folds the balloon changes kept since the last tick or fold (NoteBalloonChange) into the
+  // tracker and republishes the view with them. Loop thread only: Run() calls it between ticks,
+  // tests between Tick()s. Returns how many guests' sizes changed.
+  int FoldBalloonChanges();
 
   int64_t ticks() const { return tick_; }
 
@@ -313,6 +327,10 @@ class ControlLoop {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> stopped_hints_ ABSL_GUARDED_BY(mu_);
+  // Balloon sizes from events since the last tick or fold, by uuid (the last one wins), and the
+  // earliest real time they may be folded (a min_wake_interval after the last view).
+  absl::flat_hash_map<std::string, int64_t> balloon_changes_ ABSL_GUARDED_BY(mu_);
+  absl::Time fold_not_before_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);
 
   // Declared last, so destroyed first: its workers are joined before the rest of the loop goes

@@ -278,6 +278,70 @@ TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
   EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_holds_released_total 0"), std::string::npos);
 }
 
+// Issue 15 point 9: a balloon-change event between two ticks reaches the tracker. Here the
+// balloon reached the held 600 MiB between ticks and the guest deflated it to 800 MiB before the
+// next one: the ticks alone saw 974 then 800 (falling: no self-deflation); with the event the
+// tracker knows it was at 600, so the rise ends the hold.
+TEST_F(SlowBalloonLoopTest, ABalloonEventBetweenTicksRevealsASelfDeflationTheTicksMiss) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 1000 * kMiB;
+  TickMovingBalloon(true);
+  loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
+  TickMovingBalloon(true);
+  ASSERT_EQ(hv_.LastTarget(kA), 600 * kMiB);
+  TickMovingBalloon(true);
+  ASSERT_EQ(Published(kA)->actual_bytes(), 974 * kMiB);
+  hv_.SetActualBytes(kA, 600 * kMiB);
+  loop_->NoteBalloonChange(kA, 600 * kMiB);
+  EXPECT_EQ(loop_->FoldBalloonChanges(), 1);
+  EXPECT_EQ(Published(kA)->actual_bytes(), 600 * kMiB) << "the view follows the event";
+  EXPECT_NE(metrics_.Render().find("plimsoll_balloon_change_events_total 1"), std::string::npos);
+  hv_.SetActualBytes(kA, 800 * kMiB);
+  TickWithFreshStats({kA});
+  EXPECT_FALSE(Published(kA)->has_reclaim_hold()) << Published(kA)->last_decision().reason();
+  EXPECT_NE(Published(kA)->last_decision().reason().find("released: self_deflated actual=800MiB held=600MiB"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+}
+
+// Run() folds balloon events into the published view and /metrics between ticks, at most once
+// per min_wake_interval, without a tick.
+TEST_F(ControlLoopTest, RunPublishesBalloonEventsBetweenTicks) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  actuator_ = std::make_unique<HypervisorActuator>(&hv_);
+  LoopOptions o;
+  o.tick = absl::Hours(1);
+  o.min_wake_interval = absl::Milliseconds(100);
+  ControlLoop loop(LoopDeps{&hv_, &host_, &policy_, actuator_.get(), &clock_, &metrics_}, o);
+  std::thread runner([&] { loop.Run(); });
+  auto actual_of = [&](const char* uuid) -> int64_t {
+    for (const auto& g : loop.Published()->guests()) {
+      if (g.uuid() == uuid) return g.actual_bytes();
+    }
+    return -1;
+  };
+  ASSERT_TRUE(WaitFor([&] { return actual_of(kA) == 1024 * kMiB; }));
+  loop.NoteBalloonChange(kA, 900 * kMiB);
+  loop.NoteBalloonChange(kA, 700 * kMiB);  // the last one wins
+  loop.NoteBalloonChange("00000000-0000-0000-0000-0000000000ff", 1 * kMiB);  // not tracked: ignored
+  const bool folded = WaitFor([&] { return actual_of(kA) == 700 * kMiB; });
+  const std::string metrics = metrics_.Render();
+  loop.Stop();
+  runner.join();
+  ASSERT_TRUE(folded) << "actual stayed at " << actual_of(kA);
+  EXPECT_EQ(loop.ticks(), 1) << "folded without a tick";
+  EXPECT_EQ(actual_of(kB), 1024 * kMiB);
+  EXPECT_EQ(loop.Published()->host().guests_actual_bytes(), (700 + 1024) * kMiB);
+  EXPECT_NE(metrics.find(absl::StrCat("plimsoll_guest_balloon_actual_bytes{domain=\"a\",uuid=\"", kA, "\"} ",
+                                      700 * kMiB)),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(absl::StrCat("plimsoll_host_guests_actual_bytes ", (700 + 1024) * kMiB)), std::string::npos);
+  EXPECT_NE(metrics.find("plimsoll_balloon_change_events_total 3"), std::string::npos);
+}
+
 TEST_F(ControlLoopTest, GuestWithoutBalloonStatsIsReportedNotPushed) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   MakeLoop();

@@ -122,6 +122,7 @@ struct Metrics::Impl {
   prometheus::Histogram* tick_duration;
   prometheus::Counter* agent_spikes;
   prometheus::Counter* ticks_woken;
+  prometheus::Counter* balloon_change_events;
   prometheus::Counter* host_stale_ticks;
   // By SafetyRule, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllSafetyRules)> safety_holds{};
@@ -382,6 +383,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.config_last_reload_success = &m.G("plimsoll_config_last_reload_success", "1 when the last configuration load or reload succeeded, 0 when the last reload failed and the previous config is still in use.")->Add({});
   m.config_last_reload_timestamp = &m.G("plimsoll_config_last_reload_timestamp_seconds", "Unix time of the last configuration load or reload attempt.")->Add({});
   m.agent_spikes = &prometheus::BuildCounter().Name("plimsoll_agent_spikes_total").Help("Agent spike reports (PSI trigger) that asked for an early tick; those closer together than min_wake_interval share one.").Register(*m.registry).Add({});
+  m.balloon_change_events = &prometheus::BuildCounter().Name("plimsoll_balloon_change_events_total").Help("Balloon-change events from libvirt (the balloon's size changed); their sizes reach the view and plimsoll_guest_balloon_actual_bytes between ticks, at most once per min_wake_interval.").Register(*m.registry).Add({});
   m.ticks_woken = &prometheus::BuildCounter().Name("plimsoll_ticks_woken_total").Help("Ticks started before their schedule because something asked for one (agent spikes, guests starting or stopping, API calls, reloads); at most one per min_wake_interval.").Register(*m.registry).Add({});
   m.host_stale_ticks = &prometheus::BuildCounter().Name("plimsoll_host_stale_ticks_total").Help("Ticks whose host memory read failed: they decided on the last good reading and shrank no guest.").Register(*m.registry).Add({});
   auto& safety = prometheus::BuildCounter().Name("plimsoll_safety_holds_total").Help("Decisions the safety net changed, by rule: a shrink held for no_stats, stale_stats or host_stale; inflation_stopped: a balloon still inflating when its data went bad, stopped where it was.").Register(*m.registry);
@@ -563,6 +565,20 @@ void Metrics::ObserveTick(double seconds) { impl_->tick_duration->Observe(second
 void Metrics::CountAgentSpike() { impl_->agent_spikes->Increment(); }
 
 void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
+
+void Metrics::CountBalloonChangeEvent() { impl_->balloon_change_events->Increment(); }
+
+void Metrics::PublishBalloonSizes(const std::vector<std::pair<std::string, int64_t>>& actual_by_uuid,
+                                  int64_t guests_actual_bytes) {
+  Impl& m = *impl_;
+  absl::MutexLock l(&m.mu);
+  for (const auto& [uuid, bytes] : actual_by_uuid) {
+    auto it = m.guest_series.find(uuid);
+    if (it == m.guest_series.end() || it->second.gauges[kActual] == nullptr) continue;
+    it->second.gauges[kActual]->Set(static_cast<double>(bytes));
+  }
+  m.host_guests_actual->Add({}).Set(static_cast<double>(guests_actual_bytes));
+}
 
 void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
 

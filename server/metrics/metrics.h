@@ -158,6 +158,13 @@ class Metrics {
   // started early because something asked for one (plimsoll_ticks_woken_total). Thread-safe.
   void CountAgentSpike();
   void CountWokenTick();
+  // A balloon-change event arrived from libvirt (plimsoll_balloon_change_events_total), and the
+  // sizes such events brought were folded in between ticks: sets
+  // plimsoll_guest_balloon_actual_bytes of those guests (only guests the last Publish() had)
+  // and plimsoll_host_guests_actual_bytes. Thread-safe.
+  void CountBalloonChangeEvent();
+  void PublishBalloonSizes(const std::vector<std::pair<std::string, int64_t>>& actual_by_uuid,
+                           int64_t guests_actual_bytes);
   // A tick whose host memory read failed, so no guest was shrunk (plimsoll_host_stale_ticks_total).
   void CountHostStaleTick();
   // The safety net changed a decision (plimsoll_safety_holds_total{rule}).
