@@ -8,7 +8,9 @@ order and build on each other:
   2. plimsolld restarted adopts every balloon where it is and moves nothing (static policy);
   3. a real Prometheus server scraping plimsolld sees the values libvirt reports;
   4. plimsolld restarted with room to spare grows the balloons back, in MoM's 5% steps;
-  5. a guest destroyed mid-run leaves the API and the metrics; the others stay managed.
+  5. a guest destroyed mid-run leaves the API and the metrics; the others stay managed;
+  6. with a 60 s tick, QEMU's balloon-change events carry a pinned balloon's travel into the
+     API's view and /metrics between ticks (issue 15 point 9).
 """
 
 import math
@@ -237,6 +239,48 @@ class BalloonE2E(unittest.TestCase):
         for name in ("idle1", "stream"):
             self.assertEqual(guests[name]["management_state"], "MANAGEMENT_STATE_MANAGED", name)
         self.assertIn("guest gone uuid=", d.read_log())
+
+    def test_6_balloon_events_reach_the_view_between_ticks(self):
+        self.assertEqual(self.daemon.stop(), 0)
+        d = self.start_daemon(8192, policy="static", tick="60s")
+        wait_for("first view", lambda: "idle1" in d.guests()[0], timeout=15, interval=0.2)
+        start = self.virsh_actual_bytes("idle1")
+        pin = (start // MIB - 200) * MIB  # whole MiB, as --pin takes it
+        d.ctl("set", "idle1", "--pin=%dM" % (pin // MIB), "--note=balloon-e2e events")
+        # The API call wakes the loop once: the tick that decides the pin and hands its call to the
+        # balloon workers (the view's target_bytes follows at the next tick, when the call's
+        # result is taken; the decision says it at once).
+        def decided():
+            guests, host = d.guests()
+            dec = guests["idle1"].get("last_decision", {})
+            return int(dec.get("target_bytes", 0)) == pin and (guests, host)
+
+        guests, host = wait_for("the pin decided", decided, timeout=15, interval=0.2)
+        tick = int(host["tick"])
+        seen = [int(guests["idle1"]["actual_bytes"])]
+        t0 = time.monotonic()
+
+        def landed():
+            guests, host = d.guests()
+            if int(host["tick"]) != tick:
+                raise AssertionError("a tick ran (%s after %d): the test needs the view to move without one"
+                                     % (host["tick"], tick))
+            a = int(guests["idle1"]["actual_bytes"])
+            if a != seen[-1]:
+                seen.append(a)
+            return abs(a - pin) <= 4 * MIB
+
+        wait_for("the view's actual at the pin before the next tick", landed, timeout=40, interval=0.2)
+        took = time.monotonic() - t0
+        events = harness.metric(d.metrics(), "plimsoll_balloon_change_events_total")
+        gauge = harness.metric(d.metrics(), "plimsoll_guest_balloon_actual_bytes", domain="idle1",
+                               uuid=guests["idle1"]["uuid"])
+        print("\n  pin %d -> %d MiB: the view's actual %s MiB within %.1fs, tick %d throughout; %d events"
+              % (start // MIB, pin // MIB, [v // MIB for v in seen], took, tick, events))
+        self.assertGreaterEqual(events, 1)
+        self.assertLessEqual(abs(gauge - pin), 4 * MIB, "the metric follows the view")
+        self.assertAlmostEqual(self.virsh_actual_bytes("idle1"), pin, delta=4 * MIB)
+        d.ctl("clear", "idle1")
 
 
 if __name__ == "__main__":
