@@ -46,6 +46,7 @@ Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per r
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -116,7 +117,11 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
     maxb = {g[0]: g[2] for g in guests}
     # A law variant's name ("pagecache_law:profile_ratio=1.5") has characters libvirtd's log
     # setting cannot take in a path.
-    workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % re.sub(r"[^A-Za-z0-9_.-]", "_", policy))
+    # A long one would make the lab's socket paths too long for a unix socket (108 bytes).
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", policy)
+    if len(name) > 24:
+        name = "%s-%s" % (name[:16], hashlib.sha1(policy.encode()).hexdigest()[:8])
+    workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % name)
     keys = harness.AgentKeys(workdir)
     lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD,
                              stream_mib=args.stream_mib, hot_mib=mix_hot_mib(mix))
