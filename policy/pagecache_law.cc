@@ -65,6 +65,21 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   SignalMemory next_signals;
   out.signals = ReadSignals(guest, now_s, m->signals, &next_signals);
   m->signals = next_signals;
+  // The agent's hard demand (AnonPages + Shmem + SUnreclaim) leaves out what the kernel holds
+  // outside MemTotal (memmap, the kernel image: 64 MiB of a 1 GiB lab guest), which a balloon
+  // cannot take either. M - MemTotal is that much when the balloon leaves MemTotal alone
+  // (autodeflate) and that plus the balloon when it does not: the least ever seen is the
+  // estimate, exact once the guest was seen at its ceiling, too high (safe) before. At most
+  // the headroom: a guest first seen ballooned (plimsolld restarted) without autodeflate would
+  // otherwise have its floor raised by the whole balloon, paid by its neighbours.
+  if (p.count_outside_memtotal && out.signals.source == SignalSource::kAgent &&
+      guest.total_bytes.has_value() && *guest.total_bytes > 0) {
+    const double outside = std::max(0.0, static_cast<double>(guest.max_bytes - *guest.total_bytes));
+    m->outside_bytes = std::min(m->outside_bytes.value_or(outside), outside);
+  }
+  if (out.signals.source == SignalSource::kAgent) {
+    out.signals.hard_bytes += std::min(m->outside_bytes.value_or(0), LawHeadroom(guest, p));
+  }
   const GuestSignals& s = out.signals;
 
   const double max_bytes = static_cast<double>(guest.max_bytes);
@@ -185,6 +200,12 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     RecordCalm(actual, now_s, &m->edge);
     const double base = a;
     const double lowest = std::max(out.floor_bytes, EdgeLimit(now_s, m->edge));
+    // With the agent W is measured (its cache part is Active(file)), and probing below it finds
+    // the edge by evicting the hot set, whose cost outlives the squeeze (docs/benchmarks.md
+    // "What a size costs"): takes stop at W. Without the agent W counts all cache as hot, an
+    // upper bound, and the probe is how cold cache is found.
+    const bool stop_at_ws = s.source == SignalSource::kAgent && !p.probe_with_agent;
+    const double stop = stop_at_ws ? std::max(lowest, out.working_set_bytes) : lowest;
     if (follow.in_retry) {
       out.action = LawAction::kRetry;
       out.reason = absl::StrCat("retry ", follow.state, " left=", FormatFixed(follow.retry_left_s, 0), "s");
@@ -192,11 +213,12 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
       out.action = LawAction::kCooling;
       out.reason = absl::StrCat("cooling x=", FormatFixed(out.pressure, 2), " left=",
                                 FormatFixed(m->cool_until_s - now_s, 0), "s");
-    } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > lowest) {
+    } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > stop) {
       const double take = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
-      a = std::max(lowest, base - std::max(step, take));
+      a = std::max(stop, base - std::max(step, take));
       m->probed_s = now_s;
-      out.action = take > step ? LawAction::kTake : LawAction::kProbe;
+      // With the agent every step stops at W, so none is a probe below it.
+      out.action = take > step || stop_at_ws ? LawAction::kTake : LawAction::kProbe;
       out.reason = absl::StrCat(LawActionName(out.action), " x=", FormatFixed(out.pressure, 2),
                                 " ws=", FormatMib(out.working_set_bytes));
     } else if (base <= lowest && lowest > out.floor_bytes) {

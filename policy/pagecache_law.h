@@ -4,6 +4,8 @@
 //
 // With M the guest's ceiling, A its actual size, H its hard demand and h the headroom:
 //   floor     F = clamp(H + h + burst, min, M)   h = max(headroom_min, headroom_fraction * M)
+//             with the agent H includes o = min(h, the least M - MemTotal seen): the kernel's
+//             memory outside MemTotal
 //             burst: the largest rise of H per report within a window (burst_headroom.h);
 //             without the agent, of H - A (usable falling): there H = A - usable rises with A
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
@@ -21,15 +23,16 @@
 //                         step back for an episode's first); no probing for c; a backoff after
 //                         the cooldown ended starts an episode: c <- 2c for the next
 //     x < 1, t >= cool,
-//       t - probed >= T:  a <- max(F, L, min(a, A) - max(probe * M, take * (min(a, A) - W)))
-//                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry)
+//       t - probed >= T:  a <- max(F, L, S, min(a, A) - max(probe * M, take * (min(a, A) - W)))
+//                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry;
+//                         S = W with the agent: takes stop there; without it probes go below)
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
 //   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
 //   in the guest backs off at once, measured or not.
 //   c starts at cooldown_min, doubles per episode up to cooldown_max, and goes back to
 //   cooldown_min after cooldown_max without pressure.
 //   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
-// Slow to take (a step per measurement, the small probe below the working set), fast to give
+// Slow to take (a step per measurement, without the agent a small probe below the working set), fast to give
 // (at once: the step that hurt and one more first, then half the gap to the ceiling).
 //
 // Pure functions, thread-safe.
@@ -70,6 +73,11 @@ struct LawParams {
   // previous cooldown ended), and resets after cooldown_max_seconds without pressure.
   double cooldown_min_seconds = 30;
   double cooldown_max_seconds = 600;
+  // Switches of session 13's two changes, kept while they are measured against the law before
+  // them: o (the kernel's memory outside MemTotal) in the agent's H (0: not), and probing below
+  // W with the agent too (1: as before; 0: takes stop at W).
+  double count_outside_memtotal = 1;
+  double probe_with_agent = 0;
   // Component: pressure only as far as a larger size relieves it (pressure_profile.h).
   ProfileParams profile;
   // Component: pressure that memory does not relieve keeps no memory (futile_pressure.h).
@@ -86,6 +94,8 @@ struct LawParams {
 struct LawMemory {
   SignalMemory signals;                   // guest_signals.h's rates and counters
   std::optional<double> allowance_bytes;  // a: the size the guest is believed calm at
+  // The least M - MemTotal seen: the kernel's memory outside MemTotal (bytes).
+  std::optional<double> outside_bytes;
   std::optional<double> target_bytes;     // the target last seen (a change means a move)
   // When the balloon was first seen landed on the current target; absent while travelling.
   std::optional<double> landed_s;

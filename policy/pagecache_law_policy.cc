@@ -49,6 +49,8 @@ double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, doub
       {"idle_tax", &p->share.idle_tax, 1, 0, 0.99},
       {"step_fraction", &p->share.step_fraction, 1, 0, 1},
       {"min_change_mib", &p->min_change_bytes, kMibBytes, 0, 1e6},
+      {"outside_memtotal", &p->law.count_outside_memtotal, 1, 0, 1},
+      {"probe_with_agent", &p->law.probe_with_agent, 1, 0, 1},
   };
   for (const Row& r : rows) {
     if (name == r.name) {
@@ -82,7 +84,8 @@ std::vector<std::string> PagecacheLawParamNames() {
   return {"headroom_min_mib", "headroom_fraction", "probe_fraction", "probe_interval_s",
           "take_fraction", "stall_target_pct", "refault_target_mib_s", "backoff_fraction",
           "cooldown_min_s", "cooldown_max_s", "futile_ratio", "profile_ratio", "profile_bucket_fraction",
-          "profile_forget_s", "burst_window_s", "follow_retry_s", "edge_window_s", "idle_tax", "step_fraction", "min_change_mib"};
+          "profile_forget_s", "burst_window_s", "follow_retry_s", "edge_window_s", "idle_tax", "step_fraction", "min_change_mib",
+          "outside_memtotal", "probe_with_agent"};
 }
 
 absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec) {

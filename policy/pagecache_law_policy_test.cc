@@ -50,7 +50,8 @@ Snapshot Snap(std::vector<GuestView> guests, int64_t budget_mib, double t = 1e9)
   return s;
 }
 
-// A guest whose cache is all in use (Active(file)): the law only probes it (2% of 1024 MiB).
+// A guest whose cache is all in use (Active(file)): its W is its size, and with the agent the
+// law's takes stop at W, so it proposes to keep all of it.
 GuestView Hot(const std::string& name) {
   GuestView g = Guest(name, 1024);
   g.active_file_bytes = 700 * kMib;
@@ -60,29 +61,29 @@ GuestView Hot(const std::string& name) {
 
 TEST(PagecacheLawPolicyTest, TheBudgetIsTakenByShares) {
   const PagecacheLawPolicy policy;
-  // Proposals 1003.52 MiB each (a probe), 3010.56 in all: 610.56 MiB over a 2400 MiB budget.
+  // Proposals 1024 MiB each (held at W), 3072 in all: 672 MiB over a 2400 MiB budget.
   const Decisions d = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 2400), PolicyState());
   ASSERT_EQ(d.guests.size(), 3u);
   int64_t sum = 0;
   for (const GuestDecision& g : d.guests) {
     sum += g.target_bytes;
-    EXPECT_THAT(g.reason, StartsWith("pagecache_law: probe"));
-    EXPECT_THAT(g.reason, HasSubstr("taken=203.5MiB"));
+    EXPECT_THAT(g.reason, StartsWith("pagecache_law: hold"));
+    EXPECT_THAT(g.reason, HasSubstr("taken=224MiB"));
     EXPECT_NEAR(static_cast<double>(g.target_bytes) / kMib, 800, 0.01);
   }
   EXPECT_NEAR(static_cast<double>(sum) / kMib, 2400, 0.01);
-  EXPECT_THAT(d.summary, HasSubstr("overcommit=610.6MiB"));
+  EXPECT_THAT(d.summary, HasSubstr("overcommit=672MiB"));
   EXPECT_THAT(d.summary, HasSubstr("unmet=0"));
 }
 
 TEST(PagecacheLawPolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
   const PagecacheLawPolicy policy;
-  // 962.56 MiB over 2048; at most 25% of 1024 MiB from each guest per decision.
+  // 1024 MiB over 2048; at most 25% of 1024 MiB from each guest per decision.
   const Decisions d = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 2048), PolicyState());
   for (const GuestDecision& g : d.guests) {
-    EXPECT_NEAR(static_cast<double>(g.target_bytes) / kMib, 1003.52 - 256, 0.01);
+    EXPECT_NEAR(static_cast<double>(g.target_bytes) / kMib, 1024 - 256, 0.01);
   }
-  EXPECT_THAT(d.summary, HasSubstr("unmet=194.6MiB"));
+  EXPECT_THAT(d.summary, HasSubstr("unmet=256MiB"));
 }
 
 TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {

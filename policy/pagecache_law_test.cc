@@ -106,7 +106,7 @@ TEST(PagecacheLawTest, FirstReportOnTheJourneyHolds) {
 }
 
 // Above the working set, half of the distance per measured step; below it, 2% of M.
-TEST(PagecacheLawTest, TakesFastAboveTheWorkingSetThenProbes) {
+TEST(PagecacheLawTest, TakesFastAboveTheWorkingSetAndStopThereWithTheAgent) {
   Driver d(Agent());
   LawOutcome o = d.Step();
   ASSERT_EQ(o.action, LawAction::kTake) << o.reason;
@@ -117,18 +117,63 @@ TEST(PagecacheLawTest, TakesFastAboveTheWorkingSetThenProbes) {
   o = d.Step(5);
   EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
   for (int i = 0; i < 40; ++i) d.Step(5);
-  // Down to the floor at last, through small probes under the working set.
-  EXPECT_NEAR(d.TargetMib(), 904.8, 0.01);
+  // W = 600 + 100 + 300 + 204.8 MiB, the floor 904.8: the agent measured the cache that is in
+  // use, so no probe goes below it (a probe there finds the edge by evicting the hot set).
+  EXPECT_NEAR(d.TargetMib(), 1204.8, 0.01);
+  EXPECT_EQ(d.Step(5).action, LawAction::kHold);
 }
 
-TEST(PagecacheLawTest, ProbeBelowTheWorkingSetIsTwoPercentOfMax) {
+TEST(PagecacheLawTest, TheLawBeforeSession13ProbedBelowTheWorkingSetWithTheAgentToo) {
+  LawParams p;
+  p.probe_with_agent = 1;
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(1204.8 * kMib);
-  Driver d(g);
+  Driver d(g, p);
   const LawOutcome o = d.Step();
   ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
   EXPECT_NEAR(d.TargetMib(), 1204.8 - 0.02 * 4096, 0.01);
   EXPECT_THAT(o.reason, HasSubstr("probe x=0.00 ws=1204.8MiB"));
+}
+
+TEST(PagecacheLawTest, WithoutTheAgentProbeBelowTheWorkingSetIsTwoPercentOfMax) {
+  GuestView g = Agent();
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.usable_bytes = 1000 * kMib;
+  // Without the agent W = A - max(0, MemFree - h): all cache counts as in use, an upper bound,
+  // and probing is how the cold part is found.
+  g.actual_bytes = g.target_bytes = 2048 * kMib;
+  Driver d(g);
+  const LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), 2048 - 0.02 * 4096, 0.01);
+  EXPECT_THAT(o.reason, HasSubstr("probe x=0.00 ws=2048MiB"));
+}
+
+TEST(PagecacheLawTest, TheKernelsMemoryOutsideMemTotalIsHardDemand) {
+  GuestView g = Agent();
+  g.total_bytes = (4096 - 200) * kMib;  // autodeflate: MemTotal stays M - outside
+  Driver d(g);
+  LawOutcome o = d.Step();
+  // H = 600 + 100 + 200 outside MemTotal; F = H + 204.8, W = F + 300.
+  EXPECT_NEAR(o.floor_bytes / kMib, 1104.8, 0.01);
+  EXPECT_NEAR(o.working_set_bytes / kMib, 1404.8, 0.01);
+  // Without autodeflate MemTotal shrinks with the balloon: M - MemTotal then counts the balloon
+  // too. The least value seen stays the estimate.
+  d.guest().total_bytes = (2048 - 200) * kMib;
+  o = d.Step();
+  EXPECT_NEAR(o.floor_bytes / kMib, 1104.8, 0.01);
+  // First seen ballooned without autodeflate (M - MemTotal = o + 2 GiB): at most h is counted.
+  GuestView restarted = Agent();
+  restarted.actual_bytes = restarted.target_bytes = 2048 * kMib;
+  restarted.total_bytes = (2048 - 200) * kMib;
+  Driver late(restarted);
+  EXPECT_NEAR(late.Step().floor_bytes / kMib, 904.8 + 204.8, 0.01);
+  // Agentless guests: libvirt's usable memory already leaves it out.
+  LawParams off;
+  off.count_outside_memtotal = 0;
+  Driver without(g, off);
+  EXPECT_NEAR(without.Step().floor_bytes / kMib, 904.8, 0.01);
 }
 
 TEST(PagecacheLawTest, ProbesWaitTheProbeInterval) {
