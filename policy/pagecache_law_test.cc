@@ -123,16 +123,21 @@ TEST(PagecacheLawTest, TakesFastAboveTheWorkingSetAndStopThereWithTheAgent) {
   EXPECT_EQ(d.Step(5).action, LawAction::kHold);
 }
 
+// One calm, measured step from `g` at its W (`ws_mib`) is a probe of 2% of M below it.
+void ExpectOneProbeBelow(const GuestView& g, const LawParams& p, double ws_mib, const char* reason) {
+  Driver d(g, p);
+  const LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), ws_mib - 0.02 * 4096, 0.01);
+  EXPECT_THAT(o.reason, HasSubstr(reason));
+}
+
 TEST(PagecacheLawTest, TheLawBeforeSession13ProbedBelowTheWorkingSetWithTheAgentToo) {
   LawParams p;
   p.probe_with_agent = 1;
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(1204.8 * kMib);
-  Driver d(g, p);
-  const LawOutcome o = d.Step();
-  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
-  EXPECT_NEAR(d.TargetMib(), 1204.8 - 0.02 * 4096, 0.01);
-  EXPECT_THAT(o.reason, HasSubstr("probe x=0.00 ws=1204.8MiB"));
+  ExpectOneProbeBelow(g, p, 1204.8, "probe x=0.00 ws=1204.8MiB");
 }
 
 TEST(PagecacheLawTest, WithoutTheAgentProbeBelowTheWorkingSetIsTwoPercentOfMax) {
@@ -143,11 +148,7 @@ TEST(PagecacheLawTest, WithoutTheAgentProbeBelowTheWorkingSetIsTwoPercentOfMax) 
   // Without the agent W = A - max(0, MemFree - h): all cache counts as in use, an upper bound,
   // and probing is how the cold part is found.
   g.actual_bytes = g.target_bytes = 2048 * kMib;
-  Driver d(g);
-  const LawOutcome o = d.Step();
-  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
-  EXPECT_NEAR(d.TargetMib(), 2048 - 0.02 * 4096, 0.01);
-  EXPECT_THAT(o.reason, HasSubstr("probe x=0.00 ws=2048MiB"));
+  ExpectOneProbeBelow(g, LawParams(), 2048, "probe x=0.00 ws=2048MiB");
 }
 
 TEST(PagecacheLawTest, TheKernelsMemoryOutsideMemTotalIsHardDemand) {
