@@ -6,8 +6,9 @@ plimsoll-agent (2 s interval):
   stream  reads a 700 MiB file through its page cache in a loop
   hot     re-reads a 128 MiB file
   anon    idles, then allocates 400 MiB after 60 s and keeps it
-plimsolld runs the default `pagecache` policy with a guest budget (--budget-mib, 2048 MiB)
-under the guests' 3072 MiB, at --tick (1 s: more ticks per minute than the 5 s default).
+plimsolld runs --policy (default `pagecache_law`; the runs before session 15 ran `pagecache`) with
+a guest budget (--budget-mib, 2048 MiB) under the guests' 3072 MiB, at --tick (1 s: more ticks
+per minute than the 5 s default).
 
 Every --sample-seconds (10 s) it records
   plimsolld: VmRSS, VmHWM, CPU% (utime+stime over the interval), open fds, threads
@@ -21,6 +22,8 @@ and at the end reports the three criteria of a soak:
   drift  balloon moves per minute per guest and per window, direction reversals (a target
          that goes down, up, down... oscillates; one that stops moving has settled), the
          range of each guest's target over the second half
+  settle reversals per guest per window; issue 14's criterion: after the first window (the
+         anon guest's allocation is in it) no guest reverses more than once per window
   error  warning/error log lines by message, libvirt errors, rejected reports, OOM kills,
          guests lost, agent disconnections
 
@@ -267,6 +270,15 @@ def reversals(directions):
     return sum(1 for a, b in zip(directions, directions[1:]) if a != b)
 
 
+def reversals_per_window(moves, window_s, t_end):
+    """Reversals per window, each counted in the window of the move that turned."""
+    counts = [0] * (int(t_end // window_s) + 1)
+    for prev, move in zip(moves, moves[1:]):
+        if move[2] != prev[2]:
+            counts[min(int(move[0] // window_s), len(counts) - 1)] += 1
+    return counts
+
+
 def analyse(samples, follower, t_end, args):
     half = t_end / 2
     second = [s for s in samples if s["t"] >= half]
@@ -311,6 +323,7 @@ def analyse(samples, follower, t_end, args):
             "moves_per_window": per_window,
             "reversals": reversals([m[2] for m in moves]),
             "reversals_second_half": reversals([m[2] for m in moves2]),
+            "reversals_per_window": reversals_per_window(moves, window_s, t_end),
             "last_move_t": moves[-1][0] if moves else None,
             "target_mib_second_half": [min(targets2), max(targets2)] if targets2 else None,
             "actual_mib_second_half": [min(actual2), max(actual2)] if actual2 else None,
@@ -364,6 +377,9 @@ def analyse(samples, follower, t_end, args):
         "load_avg": {"first": first["loadavg"], "last": last["loadavg"],
                      "mean_1min": round(sum(s["loadavg"][0] for s in samples) / len(samples), 2)},
         "guests": drift,
+        # Issue 14: after the first window, at most one reversal per guest per window.
+        "settle": {n: max(drift[n]["reversals_per_window"][1:], default=0) for n in NAMES},
+        "settled": all(max(drift[n]["reversals_per_window"][1:], default=0) <= 1 for n in NAMES),
     }
 
 
@@ -436,6 +452,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--tick", default="1s")
     ap.add_argument("--budget-mib", type=int, default=2048)
+    ap.add_argument("--policy", default="pagecache_law", help="plimsolld's policy (a spec: name[:k=v...])")
     ap.add_argument("--sample-seconds", type=float, default=10)
     ap.add_argument("--window-minutes", type=float, default=5, help="window for moves per window")
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "bench", "soak.json"))
@@ -465,7 +482,7 @@ def main():
             lab.add_guest(name, memory_mib=1024, **kw, **keys.guest_kwargs(interval="2s"))
         for name in NAMES:
             lab.wait_ready(name, timeout=180)
-        flags = dict(tick=args.tick, policy="pagecache", host_reserve_bytes=0,
+        flags = dict(tick=args.tick, policy=args.policy, host_reserve_bytes=0,
                      guest_memory_budget_bytes=args.budget_mib * MIB,
                      state_file=os.path.join(workdir, "control-state.textproto"))
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)

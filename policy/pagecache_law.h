@@ -23,7 +23,7 @@
 //                         step back for an episode's first); no probing for c; a backoff after
 //                         the cooldown ended starts an episode: c <- 2c for the next
 //     x < 1, t >= cool,
-//       t - probed >= T:  a <- max(F, L, S, min(a, A) - max(probe * M, take * (min(a, A) - W)))
+//       t - probed >= T:  a <- max(F, L, S, min(W, min(a, A) - probe * M))
 //                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry;
 //                         S = W with the agent: takes stop there; without it probes go below)
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
@@ -32,7 +32,8 @@
 //   c starts at cooldown_min, doubles per episode up to cooldown_max, and goes back to
 //   cooldown_min after cooldown_max without pressure.
 //   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
-// Slow to take (a step per measurement, without the agent a small probe below the working set), fast to give
+// Slow to take (a step per measurement: what lies above the working set at once, then without
+// the agent a small probe below it), fast to give
 // (at once: the step that hurt and one more first, then half the gap to the ceiling).
 //
 // Pure functions, thread-safe.
@@ -58,12 +59,11 @@ struct LawParams {
   // start a process or absorb a burst before the next report.
   double headroom_min_bytes = 128.0 * (1 << 20);
   double headroom_fraction = 0.05;  // of M
-  // Probing below the working set: a step of probe_fraction of M, at most every
-  // probe_interval_seconds. Small, because a hot set's edge is a cliff (docs/policy.md).
+  // The smallest step (probe_fraction of M), which is also, without the agent, the probe below
+  // the working set; at most one step every probe_interval_seconds. Small, because a hot set's
+  // edge is a cliff (docs/policy.md). Memory above the working set goes in one step.
   double probe_fraction = 0.02;
   double probe_interval_seconds = 5;
-  // Memory above the working set goes faster: this share of it per measured step.
-  double take_fraction = 0.5;
   // Pressure targets: at or above either, the guest is under pressure.
   double stall_target_pct = 0.5;
   double refault_target_bytes_per_second = 1.0 * (1 << 20);
@@ -73,11 +73,6 @@ struct LawParams {
   // previous cooldown ended), and resets after cooldown_max_seconds without pressure.
   double cooldown_min_seconds = 30;
   double cooldown_max_seconds = 600;
-  // Switches of session 13's two changes, kept while they are measured against the law before
-  // them: o (the kernel's memory outside MemTotal) in the agent's H (0: not), and probing below
-  // W with the agent too (1: as before; 0: takes stop at W).
-  double count_outside_memtotal = 1;
-  double probe_with_agent = 0;
   // Component: pressure only as far as a larger size relieves it (pressure_profile.h).
   ProfileParams profile;
   // Component: pressure that memory does not relieve keeps no memory (futile_pressure.h).

@@ -19,21 +19,24 @@
 namespace plimsoll::policy {
 namespace {
 
-// The field of the tunable `name`, the factor from the table's unit to the field's, and the
-// range the table's value must be in; null for an unknown name.
-double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, double* lo, double* hi) {
+// One row per tunable: its name in a spec, its field, the factor from the spec's unit to the
+// field's, and the range the spec's value must be in. The parser and the list of names both
+// read this table, so a tunable cannot be settable and unlisted (or the reverse). Some fields
+// are not tunables (docs/policy.md "Constants"): the profile's bucket and memory, and the
+// smallest move worth a balloon operation.
+struct Row {
+  const char* name;
+  double* field;
+  double scale, lo, hi;
+};
+
+std::vector<Row> Rows(PagecacheLawParams* p) {
   constexpr double kMibBytes = 1 << 20;
-  struct Row {
-    const char* name;
-    double* field;
-    double scale, lo, hi;
-  };
-  const Row rows[] = {
+  return {
       {"headroom_min_mib", &p->law.headroom_min_bytes, kMibBytes, 0, 1e9},
       {"headroom_fraction", &p->law.headroom_fraction, 1, 0, 1},
       {"probe_fraction", &p->law.probe_fraction, 1, 0, 1},
       {"probe_interval_s", &p->law.probe_interval_seconds, 1, 0, 1e6},
-      {"take_fraction", &p->law.take_fraction, 1, 0, 1},
       {"stall_target_pct", &p->law.stall_target_pct, 1, 0, 100},
       {"refault_target_mib_s", &p->law.refault_target_bytes_per_second, kMibBytes, 0, 1e9},
       {"backoff_fraction", &p->law.backoff_fraction, 1, 0, 1},
@@ -41,51 +44,35 @@ double* Field(absl::string_view name, PagecacheLawParams* p, double* scale, doub
       {"cooldown_max_s", &p->law.cooldown_max_seconds, 1, 0, 1e7},
       {"futile_ratio", &p->law.futile.ratio, 1, 0, 100},
       {"profile_ratio", &p->law.profile.ratio, 1, 0, 100},
-      {"profile_bucket_fraction", &p->law.profile.bucket_fraction, 1, 0.01, 1},
-      {"profile_forget_s", &p->law.profile.forget_seconds, 1, 0, 1e7},
       {"burst_window_s", &p->law.burst.window_seconds, 1, 0, 1e7},
       {"follow_retry_s", &p->law.follow.retry_seconds, 1, 0, 1e7},
       {"edge_window_s", &p->law.edge.window_seconds, 1, 0, 1e7},
       {"idle_tax", &p->share.idle_tax, 1, 0, 0.99},
       {"step_fraction", &p->share.step_fraction, 1, 0, 1},
-      {"min_change_mib", &p->min_change_bytes, kMibBytes, 0, 1e6},
-      {"outside_memtotal", &p->law.count_outside_memtotal, 1, 0, 1},
-      {"probe_with_agent", &p->law.probe_with_agent, 1, 0, 1},
   };
-  for (const Row& r : rows) {
-    if (name == r.name) {
-      *scale = r.scale;
-      *lo = r.lo;
-      *hi = r.hi;
-      return r.field;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace
 
 absl::Status SetPagecacheLawParam(absl::string_view name, double value, PagecacheLawParams* params) {
-  double scale = 1, lo = 0, hi = 0;
-  double* field = Field(name, params, &scale, &lo, &hi);
-  if (field == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown pagecache_law parameter \"", name,
-                                                   "\"; known: ", absl::StrJoin(PagecacheLawParamNames(), ", ")));
+  for (const Row& r : Rows(params)) {
+    if (name != r.name) continue;
+    if (!(value >= r.lo && value <= r.hi)) {
+      return absl::InvalidArgumentError(absl::StrCat("pagecache_law parameter ", name, "=", value,
+                                                     " is outside [", r.lo, ", ", r.hi, "]"));
+    }
+    *r.field = value * r.scale;
+    return absl::OkStatus();
   }
-  if (!(value >= lo && value <= hi)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pagecache_law parameter ", name, "=", value, " is outside [", lo, ", ", hi, "]"));
-  }
-  *field = value * scale;
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("unknown pagecache_law parameter \"", name,
+                                                 "\"; known: ", absl::StrJoin(PagecacheLawParamNames(), ", ")));
 }
 
 std::vector<std::string> PagecacheLawParamNames() {
-  return {"headroom_min_mib", "headroom_fraction", "probe_fraction", "probe_interval_s",
-          "take_fraction", "stall_target_pct", "refault_target_mib_s", "backoff_fraction",
-          "cooldown_min_s", "cooldown_max_s", "futile_ratio", "profile_ratio", "profile_bucket_fraction",
-          "profile_forget_s", "burst_window_s", "follow_retry_s", "edge_window_s", "idle_tax", "step_fraction", "min_change_mib",
-          "outside_memtotal", "probe_with_agent"};
+  PagecacheLawParams unused;
+  std::vector<std::string> names;
+  for (const Row& r : Rows(&unused)) names.push_back(r.name);
+  return names;
 }
 
 absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec) {

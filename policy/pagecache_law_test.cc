@@ -105,39 +105,20 @@ TEST(PagecacheLawTest, FirstReportOnTheJourneyHolds) {
   EXPECT_NEAR(o.proposal_bytes / kMib, 4096, 0.01);
 }
 
-// Above the working set, half of the distance per measured step; below it, 2% of M.
-TEST(PagecacheLawTest, TakesFastAboveTheWorkingSetAndStopThereWithTheAgent) {
+// What lies above the working set goes in one measured step; with the agent nothing below it.
+TEST(PagecacheLawTest, TakesWhatIsAboveTheWorkingSetAtOnceAndStopsThereWithTheAgent) {
   Driver d(Agent());
-  LawOutcome o = d.Step();
+  const LawOutcome o = d.Step();
   ASSERT_EQ(o.action, LawAction::kTake) << o.reason;
-  EXPECT_NEAR(d.TargetMib(), 4096 - 0.5 * (4096 - 1204.8), 0.01);
-  // The next report sees it landed; the next step needs a report newer than the landing.
-  o = d.Step(5);
-  EXPECT_EQ(o.action, LawAction::kHold) << o.reason;
-  o = d.Step(5);
-  EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
-  for (int i = 0; i < 40; ++i) d.Step(5);
+  EXPECT_THAT(o.reason, HasSubstr("take x=0.00 ws=1204.8MiB"));
   // W = 600 + 100 + 300 + 204.8 MiB, the floor 904.8: the agent measured the cache that is in
   // use, so no probe goes below it (a probe there finds the edge by evicting the hot set).
   EXPECT_NEAR(d.TargetMib(), 1204.8, 0.01);
-  EXPECT_EQ(d.Step(5).action, LawAction::kHold);
-}
-
-// One calm, measured step from `g` at its W (`ws_mib`) is a probe of 2% of M below it.
-void ExpectOneProbeBelow(const GuestView& g, const LawParams& p, double ws_mib, const char* reason) {
-  Driver d(g, p);
-  const LawOutcome o = d.Step();
-  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
-  EXPECT_NEAR(d.TargetMib(), ws_mib - 0.02 * 4096, 0.01);
-  EXPECT_THAT(o.reason, HasSubstr(reason));
-}
-
-TEST(PagecacheLawTest, TheLawBeforeSession13ProbedBelowTheWorkingSetWithTheAgentToo) {
-  LawParams p;
-  p.probe_with_agent = 1;
-  GuestView g = Agent();
-  g.actual_bytes = g.target_bytes = static_cast<int64_t>(1204.8 * kMib);
-  ExpectOneProbeBelow(g, p, 1204.8, "probe x=0.00 ws=1204.8MiB");
+  for (int i = 0; i < 20; ++i) {
+    const LawOutcome later = d.Step(5);
+    EXPECT_EQ(later.action, LawAction::kHold) << later.reason << " step " << i;
+  }
+  EXPECT_NEAR(d.TargetMib(), 1204.8, 0.01);
 }
 
 TEST(PagecacheLawTest, WithoutTheAgentProbeBelowTheWorkingSetIsTwoPercentOfMax) {
@@ -148,7 +129,11 @@ TEST(PagecacheLawTest, WithoutTheAgentProbeBelowTheWorkingSetIsTwoPercentOfMax) 
   // Without the agent W = A - max(0, MemFree - h): all cache counts as in use, an upper bound,
   // and probing is how the cold part is found.
   g.actual_bytes = g.target_bytes = 2048 * kMib;
-  ExpectOneProbeBelow(g, LawParams(), 2048, "probe x=0.00 ws=2048MiB");
+  Driver d(g);
+  const LawOutcome o = d.Step();
+  ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
+  EXPECT_NEAR(d.TargetMib(), 2048 - 0.02 * 4096, 0.01);
+  EXPECT_THAT(o.reason, HasSubstr("probe x=0.00 ws=2048MiB"));
 }
 
 TEST(PagecacheLawTest, TheKernelsMemoryOutsideMemTotalIsHardDemand) {
@@ -170,21 +155,28 @@ TEST(PagecacheLawTest, TheKernelsMemoryOutsideMemTotalIsHardDemand) {
   restarted.total_bytes = (2048 - 200) * kMib;
   Driver late(restarted);
   EXPECT_NEAR(late.Step().floor_bytes / kMib, 904.8 + 204.8, 0.01);
-  // Agentless guests: libvirt's usable memory already leaves it out.
-  LawParams off;
-  off.count_outside_memtotal = 0;
-  Driver without(g, off);
-  EXPECT_NEAR(without.Step().floor_bytes / kMib, 904.8, 0.01);
+  // Agentless guests: libvirt's usable memory already leaves it out, so MemTotal changes
+  // nothing there.
+  GuestView agentless = g;
+  agentless.anon_bytes.reset();
+  agentless.unreclaimable_bytes.reset();
+  agentless.usable_bytes = 1000 * kMib;
+  GuestView agentless_no_total = agentless;
+  agentless_no_total.total_bytes.reset();
+  EXPECT_NEAR(Driver(agentless).Step().floor_bytes, Driver(agentless_no_total).Step().floor_bytes, 1);
 }
 
 TEST(PagecacheLawTest, ProbesWaitTheProbeInterval) {
-  GuestView g = Agent();
+  GuestView g = Agent();  // without the agent, so that every step is a probe below W
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.usable_bytes = 1000 * kMib;
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
   Driver d(g);
-  ASSERT_EQ(d.Step().action, LawAction::kTake);
-  d.Step(1);                                      // lands
-  EXPECT_EQ(d.Step(1).action, LawAction::kHold);  // measured, but 2 s after the last step
-  EXPECT_EQ(d.Step(3).action, LawAction::kTake);
+  ASSERT_EQ(d.Step().action, LawAction::kProbe);
+  d.Step(1);                                       // lands
+  EXPECT_EQ(d.Step(1).action, LawAction::kHold);   // measured, but 2 s after the last step
+  EXPECT_EQ(d.Step(3).action, LawAction::kProbe);
 }
 
 TEST(PagecacheLawTest, MeasuredPressureBacksOffHalfTheGapAndCoolsDown) {
@@ -298,6 +290,28 @@ TEST(PagecacheLawTest, WithoutTheAgentABurstIsUsableMemoryFallingNotAGrant) {
   d.guest().usable_bytes = static_cast<int64_t>(800 * kMib);
   o = d.Step(2, /*land=*/false);
   EXPECT_NEAR(o.burst_bytes / kMib, 400, 0.01);
+}
+
+// Without the agent our own inflation lowers usable memory as an allocation does, and the law
+// cannot tell them apart: a take reads as a burst and keeps its size as headroom for the
+// window. That is kept on purpose. Measured without it (a pair of reports with an inflation
+// between them measuring no rise), corpus seeds 1-5 reclaimed 2-9% more on the agentless cases
+// and had 1.4-2.9x their OOM kills (3,137 against 1,607; docs/benchmarks.md run 13): the
+// misread take is the headroom that the agentless floor, which lags a fast allocation, lacks.
+TEST(PagecacheLawTest, WithoutTheAgentOurInflationCountsAsABurst) {
+  GuestView g = Agent();
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
+  g.usable_bytes = static_cast<int64_t>(1200 * kMib);
+  Driver d(g);
+  d.Step();
+  // The balloon took 500 MiB, all of it usable memory.
+  d.guest().actual_bytes = d.guest().target_bytes = static_cast<int64_t>(1500 * kMib);
+  d.guest().usable_bytes = static_cast<int64_t>(700 * kMib);
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_EQ(o.signals.source, SignalSource::kLibvirt);
+  EXPECT_NEAR(o.burst_bytes / kMib, 500, 0.01);
 }
 
 // The agent connecting after libvirt's stats came first changes what hard demand is measured
