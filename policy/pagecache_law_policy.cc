@@ -22,8 +22,8 @@ namespace {
 // One row per tunable: its name in a spec, its field, the factor from the spec's unit to the
 // field's, and the range the spec's value must be in. The parser and the list of names both
 // read this table, so a tunable cannot be settable and unlisted (or the reverse). Some fields
-// are not tunables (docs/policy.md "Constants"): the profile's bucket and memory, and the
-// smallest move worth a balloon operation.
+// are constants, not tunables (docs/policy.md "Parameters"): the profile's bucket and memory,
+// and the smallest move worth a balloon operation.
 struct Row {
   const char* name;
   double* field;
