@@ -38,6 +38,17 @@ GuestView Agent() {
   return g;
 }
 
+// The same guest without the agent (libvirt's stats only), at `actual_mib` with `usable_mib` of
+// it usable (MemAvailable).
+GuestView Agentless(double actual_mib, double usable_mib) {
+  GuestView g = Agent();
+  g.anon_bytes.reset();
+  g.unreclaimable_bytes.reset();
+  g.actual_bytes = g.target_bytes = static_cast<int64_t>(actual_mib * kMib);
+  g.usable_bytes = static_cast<int64_t>(usable_mib * kMib);
+  return g;
+}
+
 // Drives the law like a loop: one report per call (age 0 at a time that advances), the balloon
 // landing on its target at once unless told not to.
 class Driver {
@@ -274,12 +285,7 @@ TEST(PagecacheLawTest, TheFloorKeepsRoomForTheLastBurst) {
 // Without the agent H = A - usable: memory we gave that the guest has not made usable (a cache
 // refilling it) is no allocation burst; usable memory falling at the same size is one.
 TEST(PagecacheLawTest, WithoutTheAgentABurstIsUsableMemoryFallingNotAGrant) {
-  GuestView g = Agent();
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
-  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
-  g.usable_bytes = static_cast<int64_t>(1200 * kMib);
-  Driver d(g);
+  Driver d(Agentless(2000, 1200));
   d.Step();
   // Grown by 500 MiB, usable unchanged (the cache took it): H rose by 500 MiB, no burst.
   d.guest().actual_bytes = d.guest().target_bytes = static_cast<int64_t>(2500 * kMib);
@@ -299,12 +305,7 @@ TEST(PagecacheLawTest, WithoutTheAgentABurstIsUsableMemoryFallingNotAGrant) {
 // and had 1.4-2.9x their OOM kills (3,137 against 1,607; docs/benchmarks.md run 13): the
 // misread take is the headroom that the agentless floor, which lags a fast allocation, lacks.
 TEST(PagecacheLawTest, WithoutTheAgentOurInflationCountsAsABurst) {
-  GuestView g = Agent();
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
-  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
-  g.usable_bytes = static_cast<int64_t>(1200 * kMib);
-  Driver d(g);
+  Driver d(Agentless(2000, 1200));
   d.Step();
   // The balloon took 500 MiB, all of it usable memory.
   d.guest().actual_bytes = d.guest().target_bytes = static_cast<int64_t>(1500 * kMib);
