@@ -23,7 +23,7 @@
 //                         step back for an episode's first); no probing for c; a backoff after
 //                         the cooldown ended starts an episode: c <- 2c for the next
 //     x < 1, t >= cool,
-//       t - probed >= T:  a <- max(F, L, S, min(W, min(a, A) - probe * M))
+//       t - probed >= T:  a <- max(F, L, S, b - max(probe * M, take * (b - W))),  b = min(a, A)
 //                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry;
 //                         S = W with the agent: takes stop there; without it probes go below)
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
@@ -32,7 +32,7 @@
 //   c starts at cooldown_min, doubles per episode up to cooldown_max, and goes back to
 //   cooldown_min after cooldown_max without pressure.
 //   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
-// Slow to take (a step per measurement: what lies above the working set at once, then without
+// Slow to take (a step per measurement: half of what lies above the working set, then without
 // the agent a small probe below it), fast to give
 // (at once: the step that hurt and one more first, then half the gap to the ceiling).
 //
@@ -61,9 +61,12 @@ struct LawParams {
   double headroom_fraction = 0.05;  // of M
   // The smallest step (probe_fraction of M), which is also, without the agent, the probe below
   // the working set; at most one step every probe_interval_seconds. Small, because a hot set's
-  // edge is a cliff (docs/policy.md). Memory above the working set goes in one step.
+  // edge is a cliff (docs/policy.md).
   double probe_fraction = 0.02;
   double probe_interval_seconds = 5;
+  // A constant, not a tunable: the share of what lies above the working set taken per step.
+  // Whole takes (1) lost a guest to the edge on sizes4 (docs/policy.md).
+  double take_fraction = 0.5;
   // Pressure targets: at or above either, the guest is under pressure.
   double stall_target_pct = 0.5;
   double refault_target_bytes_per_second = 1.0 * (1 << 20);

@@ -94,8 +94,8 @@ TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   const Decisions d = policy.Decide(Snap({stale, Guest("b", 1024)}, 1536), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
   EXPECT_THAT(d.guests[0].reason, HasSubstr("stats_fresh=false"));
-  // b's take goes to its working set, 428 MiB: more than the budget needed of it (to 512 MiB).
-  EXPECT_NEAR(static_cast<double>(d.guests[1].target_bytes) / kMib, 428, 0.01);
+  // b's take (to 726 MiB) and 214 MiB more for the budget.
+  EXPECT_NEAR(static_cast<double>(d.guests[1].target_bytes) / kMib, 512, 0.01);
 }
 
 TEST(PagecacheLawPolicyTest, RemembersTypedStatePerGuest) {
@@ -104,13 +104,13 @@ TEST(PagecacheLawPolicyTest, RemembersTypedStatePerGuest) {
   const LawMemory* m = FindGuestState<LawMemory>(d.next_state, "uuid-a");
   ASSERT_NE(m, nullptr);
   ASSERT_TRUE(m->allowance_bytes.has_value());
-  // Its first report measured it (at its target): a take, to W = 428 MiB.
-  EXPECT_EQ(*m->allowance_bytes, 428.0 * kMib);
+  // Its first report measured it (at its target): a take, 1024 - (1024 - 428) / 2.
+  EXPECT_EQ(*m->allowance_bytes, 726.0 * kMib);
 }
 
-// A measured calm report takes all of the memory above the working set; with the agent nothing
-// is taken below it, however many calm reports follow.
-TEST(PagecacheLawPolicyTest, TakesColdCacheAtOnceAndStopsAtTheWorkingSet) {
+// A measured calm report takes half of the memory above the working set; the next report sees
+// the balloon landed, the one after measures and takes again.
+TEST(PagecacheLawPolicyTest, TakesColdCacheStepByStep) {
   const PagecacheLawPolicy policy;
   PolicyState state;
   GuestView g = Guest("a", 1024);
@@ -121,8 +121,8 @@ TEST(PagecacheLawPolicyTest, TakesColdCacheAtOnceAndStopsAtTheWorkingSet) {
     g.target_bytes = g.actual_bytes = d.guests[0].target_bytes;
     targets.push_back(g.target_bytes / kMib);
   }
-  // F = 200 + 128 = 328 MiB, W = 428 MiB.
-  EXPECT_EQ(targets, (std::vector<int64_t>{428, 428, 428, 428, 428, 428}));
+  // F = 200 + 128 = 328 MiB, W = 428 MiB: 1024 -> 726 -> 577 -> 502.5.
+  EXPECT_EQ(targets, (std::vector<int64_t>{726, 726, 577, 577, 502, 502}));
 }
 
 TEST(PagecacheLawPolicyTest, ParamsInTheTablesUnits) {

@@ -116,12 +116,19 @@ TEST(PagecacheLawTest, FirstReportOnTheJourneyHolds) {
   EXPECT_NEAR(o.proposal_bytes / kMib, 4096, 0.01);
 }
 
-// What lies above the working set goes in one measured step; with the agent nothing below it.
-TEST(PagecacheLawTest, TakesWhatIsAboveTheWorkingSetAtOnceAndStopsThereWithTheAgent) {
+// Above the working set, half of the distance per measured step; with the agent nothing below it.
+TEST(PagecacheLawTest, TakesHalfOfWhatIsAboveTheWorkingSetAndStopsThereWithTheAgent) {
   Driver d(Agent());
-  const LawOutcome o = d.Step();
+  LawOutcome o = d.Step();
   ASSERT_EQ(o.action, LawAction::kTake) << o.reason;
   EXPECT_THAT(o.reason, HasSubstr("take x=0.00 ws=1204.8MiB"));
+  EXPECT_NEAR(d.TargetMib(), 4096 - 0.5 * (4096 - 1204.8), 0.01);
+  // The next report sees it landed; the next step needs a report newer than the landing.
+  o = d.Step(5);
+  EXPECT_EQ(o.action, LawAction::kHold) << o.reason;
+  o = d.Step(5);
+  EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
+  for (int i = 0; i < 40; ++i) d.Step(5);
   // W = 600 + 100 + 300 + 204.8 MiB, the floor 904.8: the agent measured the cache that is in
   // use, so no probe goes below it (a probe there finds the edge by evicting the hot set).
   EXPECT_NEAR(d.TargetMib(), 1204.8, 0.01);
