@@ -216,9 +216,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > stop + 1) {  // + a rounding byte
       // Half of what lies above W per step (at least s). All of it at once reclaimed as much on
       // the corpus and 1.03x on the trio, but on sizes4 an idle guest sent to its min in one
-      // step stalled over the target as the balloon began to move, and the edge then held it
-      // near its ceiling for the run: 1.06x MoM (0.99-1.31) against 1.30x (1.21-1.31), one
-      // binary (docs/benchmarks.md run 14).
+      // step reported a stall over the target 2 s later (cause not shown), and the edge then
+      // held it near its ceiling for the run: 1.06x MoM (0.99-1.31) against 1.30x (1.21-1.31),
+      // one binary (docs/benchmarks.md run 14).
       const double take = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
       a = std::max(stop, base - std::max(step, take));
       m->probed_s = now_s;
