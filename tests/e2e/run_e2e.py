@@ -12,6 +12,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.realpath(os.path.join(HERE, "..", ".."))
 
 
+class TimedResult(unittest.TextTestResult):
+    """Wall seconds per test class, for the suite's length (the aim is < 25 min in all).
+
+    A class's time runs from the previous class's last test to its own last one: its
+    setUpClass (the lab's guests) counts to it, its tearDownClass to the next class."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.class_seconds = {}
+        self._mark = time.monotonic()
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        now = time.monotonic()
+        name = "%s.%s" % (type(test).__module__, type(test).__name__)
+        self.class_seconds[name] = self.class_seconds.get(name, 0.0) + now - self._mark
+        self._mark = now
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--summary-file")
@@ -33,7 +52,10 @@ def main():
                     yield t
         suite = unittest.TestSuite(t for t in flatten(suite) if args.pattern in t.id())
     t0 = time.monotonic()
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout, resultclass=TimedResult).run(suite)
+    print("e2e seconds by class: " + ", ".join(
+        "%s %.0f" % (name, sec)
+        for name, sec in sorted(result.class_seconds.items(), key=lambda kv: -kv[1])))
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
