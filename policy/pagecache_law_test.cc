@@ -85,10 +85,7 @@ TEST(PagecacheLawTest, FloorAndWorkingSetFromTheAgent) {
 }
 
 TEST(PagecacheLawTest, WithoutTheAgentOnlyFreeMemoryIsKnownUnused) {
-  GuestView g = Agent();
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
-  g.usable_bytes = 3300 * (int64_t{1} << 20);  // hard = 4096 - 3300 = 796 MiB
+  GuestView g = Agentless(4096, 3300);  // hard = 4096 - 3300 = 796 MiB
   g.unused_bytes = 1000 * (int64_t{1} << 20);
   LawMemory m;
   const LawOutcome o = StepLaw(g, 1e9, LawParams(), &m);
@@ -140,14 +137,9 @@ TEST(PagecacheLawTest, TakesHalfOfWhatIsAboveTheWorkingSetAndStopsThereWithTheAg
 }
 
 TEST(PagecacheLawTest, WithoutTheAgentProbeBelowTheWorkingSetIsTwoPercentOfMax) {
-  GuestView g = Agent();
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
-  g.usable_bytes = 1000 * kMib;
   // Without the agent W = A - max(0, MemFree - h): all cache counts as in use, an upper bound,
   // and probing is how the cold part is found.
-  g.actual_bytes = g.target_bytes = 2048 * kMib;
-  Driver d(g);
+  Driver d(Agentless(2048, 1000));
   const LawOutcome o = d.Step();
   ASSERT_EQ(o.action, LawAction::kProbe) << o.reason;
   EXPECT_NEAR(d.TargetMib(), 2048 - 0.02 * 4096, 0.01);
@@ -185,12 +177,7 @@ TEST(PagecacheLawTest, TheKernelsMemoryOutsideMemTotalIsHardDemand) {
 }
 
 TEST(PagecacheLawTest, ProbesWaitTheProbeInterval) {
-  GuestView g = Agent();  // without the agent, so that every step is a probe below W
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
-  g.usable_bytes = 1000 * kMib;
-  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
-  Driver d(g);
+  Driver d(Agentless(2000, 1000));  // without the agent, so that every step is a probe below W
   ASSERT_EQ(d.Step().action, LawAction::kProbe);
   d.Step(1);                                       // lands
   EXPECT_EQ(d.Step(1).action, LawAction::kHold);   // measured, but 2 s after the last step
@@ -326,12 +313,7 @@ TEST(PagecacheLawTest, WithoutTheAgentOurInflationCountsAsABurst) {
 // as (H - A before, H after): the jump between the two is no allocation. Seen on the trio lab:
 // a 399 MiB "burst" at the agent's first report held a 64 MiB stream guest's floor at 547 MiB.
 TEST(PagecacheLawTest, TheAgentArrivingIsNoBurst) {
-  GuestView g = Agent();
-  g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
-  g.usable_bytes = static_cast<int64_t>(1200 * kMib);
-  Driver d(g);
+  Driver d(Agentless(2000, 1200));
   EXPECT_EQ(d.Step().signals.source, SignalSource::kLibvirt);
   d.guest().anon_bytes = 600 * (int64_t{1} << 20);
   d.guest().unreclaimable_bytes = 100 * (int64_t{1} << 20);
@@ -463,11 +445,8 @@ TEST(PagecacheLawTest, PressureThatALargerSizeRelievesBacksOff) {
 // Without the agent the host's disk reads stand in for refaults, but only as a rise over a
 // larger size's: a guest that reads steadily at every size is not under pressure.
 TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
-  GuestView g = Agent();
-  g.anon_bytes.reset();
-  g.unreclaimable_bytes.reset();
+  GuestView g = Agentless(4096, 3300);
   g.refaults_per_second.reset();
-  g.usable_bytes = 3300 * (int64_t{1} << 20);
   g.unused_bytes = 2000 * (int64_t{1} << 20);
   g.disk_read_bytes = 0;
   LawParams p;
