@@ -87,6 +87,7 @@ TEST(ConfigTest, BadValuesNameTheField) {
       {R"(host { guest_memory_budget_bytes: 0 })", "host.guest_memory_budget_bytes"},
       {R"(host { proc_root: "relative" })", "host.proc_root"},
       {R"(guest_defaults { min_fraction: 1.5 })", "guest_defaults.min_fraction"},
+      {R"(guest_defaults { min_fraction: nan })", "guest_defaults.min_fraction"},
       {R"(guest_defaults { min_bytes: -5 })", "guest_defaults.min_bytes"},
       {R"(guest_defaults { stats_period_seconds: 0 })", "guest_defaults.stats_period_seconds"},
       {R"(guest_defaults { stale_after: "3s" stats_period_seconds: 2 })", "guest_defaults.stale_after"},
