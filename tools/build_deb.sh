@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds the Debian packages with one command, and prints their paths (host first, one a line):
-#   tools/build_deb.sh [--out DIR] [--version VERSION] [--without-agent] [--no-strip]
+#   tools/build_deb.sh [--out DIR] [--version VERSION] [--without-agent] [--no-strip] [--fastbuild]
 #
 # plimsoll_<version>_<arch>.deb, for the host: /usr/bin/plimsolld, /usr/bin/plimsollctl,
 # /lib/systemd/system/plimsolld.service, the default config /etc/plimsoll/plimsolld.textproto
@@ -19,6 +19,9 @@
 # --version V      package version (default 0.1.0+git<commits>.<hash>[.dirty])
 # --without-agent  build the host package only
 # --no-strip       keep symbols in the binaries
+# --fastbuild      pack the -c fastbuild binaries the tests build, not -c opt ones: for the
+#                  end-to-end packaging test, which tests the package, not the optimiser (an
+#                  opt build of everything takes minutes of the suite); never for shipping
 #
 # Bazel's convenience symlinks (bazel-bin, ...) are left alone (--symlink_prefix=/): they keep
 # pointing at the fastbuild tree the tests use.
@@ -31,6 +34,7 @@ OUT="$ROOT/dist"
 VERSION=""
 WITH_AGENT=auto
 STRIP=1
+MODE=opt
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
@@ -39,7 +43,8 @@ while [ $# -gt 0 ]; do
     --version=*) VERSION="${1#--version=}"; shift ;;
     --without-agent) WITH_AGENT=no; shift ;;
     --no-strip) STRIP=0; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --fastbuild) MODE=fastbuild; shift ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build_deb: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -62,7 +67,7 @@ ARCH="$(dpkg --print-architecture)"
 
 tools/deps.sh
 . tools/bazel_env.sh
-BAZEL_OPTS=(-c opt --symlink_prefix=/)
+BAZEL_OPTS=(-c "$MODE" --symlink_prefix=/)
 TARGETS=(//server:plimsolld //ctl:plimsollctl)
 AGENT=0
 if [ "$WITH_AGENT" = auto ]; then
@@ -73,7 +78,7 @@ if [ "$WITH_AGENT" = auto ]; then
     say "no //agent:plimsoll-agent target: no guest package"
   fi
 fi
-say "building ${TARGETS[*]} (-c opt)"
+say "building ${TARGETS[*]} (-c $MODE)"
 bazel build "${BAZEL_OPTS[@]}" "${TARGETS[@]}"
 BIN="$(bazel info "${BAZEL_OPTS[@]}" bazel-bin 2>/dev/null)"
 

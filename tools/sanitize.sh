@@ -7,6 +7,8 @@
 #   tools/sanitize.sh                    every test in //...
 #   tools/sanitize.sh //common/...       only these targets
 #   --summary-file=F   write "passed failed skipped" to F, for tools/test.sh
+#   --build-everything also build what no test needs (benchmarks, the simulator's binary): the
+#                      full suite's only build of those (tools/test.sh)
 #
 # Its own Bazel output base (.bazel-state/asan), so the main gcc build's cache, its server and the
 # bazel-* symlinks are left alone. Needs nothing beyond tools/deps.sh (gcc's libasan/libubsan).
@@ -15,11 +17,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 SUMMARY_FILE=""
+BUILD_TESTS_ONLY=(--build_tests_only)
 PATTERNS=()
 for arg in "$@"; do
   case "$arg" in
     --summary-file=*) SUMMARY_FILE="${arg#*=}" ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-everything) BUILD_TESTS_ONLY=() ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "sanitize: unknown option $arg" >&2; exit 2 ;;
     *) PATTERNS+=("$arg") ;;
   esac
@@ -44,9 +48,9 @@ abazel() { bazel --output_base="$OUTPUT_BASE" --max_idle_secs=600 "$@"; }
 
 t0=$(date +%s)
 LOG=$(mktemp /tmp/plimsoll-asan.XXXXXX)
-# --build_tests_only: binaries no test needs are not built twice; sanitizer findings print in
-# the failing test's log (--test_output=errors from .bazelrc).
-abazel test --config=asan --build_tests_only --keep_going -- "${PATTERNS[@]}" "${EXCLUDED[@]}" >"$LOG" 2>&1
+# --build_tests_only (unless --build-everything): binaries no test needs are not built twice;
+# sanitizer findings print in the failing test's log (--test_output=errors from .bazelrc).
+abazel test --config=asan "${BUILD_TESTS_ONLY[@]}" --keep_going -- "${PATTERNS[@]}" "${EXCLUDED[@]}" >"$LOG" 2>&1
 rc=$?
 grep -E "PASSED|FAILED|TIMEOUT|NO STATUS|FLAKY|Executed|^ERROR|ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|SUMMARY: " "$LOG" || true
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then

@@ -263,19 +263,20 @@ class ChannelE2E(unittest.TestCase):
     def test_8_flooded_channel_delays_no_other_guest(self):
         for name in ("c1", "late"):
             wait_for(name + " reporting", lambda: self.reporting(name), timeout=30)
-        quiet = self.report_ages(20)
+        # The controls (quiet, CPU burn) are printed to compare by eye, not asserted: 10 s each.
+        quiet = self.report_ages(10)
         # The control: the flood guest burns the same CPU making random bytes, but into
         # /dev/null. On a 2-core host a guest's busy vCPU slows its neighbours' agents whatever
         # plimsolld does; what the flood of the channel itself costs them is the difference.
         self.flood("cpu")
-        burn = self.report_ages(20)
+        burn = self.report_ages(10)
         bytes0 = metric(self.daemon.metrics(), "plimsoll_agent_channel_guest_bytes_total") or 0
         self.flood("port")
         wait_for("flood bytes reaching plimsolld",
                  lambda: (metric(self.daemon.metrics(), "plimsoll_agent_channel_guest_bytes_total") or 0)
                  > bytes0 + (16 << 10), timeout=30, interval=0.2)
         t0 = time.monotonic()
-        flooded = self.report_ages(30)
+        flooded = self.report_ages(20)
         text = self.daemon.metrics()
         flood_mib = ((metric(text, "plimsoll_agent_channel_guest_bytes_total") or 0) - bytes0) / MIB_F
         closed = {r: metric(text, "plimsoll_agent_channel_closed_total", reason=r) or 0
