@@ -75,8 +75,10 @@ struct GuestView {
   // QEMU counts them, not the guest, so they exist for guests without the agent or balloon
   // stats, and they are read when the snapshot is taken (no stats_period lag). A page-cache
   // refault in the guest is a disk read seen from here: these are an agentless policy's view of
-  // refaults. plimsolld does not fill them yet (always absent there; another issue wires
-  // them); the simulator (sim/guest_model.h) does. No policy reads them yet.
+  // refaults. plimsolld fills them from the bulk stats call (server/hypervisor/block_reads.h;
+  // absent with drivers that answer no bulk block stats, such as the test driver), and the
+  // simulator (sim/guest_model.h) models them. pagecache_law reads disk_read_bytes through
+  // pressure_profile.h when its profile_ratio is on.
   std::optional<uint64_t> disk_read_bytes;
   std::optional<uint64_t> disk_read_requests;
 };

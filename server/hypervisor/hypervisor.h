@@ -47,6 +47,11 @@ struct BalloonStats {
   std::optional<uint64_t> minor_fault;
   // Guest's timestamp of its last stats update (unix seconds); 0/absent = never.
   std::optional<int64_t> last_update;
+  // Not balloon stats but read in the same bulk call: what QEMU saw the guest read from its
+  // disks since the domain started, summed over its disks (block_reads.h). Absent where the
+  // driver answers no bulk call with block stats (the test driver) or the guest has no disk.
+  std::optional<uint64_t> disk_read_bytes;
+  std::optional<uint64_t> disk_read_requests;
 };
 
 // A domain's virtio vsock device as its live XML describes it (docs/agent.md, "vsock"):

@@ -134,6 +134,8 @@ int Main(int argc, char** argv) {
     PrintField("major_fault", b.major_fault);
     PrintField("minor_fault", b.minor_fault);
     PrintField("last_update", b.last_update);
+    PrintField("disk_read_bytes", b.disk_read_bytes);
+    PrintField("disk_read_requests", b.disk_read_requests);
     std::cout << "\n";
   }
   std::cout.flush();

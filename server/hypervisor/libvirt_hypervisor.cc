@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "server/hypervisor/agent_channel_xml.h"
+#include "server/hypervisor/block_reads.h"
 
 namespace plimsoll::hypervisor {
 namespace {
@@ -478,6 +479,20 @@ int ParseBulkRecord(const virDomainStatsRecord& record, BalloonStats* out) {
   return balloon_fields;
 }
 
+// Parses a bulk record's block.<n>.rd.* fields into out->disk_read_* (block_reads.h).
+void ParseBlockReads(const virDomainStatsRecord& record, BalloonStats* out) {
+  BlockReadSum sum;
+  for (int i = 0; i < record.nparams; ++i) {
+    const virTypedParameter& p = record.params[i];
+    const absl::string_view name(p.field);
+    if (!absl::StartsWith(name, "block.")) continue;
+    if (std::optional<unsigned long long> value = TypedParamValue(p); value.has_value()) {
+      sum.Add(name, *value);
+    }
+  }
+  sum.StoreInto(out);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -839,7 +854,7 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
   if (absl::Status s = CheckConnectedLocked(); !s.ok()) return absl::StatusOr<DomainSurvey>(s);
   if (!bulk_supported || bulk_balloon_empty) return std::nullopt;
   virDomainStatsRecordPtr* raw = nullptr;
-  absl::StatusOr<int> n = BulkStatsLocked(VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON, &raw);
+  absl::StatusOr<int> n = BulkStatsLocked(VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON | VIR_DOMAIN_STATS_BLOCK, &raw);
   if (!n.ok()) {
     if (absl::IsUnimplemented(n.status())) return std::nullopt;
     return absl::StatusOr<DomainSurvey>(n.status());
@@ -857,6 +872,7 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
     BalloonStats stats;
     if (ParseBulkRecord(record, &stats) > 0) {
       ++with_balloon;
+      ParseBlockReads(record, &stats);
       out.stats.emplace(d.uuid, stats);
     }
     // The record's handle is freed with the records: the listed map keeps its own reference.
@@ -894,7 +910,7 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
 
   if (bulk_supported && !bulk_balloon_empty) {
     virDomainStatsRecordPtr* raw = nullptr;
-    absl::StatusOr<int> bulk = BulkStatsLocked(VIR_DOMAIN_STATS_BALLOON, &raw);
+    absl::StatusOr<int> bulk = BulkStatsLocked(VIR_DOMAIN_STATS_BALLOON | VIR_DOMAIN_STATS_BLOCK, &raw);
     if (!bulk.ok() && !absl::IsUnimplemented(bulk.status())) return bulk.status();
     if (bulk.ok()) {  // else: fall through to per-domain calls below
       const int n = *bulk;
@@ -915,6 +931,7 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
           if (!one->has_value()) continue;
           stats = **one;
         }
+        ParseBlockReads(record, &stats);
         out.emplace(*it->second, stats);
       }
       if (n > 0 && with_balloon == 0) {

@@ -93,15 +93,16 @@ class LibvirtHypervisor final : public Hypervisor {
   bool IsConnected() const override;
   // virConnectListAllDomains, then virDomainGetInfo per domain.
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() override;
-  // One virConnectGetAllDomainStats(STATE | BALLOON) for every active domain: state, <memory>
-  // and balloon size from the record, its stats as GetBalloonStats parses them. Where the driver
+  // One virConnectGetAllDomainStats(STATE | BALLOON | BLOCK) for every active domain: state,
+  // <memory> and balloon size from the record, its stats as GetBalloonStats parses them. Where the driver
   // cannot answer so (no bulk call, records without balloon fields as the test driver's,
   // a record without its state or size) the default: ListActiveDomains + GetBalloonStats.
   absl::StatusOr<DomainSurvey> SurveyDomains() override;
-  // One virConnectGetAllDomainStats(BALLOON) call for all active domains;
+  // One virConnectGetAllDomainStats(BALLOON | BLOCK) call for all active domains;
   // virDomainMemoryStats only for domains whose bulk record has no balloon
   // fields at all (the test driver). swap_in/swap_out are KiB as libvirt
-  // reports them; faults are counts.
+  // reports them; faults are counts. Disk reads (block_reads.h) come only from the bulk call:
+  // the per-domain fallback leaves them absent.
   absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
       const std::vector<std::string>& uuids) override;
   absl::Status EnableStats(const std::string& uuid, int period_seconds) override;

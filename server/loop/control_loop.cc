@@ -1001,6 +1001,8 @@ void ControlLoop::Publish(absl::Time now) {
     s->set_major_fault(g->stats.major_fault.value_or(0));
     s->set_minor_fault(g->stats.minor_fault.value_or(0));
     s->set_last_update_unix_seconds(g->stats.last_update.value_or(0));
+    if (g->stats.disk_read_bytes) s->set_disk_read_bytes(*g->stats.disk_read_bytes);
+    if (g->stats.disk_read_requests) s->set_disk_read_requests(*g->stats.disk_read_requests);
     s->set_stats_age_seconds(age);
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;

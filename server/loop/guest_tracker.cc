@@ -30,6 +30,10 @@ void MergeStats(const hypervisor::BalloonStats& in, hypervisor::BalloonStats* ou
   take(in.swap_out, out->swap_out);
   take(in.major_fault, out->major_fault);
   take(in.minor_fault, out->minor_fault);
+  // Disk reads are the host's count, read at this call: absent now means unknown now. A kept
+  // old count would make one interval read 0 and the next twice the rate.
+  out->disk_read_bytes = in.disk_read_bytes;
+  out->disk_read_requests = in.disk_read_requests;
 }
 
 }  // namespace
@@ -168,6 +172,8 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.major_fault = g->stats.major_fault;
     v.swap_in = g->stats.swap_in;
     v.swap_out = g->stats.swap_out;
+    v.disk_read_bytes = g->stats.disk_read_bytes;
+    v.disk_read_requests = g->stats.disk_read_requests;
     views.push_back(std::move(v));
   }
   return views;

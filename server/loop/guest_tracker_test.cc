@@ -172,5 +172,33 @@ TEST(GuestTrackerTest, APartialRecordWithoutAFullOneIsNoStats) {
   EXPECT_EQ(t.Find("u1")->actual_bytes, 700 * kMiB);
 }
 
+// Disk reads are the host's count at this call, full record or partial: a record without them
+// makes them unknown, never the last count (which would read as 0 reads, then twice the rate).
+TEST(GuestTrackerTest, DiskReadsAreTheLatestRecordsAndReachTheView) {
+  GuestRules rules;
+  GuestTracker t(rules);
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1")}, now);
+  hypervisor::BalloonStats full = Full(1024, 100);
+  full.disk_read_bytes = 5000;
+  full.disk_read_requests = 3;
+  t.UpdateStats({{"u1", full}}, now);
+  ASSERT_EQ(t.Views().size(), 1u);
+  EXPECT_EQ(t.Views()[0].disk_read_bytes, 5000u);
+  EXPECT_EQ(t.Views()[0].disk_read_requests, 3u);
+
+  now += absl::Seconds(1);
+  hypervisor::BalloonStats partial = Partial(1000);
+  partial.disk_read_bytes = 9000;
+  t.UpdateStats({{"u1", partial}}, now);
+  EXPECT_EQ(t.Views()[0].disk_read_bytes, 9000u) << "a partial record's count is taken";
+  EXPECT_FALSE(t.Views()[0].disk_read_requests.has_value());
+  EXPECT_EQ(t.Views()[0].usable_bytes, 300 * kMiB) << "the guest's own numbers are kept";
+
+  now += absl::Seconds(1);
+  t.UpdateStats({{"u1", Partial(1000)}}, now);
+  EXPECT_FALSE(t.Views()[0].disk_read_bytes.has_value()) << "no count now is no count";
+}
+
 }  // namespace
 }  // namespace plimsoll::server

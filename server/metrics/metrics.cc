@@ -44,6 +44,7 @@ enum GuestMetric {
   kInactiveFile,
   kAnon,
   kAgentConnected,
+  kDiskRead,
   kGuestMetrics,  // the count
 };
 
@@ -315,6 +316,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kInactiveFile, "plimsoll_guest_inactive_file_bytes", "Guest Inactive(file) page cache (bytes), from plimsoll-agent.");
   m.GuestFamily(kAnon, "plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
   m.GuestFamily(kAgentConnected, "plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
+  m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
   m.guest_state = m.G("plimsoll_guest_state", "1 for the guest's balloon state: ok, stuck, churning or self_deflated.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});
@@ -467,6 +469,7 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
     m.SetGuest(gs, kInactiveFile, g, s.has_inactive_file(), s.inactive_file().bytes());
     m.SetGuest(gs, kAnon, g, s.has_anon(), s.anon().bytes());
     m.SetGuest(gs, kAgentConnected, g, g.has_agent(), g.agent().connected() ? 1 : 0);
+    m.SetGuest(gs, kDiskRead, g, s.has_disk_read_bytes(), static_cast<double>(s.disk_read_bytes()));
     if (g.management_state() >= 0 && g.management_state() < plimsoll::v1::ManagementState_ARRAYSIZE) {
       by_state[g.management_state()]++;
     }

@@ -154,6 +154,26 @@ class BalloonE2E(unittest.TestCase):
             self.assertAlmostEqual(unused, stats["unused"] * 1024, delta=0.15 * value)
             (_, age), = prom.query('plimsoll_guest_stats_age_seconds{domain="%s"}' % name)
             self.assertLess(age, 5)
+        # Disk reads as the host sees them (issue 14 point 5): the sum over the guest's one disk
+        # of libvirt's block stats, in Prometheus and GetGuest; the stream guest's keep rising.
+        # A scraped value is up to a scrape interval (1 s) and a tick (1 s) old and the stream
+        # guest reads on, so it must lie between virsh's count before 3 more scrapes and after.
+        before = {name: self.lab.disk_read_bytes(name) for name, _ in GUESTS}
+        prom.wait_scrapes(3)
+        for name, _ in GUESTS:
+            (_, reads), = prom.query('plimsoll_guest_disk_read_bytes{domain="%s"}' % name)
+            after = self.lab.disk_read_bytes(name)
+            print("  %-7s disk reads: virsh %.1f..%.1f MiB, Prometheus %.1f MiB" % (
+                name, before[name] / MIB, after / MIB, reads / MIB))
+            self.assertGreater(reads, 0, name)
+            self.assertGreaterEqual(reads, before[name], name)
+            self.assertLessEqual(reads, after, name)
+        stream_reads = lambda: int(d.guests()[0]["stream"]["stats"]["disk_read_bytes"])
+        first = stream_reads()
+        harness.wait_ticks(d, 3)
+        print("\n  stream guest: disk reads %.0f MiB, +%.1f MiB over 3 ticks" % (
+            first / MIB, (stream_reads() - first) / MIB))
+        self.assertGreater(stream_reads(), first)
         (_, budget), = prom.query("plimsoll_host_guest_budget_bytes")
         self.assertEqual(budget, BUDGET_MIB * MIB)
         (_, avail), = prom.query("plimsoll_host_mem_available_bytes")

@@ -1163,6 +1163,14 @@ class Lab:
         """`virsh dommemstat NAME` as {tag: KiB int}."""
         return parse_dommemstat(self.virsh("dommemstat", name))
 
+    def disk_read_bytes(self, name, dev="vda"):
+        """`virsh domblkstat NAME DEV`'s rd_bytes: what QEMU saw the guest read from DEV."""
+        for line in self.virsh("domblkstat", name, dev).splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] == "rd_bytes":
+                return int(parts[2])
+        raise RuntimeError("no rd_bytes in domblkstat %s %s" % (name, dev))
+
     def wait_ready(self, name, timeout=60):
         """Waits for the first heartbeat and for dommemstat to report `usable`.
 
