@@ -111,7 +111,7 @@ def mix_hot_mib(mix):
     return max(g[3] or 0 for g in MIXES[mix]["guests"]) or 128
 
 
-def run_policy(policy, args, budget_mib, mix="trio", agent=True):
+def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     guests = mix_guests(mix, args)
     GUESTS = [g[0] for g in guests]
     maxb = {g[0]: g[2] for g in guests}
@@ -185,8 +185,8 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True):
         log = daemon.read_log()
         if args.keep_logs:
             os.makedirs(args.keep_logs, exist_ok=True)
-            with open(os.path.join(args.keep_logs, "plimsolld-%s-%s-%s.log" % (
-                    mix, "agent" if agent else "noagent", policy)), "w") as f:
+            with open(os.path.join(args.keep_logs, "plimsolld-%s-%s-%s-rep%d.log" % (
+                    mix, "agent" if agent else "noagent", policy, rep)), "w") as f:
                 f.write(log)
     finally:
         if daemon:
@@ -379,7 +379,7 @@ def main():
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent (--agent=off)")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each policy's plimsolld log here, every decision included")
+    ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each run's plimsolld log here (one file per mix, agent mode, policy and repetition), every decision included")
     args = ap.parse_args()
     mixes = [m for m in args.mix.split(",") if m]
     for m in mixes:
@@ -399,7 +399,7 @@ def main():
             for rep in range(args.repeat):
                 plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in args.policies.split(",")]
                 for policy, b in plan:
-                    r = run_policy(policy, args, b, mix=mix, agent=agent)
+                    r = run_policy(policy, args, b, mix=mix, agent=agent, rep=rep)
                     r["rep"] = rep
                     results.append(r)
                     print("done: %s %s %s rep %d: %.1f GiB*s (%.0f s so far)" % (

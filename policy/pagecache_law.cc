@@ -135,6 +135,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const double profile_size =
       actual >= max_bytes - ProgressTolerance(max_bytes, ProgressParams()) ? max_bytes : actual;
   const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, p.profile);
+  out.disk_bytes_per_s = raw.disk_bytes_per_s;
   out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
   out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);
   // Only with the agent: without it the pressure is major faults and swap-ins, which count first

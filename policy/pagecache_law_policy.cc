@@ -207,6 +207,9 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
                                      ? absl::StrCat(FormatMib(*o.signals.refault_bytes_per_s), "/s")
                                      : "-",
                     " measured=", o.measured ? 1 : 0);
+    if (o.disk_bytes_per_s.has_value()) {
+      absl::StrAppend(&d.reason, " disk=", FormatMib(*o.disk_bytes_per_s), "/s");
+    }
     // With pressure_profile or a futile verdict, the x that decided is not the plain reading:
     // the plain one goes beside it, and the futile level it was measured against.
     if (std::isfinite(o.pressure) && std::fabs(o.raw_pressure - o.pressure) > 0.005) {

@@ -214,7 +214,7 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
     }
     hot_ += std::min(wanted, room);
     refault_pages_ += refaults / kPage;
-    major_faults_ += misses / kPage;
+    if (spec_.access == FileAccess::kMmap) major_faults_ += misses / kPage;
     ReadDisk(misses, kRandomRequestBytes);
     last_.refault_bytes += refaults;
     *stall += spec_.refault_stall * refaults / spec_.disk_rate;
@@ -225,7 +225,7 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
     if (stream_hits) return;
     if (stream_refaults) {
       refault_pages_ += streamed / kPage;
-      major_faults_ += streamed / kPage;
+      if (spec_.access == FileAccess::kMmap) major_faults_ += streamed / kPage;
       last_.refault_bytes += streamed;
       *stall += spec_.refault_stall * streamed / spec_.disk_rate;
     }

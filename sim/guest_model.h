@@ -17,6 +17,10 @@
 //   balloons: stuck, trickle (4 KiB every 3 s) and churn (the shrinker hands back 97% of what
 //   was inflated while a streaming reader refills the cache: the busy no-op of domain.md).
 // - stall feeds PSI "some": a cumulative total and avg10, an exponential average over 10 s.
+// - major faults (libvirt's major_fault): hot-set misses and refaulted stream reads, only for a
+//   guest whose readers map their files (access=mmap); a read() miss is no major fault. Pages
+//   the guest's own binaries fault back in are not modelled (the lab's read() guests show a
+//   trickle of them: x = 0.00-0.05 while refaulting 1.7-2.5 M pages).
 // - disk reads as the host sees them (libvirt's block.<n>.rd.bytes / rd.reqs): every hot-set
 //   miss (first reads and refaults) and every streamed byte not served from the cache is read
 //   from disk; a hot-set miss is one 4 KiB request (uniform random reads leave readahead nothing

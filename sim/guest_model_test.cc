@@ -81,6 +81,30 @@ TEST(GuestModelTest, AReaderMissingMoreThanItsDiskCanServeWaitsAndReadsLess) {
   EXPECT_NEAR(g.last().stall, 0.45, 0.01);
 }
 
+// pgmajfault counts faults on mapped pages: a read() reader refaults without a major fault, so
+// libvirt's major_fault (the agentless pressure signal) is blind to it; disk reads are not.
+TEST(GuestModelTest, OnlyAMappingReaderMakesMajorFaults) {
+  for (FileAccess access : {FileAccess::kRead, FileAccess::kMmap}) {
+    GuestSpec spec = Spec(512 * kMib, 1 * kGib, 200 * kMib);
+    spec.access = access;
+    GuestModel g(spec);
+    g.SetTarget(1.25 * kGib);
+    Advance(g, 0, 30);
+    policy::GuestView v;
+    g.FillStats(30, 30, &v);
+    ASSERT_TRUE(v.major_fault.has_value());
+    EXPECT_GT(g.disk_read_bytes(), 1 * kGib) << FileAccessName(access) << ": it refaults either way";
+    ASSERT_TRUE(v.disk_read_bytes.has_value());
+    if (access == FileAccess::kRead) {
+      EXPECT_EQ(*v.major_fault, 0u);
+    } else {
+      // Every miss, one fault a page (the last report was taken up to 5 s before the end).
+      EXPECT_GT(*v.major_fault * 4096.0, 0.5 * g.disk_read_bytes());
+      EXPECT_LE(*v.major_fault * 4096.0, g.disk_read_bytes());
+    }
+  }
+}
+
 TEST(GuestModelTest, AStreamAndAHotSetShareTheGuestsDisk) {
   GuestSpec spec = Spec(256 * kMib, 2 * kGib, 200 * kMib, 80 * kMib);
   GuestModel g(spec);

@@ -119,6 +119,13 @@ class Pairs {
   absl::flat_hash_map<std::string, std::string> values_;
 };
 
+absl::StatusOr<FileAccess> ParseFileAccess(absl::string_view text) {
+  for (FileAccess a : {FileAccess::kRead, FileAccess::kMmap}) {
+    if (text == FileAccessName(a)) return a;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("access: unknown \"", text, "\" (known: read, mmap)"));
+}
+
 absl::StatusOr<Behaviour> ParseBehaviour(absl::string_view text) {
   for (Behaviour b : {Behaviour::kNormal, Behaviour::kStuck, Behaviour::kTrickle, Behaviour::kChurn,
                       Behaviour::kNoStats, Behaviour::kNonsense, Behaviour::kStale}) {
@@ -231,8 +238,8 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
   if (keyword == "guest") {
     if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "cache", "agent", "autodeflate", "speed",
                                       "shares", "kernel", "unreclaimable", "alloc_rate",
-                                      "disk_rate", "refault_stall", "pace_noise", "min_free", "stats_period",
-                                      "behaviour", "behaviour_at"});
+                                      "disk_rate", "refault_stall", "pace_noise", "min_free", "access",
+                                      "stats_period", "behaviour", "behaviour_at"});
         !st.ok()) {
       return st;
     }
@@ -261,6 +268,11 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetOptionalBytes("min_free", &g.min_free); !st.ok()) return st;
     if (st = p.GetSeconds("stats_period", &g.stats_period); !st.ok()) return st;
     if (st = p.GetSeconds("behaviour_at", &g.behaviour_at); !st.ok()) return st;
+    if (const std::string* a = p.Find("access"); a != nullptr) {
+      auto access = ParseFileAccess(*a);
+      if (!access.ok()) return access.status();
+      g.access = *access;
+    }
     if (const std::string* b = p.Find("behaviour"); b != nullptr) {
       auto behaviour = ParseBehaviour(*b);
       if (!behaviour.ok()) return behaviour.status();
@@ -345,6 +357,8 @@ std::string Seconds(double v) { return FormatExactSeconds(v); }
 const char* Bool(bool v) { return v ? "true" : "false"; }
 
 }  // namespace
+
+const char* FileAccessName(FileAccess a) { return a == FileAccess::kMmap ? "mmap" : "read"; }
 
 const char* BehaviourName(Behaviour b) {
   switch (b) {
@@ -452,7 +466,7 @@ std::string FormatScenario(const Scenario& s) {
     absl::StrAppend(&out, " unreclaimable=", Bytes(g.unreclaimable),
                     " alloc_rate=", Rate(g.alloc_rate), " disk_rate=", Rate(g.disk_rate),
                     " refault_stall=", Number(g.refault_stall), " pace_noise=", Number(g.pace_noise),
-                    " stats_period=", Seconds(g.stats_period),
+                    " access=", FileAccessName(g.access), " stats_period=", Seconds(g.stats_period),
                     " behaviour=", BehaviourName(g.behaviour),
                     " behaviour_at=", Seconds(g.behaviour_at), "\n");
     for (const Phase& p : g.phases) {

@@ -55,6 +55,18 @@ enum class Behaviour {
 
 const char* BehaviourName(Behaviour b);
 
+// How a guest's readers reach their file data. It decides what libvirt's major_fault counts
+// (the agentless pressure signal): pgmajfault counts faults on mapped pages only, so a page a
+// read() brings back from disk is no major fault, however often it is evicted and read again.
+// The lab's readers use read() (a hot1536 guest squeezed to its floor refaulted 1.7-2.5 M
+// pages while its major faults said x = 0.00-0.05: docs/benchmarks.md "Run 15").
+enum class FileAccess {
+  kRead,  // read()/pread(): most databases' files, cp, the lab's workloads
+  kMmap,  // mapped files: every miss is a major fault (Lucene indexes, LMDB, binaries)
+};
+
+const char* FileAccessName(FileAccess a);
+
 struct GuestSpec {
   std::string name;
   double max = 0;                  // max=  (required)
@@ -86,6 +98,7 @@ struct GuestSpec {
   // min_free=  free memory the guest's kernel keeps however hard it is squeezed (watermarks,
   // reserves); default max(16 MiB, 0.5% of its size).
   std::optional<double> min_free;
+  FileAccess access = FileAccess::kRead;    // access=  read | mmap
   double stats_period = 5;                  // stats_period=  seconds between reports
   Behaviour behaviour = Behaviour::kNormal;  // behaviour=
   double behaviour_at = 0;                   // behaviour_at=

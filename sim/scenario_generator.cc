@@ -287,6 +287,16 @@ Scenario GenerateScenario(uint64_t seed, int index) {
     drawn.push_back(DrawGuest(i, agent, anon_heavy, s.duration, rng));
     total_max += drawn.back().spec.max;
   }
+  // How each guest reads its files: from a stream of its own, so that the rest of a case is
+  // drawn as it was before the model had the access mode (the corpus's earlier figures stay
+  // comparable). One guest in four maps its files (search indexes, LMDB, binaries); the rest
+  // read() them, as most databases and the lab's workloads do.
+  Rng access_rng = Rng::ForItem(seed ^ 0xACCE55ACCE55ULL, static_cast<uint64_t>(index));
+  for (Drawn& d : drawn) {
+    if (!access_rng.Chance(0.25)) continue;
+    d.spec.access = FileAccess::kMmap;
+    absl::StrAppend(&d.extra, d.extra.empty() ? "" : " ", "mmap");
+  }
   // Mixed means mixed: at least one guest of each kind.
   if (agent_mode == 2 && n >= 2) {
     const bool all_same = std::all_of(drawn.begin(), drawn.end(), [&](const Drawn& d) {

@@ -48,6 +48,21 @@ TEST(ScenarioGeneratorTest, SeedOneCaseZeroIsPinned) {
   EXPECT_EQ(s.host.events[0].at, 580);
 }
 
+// One guest in four maps its files (drawn apart from the rest: case 0 above is as pinned before
+// the model had the access mode).
+TEST(ScenarioGeneratorTest, AboutOneGuestInFourMapsItsFiles) {
+  int guests = 0, mapped = 0;
+  for (const Scenario& s : Many()) {
+    for (const GuestSpec& g : s.guests) {
+      ++guests;
+      if (g.access != FileAccess::kMmap) continue;
+      ++mapped;
+      EXPECT_THAT(s.description, HasSubstr(g.name)) << s.name;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(mapped) / guests, 0.25, 0.03) << mapped << " of " << guests;
+}
+
 TEST(ScenarioGeneratorTest, StaysInItsRanges) {
   std::set<size_t> guest_counts;
   std::set<double> sizes, durations;

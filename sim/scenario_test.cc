@@ -23,7 +23,7 @@ host_event at=5m other=2GiB
 guest name=a max=4GiB min=512MiB agent=false autodeflate=true speed=8MiB/s shares=2000 behaviour=stuck behaviour_at=30s
 phase guest=a at=0 anon=1GiB stream_rate=10MiB/s
 phase guest=a at=2m hot=512MiB hot_rate=20MiB/s
-guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 unreclaimable=10MiB stats_period=10s
+guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 access=mmap unreclaimable=10MiB stats_period=10s
 phase guest=b at=0s
 expect pagecache oom_kills == 0
 expect pagecache reclaimed_gib_s > 1.5 * mom
@@ -64,6 +64,8 @@ TEST(ScenarioTest, ParsesEverything) {
   EXPECT_EQ(*b.min_free, 40 * kMib);
   EXPECT_EQ(b.refault_stall, 0.5);
   EXPECT_EQ(b.pace_noise, 0.2);
+  EXPECT_EQ(b.access, FileAccess::kMmap);
+  EXPECT_EQ(a.access, FileAccess::kRead) << "read() by default, as the lab's readers";
   EXPECT_EQ(a.refault_stall, 1.0);
   EXPECT_FALSE(a.cache.has_value());
   EXPECT_EQ(*b.kernel, 100 * kMib);
@@ -91,6 +93,7 @@ TEST(ScenarioTest, ErrorsNameTheLine) {
       {head + "guest name=a\n", "line 3: guest: missing max="},
       {head + "guest name=a max=1GiB min=2GiB\n", "min above max"},
       {head + "guest name=a max=1GiB behaviour=odd\n", "unknown \"odd\""},
+      {head + "guest name=a max=1GiB access=mapped\n", "access: unknown \"mapped\" (known: read, mmap)"},
       {head + "guest name=a max=1GiB\nguest name=a max=1GiB\n", "defined twice"},
       {head + "phase guest=nobody at=0\n", "unknown guest \"nobody\""},
       {head + "guest name=a max=1GiB\nphase guest=a at=1m\nphase guest=a at=30s\n", "time order"},
