@@ -134,7 +134,12 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // pages).
   const double profile_size =
       actual >= max_bytes - ProgressTolerance(max_bytes, ProgressParams()) ? max_bytes : actual;
-  const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, p.profile);
+  // The profile is the agentless guest's: with the agent the refault counter says which reads
+  // are refaults, and on the corpus the profile bought agent guests nothing (docs/benchmarks.md
+  // "The access mode").
+  ProfileParams profile = p.profile;
+  if (s.source == SignalSource::kAgent) profile.ratio = 0;
+  const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, profile);
   out.disk_bytes_per_s = raw.disk_bytes_per_s;
   out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
   out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);
@@ -156,7 +161,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     }
   }
   out.futile_level = m->futile.level.value_or(0);
-  if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, p.profile);
+  if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, profile);
   const bool pressured = s.new_report && out.pressure >= 1;
 
   const bool first_in_episode = now_s >= m->cool_until_s;

@@ -11,7 +11,8 @@
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
 //   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
-//             with pressure_profile.h on (off by default) each one's excess over a larger size's;
+//             without the agent and pressure_profile.h on, each one's excess over a larger
+//             size's, the host's disk reads counted so too;
 //             with a futile verdict (futile_pressure.h, agent guests) 0 up to futile_ratio * level
 //   allowance a (the size the guest is believed calm at), starting at A, moves only on a
 //   measured report: the balloon has landed on its target and a report newer than the landing
