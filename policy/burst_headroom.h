@@ -10,8 +10,9 @@
 // While an allocation is under way its own rise is the burst, so the floor leads it by one
 // report; after window_seconds without a rise as large, the burst falls to the newest rise.
 //
-// The caller chooses what "hard demand" is measured: the law passes H for agent guests and
-// H - A (usable memory falling) for the others, whose H = A - usable rises with every grant.
+// The caller chooses what "hard demand" is measured: the law passes H for agent guests and,
+// for the others, A - usable with A taken at the guest's report's time (libvirt's A is now,
+// the guest's usable as old as its report: a balloon move between them is no allocation).
 //
 // Switched off by window_seconds <= 0.
 //

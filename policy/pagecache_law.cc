@@ -31,6 +31,21 @@ double Pressure(const PressureReading& r, const LawParams& p) {
   return x;
 }
 
+// Records `actual` at `now_s`, and returns the balloon's size at `report_s` as the decisions saw
+// it: the latest recorded at or before it, or the oldest kept when the report is older.
+double SizeAtReport(double now_s, double actual, double report_s, LawMemory* m) {
+  if (m->sizes_at_count == static_cast<int>(m->sizes_at.size())) {
+    std::rotate(m->sizes_at.begin(), m->sizes_at.begin() + 1, m->sizes_at.end());
+    --m->sizes_at_count;
+  }
+  m->sizes_at[m->sizes_at_count++] = {now_s, actual};
+  double size = m->sizes_at[0].second;
+  for (int i = 0; i < m->sizes_at_count; ++i) {
+    if (m->sizes_at[i].first <= report_s + 1e-6) size = m->sizes_at[i].second;
+  }
+  return size;
+}
+
 }  // namespace
 
 const char* LawActionName(LawAction action) {
@@ -87,10 +102,14 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const double target = static_cast<double>(guest.target_bytes);
   const double min_bytes = static_cast<double>(FloorBytes(guest));
   const double headroom = LawHeadroom(guest, p);
-  // Without the agent H = A - usable rises with A itself: a grant the guest has not used yet,
-  // or a cache refilling it, would read as an allocation burst and lift the floor with every
-  // grant. What is not our doing is the fall of usable memory, so that is the burst measured.
-  const double burst_demand = s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual;
+  // Without the agent H = A - usable, and A is libvirt's now while usable is the guest's at its
+  // report: a balloon move between the two would read as demand. So the burst takes A at the
+  // report's time. Measuring the fall of usable memory instead (sessions 12-17) read our own
+  // takes as bursts: on sizes4 every agentless guest's floor held its first take, 165-486 MiB
+  // (docs/benchmarks.md run 18).
+  const double size_at_report = SizeAtReport(now_s, actual, s.report_s, m);
+  const double burst_demand =
+      s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual + size_at_report;
   // The two are different measures: when the source changes (the agent connecting, or going
   // stale) the jump between them is no allocation, so the rise starts again from this report.
   if (s.new_report && m->burst_source.has_value() && *m->burst_source != s.source) m->burst.hard_bytes.reset();

@@ -7,7 +7,8 @@
 //             with the agent H includes o = min(h, the least M - MemTotal seen): the kernel's
 //             memory outside MemTotal
 //             burst: the largest rise of H per report within a window (burst_headroom.h);
-//             without the agent, of H - A (usable falling): there H = A - usable rises with A
+//             without the agent H = A - usable with A taken at the report's time: libvirt's A
+//             is now, the guest's usable is as old as its report
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
 //   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
@@ -41,9 +42,11 @@
 #ifndef PLIMSOLL_POLICY_PAGECACHE_LAW_H_
 #define PLIMSOLL_POLICY_PAGECACHE_LAW_H_
 
+#include <array>
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "policy/balloon_follow.h"
 #include "policy/burst_headroom.h"
@@ -112,6 +115,10 @@ struct LawMemory {
   std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
+  // The balloon's size at the latest decisions, oldest first (unix seconds, bytes): without the
+  // agent the burst takes A at the report's time (SizeAtReport in pagecache_law.cc).
+  std::array<std::pair<double, double>, 8> sizes_at{};
+  int sizes_at_count = 0;
 };
 
 enum class LawAction {
