@@ -766,8 +766,14 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
       absl::StrAppend(&reason, " | held: no balloon stats from guest, never shrink without them");
       held(SafetyRule::kNoStats);
     } else if (!g->stats_fresh && target < previous) {
-      absl::StrAppend(&reason, absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
-                                               g->stats_age_seconds));
+      // Not yet seen to change (the first value proves nothing) is not old data: say which, as
+      // an operator reading "age=1.0s" would not see why that is stale.
+      absl::StrAppend(&reason, g->last_update_changed_at.has_value()
+                                   ? absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
+                                                     g->stats_age_seconds)
+                                   : absl::StrFormat(" | held: stale stats (not seen to change in the %.1fs since "
+                                                     "first read: fresh once they do), never shrink on them",
+                                                     g->stats_age_seconds));
       held(SafetyRule::kStaleStats);
     }
     if (host_stale_ && target < previous) {

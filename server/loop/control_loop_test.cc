@@ -175,7 +175,10 @@ TEST_F(ControlLoopTest, NeverShrinksOnStatsThatDoNotAdvance) {
   }
   EXPECT_TRUE(hv_.target_calls().empty());
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_STALE_STATS);
-  EXPECT_NE(Published(kA)->last_decision().reason().find("stale stats"), std::string::npos);
+  EXPECT_NE(Published(kA)->last_decision().reason().find("stale stats (not seen to change in the 4.0s since first "
+                                                        "read: fresh once they do)"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
 
   TickWithFreshStats({kA});  // last_update moves: now fresh
   ASSERT_EQ(hv_.target_calls().size(), 1u);
