@@ -75,6 +75,10 @@ double LawHeadroom(const GuestView& guest, const LawParams& params) {
                   params.headroom_fraction * static_cast<double>(guest.max_bytes));
 }
 
+double LawStep(const GuestView& guest, const LawParams& params) {
+  return params.probe_fraction * static_cast<double>(guest.max_bytes);
+}
+
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m) {
   LawOutcome out;
   SignalMemory next_signals;
@@ -147,7 +151,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const FollowVerdict follow = CheckFollow(guest, now_s, p.follow, &m->follow);
   a = FollowAllowance(follow, actual, a);
   out.state = follow.state;
-  const double step = p.probe_fraction * max_bytes;
+  const double step = LawStep(guest, p);
   const PressureReading raw{s.stall_pct, s.refault_bytes_per_s, UpdateDiskRate(guest, now_s, &m->profile)};
   // Within a landing tolerance of the ceiling is the ceiling (the balloon driver keeps a few
   // pages).

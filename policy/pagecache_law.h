@@ -159,6 +159,9 @@ struct LawOutcome {
 // The headroom h for `guest` (see the file comment).
 double LawHeadroom(const GuestView& guest, const LawParams& params);
 
+// The step s for `guest`: probe_fraction of its ceiling, the smallest take.
+double LawStep(const GuestView& guest, const LawParams& params);
+
 // One decision of the law for `guest` at `now_s`, whose stats are safe to act on
 // (guest_safety.h UnsafeToActReason is empty, ImplausibleStatsReason too). `memory` is read and
 // updated (its signals by ReadSignals).

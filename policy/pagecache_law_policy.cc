@@ -187,9 +187,21 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
         g.target_bytes >= FloorBytes(g)) {
       d.target_bytes = g.target_bytes;
     }
+    // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
+    // readings, and the budget round's share of an overcommit, moved targets down and up again
+    // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks).
+    const double step = LawStep(g, params_.law);
+    std::string small_take;
+    if (d.target_bytes < g.target_bytes && g.target_bytes <= g.max_bytes &&
+        static_cast<double>(g.target_bytes - d.target_bytes) < step) {
+      small_take = absl::StrCat(" take_under_step=", FormatMib(g.target_bytes - d.target_bytes), "<",
+                                FormatMib(step));
+      d.target_bytes = g.target_bytes;
+    }
     d.reason = absl::StrCat("pagecache_law: ", o.reason);
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
+    absl::StrAppend(&d.reason, small_take);
     if (unconfirmed[i]) {
       absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
                       g.usable_bytes.has_value() ? FormatMib(*g.usable_bytes) : "-");

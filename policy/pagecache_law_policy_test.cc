@@ -86,6 +86,27 @@ TEST(PagecacheLawPolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
   EXPECT_THAT(d.summary, HasSubstr("unmet=256MiB"));
 }
 
+// Every take is at least a step (2% of M: 20.48 MiB here), whoever asks for it: the budget
+// round's 4 MiB share is not taken; 30 MiB is.
+TEST(PagecacheLawPolicyTest, ATakeUnderAStepIsNotMade) {
+  const PagecacheLawPolicy policy;
+  const Decisions small = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
+  for (const GuestDecision& g : small.guests) {
+    EXPECT_EQ(g.target_bytes, 1024 * kMib) << g.reason;
+    EXPECT_THAT(g.reason, HasSubstr("taken=4MiB take_under_step=4MiB<20.5MiB"));
+  }
+  const Decisions step = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 90), PolicyState());
+  for (const GuestDecision& g : step.guests) {
+    EXPECT_EQ(g.target_bytes, (1024 - 30) * kMib) << g.reason;
+    EXPECT_THAT(g.reason, Not(HasSubstr("take_under_step")));
+  }
+  // Growth is never held back, however small.
+  GuestView below = Hot("a");
+  below.target_bytes = 1020 * kMib;
+  const Decisions grow = policy.Decide(Snap({below}, 4096), PolicyState());
+  EXPECT_EQ(grow.guests[0].target_bytes, 1024 * kMib) << grow.guests[0].reason;
+}
+
 TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   GuestView stale = Guest("s", 1024);
   stale.stats_fresh = false;
