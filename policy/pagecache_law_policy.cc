@@ -163,6 +163,34 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
   }
 
   const ShareOutResult r = ShareOut(share, snapshot.host, params_.share);
+  // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
+  // readings, and the budget round's share of an overcommit, moved targets down and up again
+  // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks). What
+  // is left untaken stays within the host's limit plus one step of its largest guest: with many
+  // guests the budget round's shares are each small, and together they are the host's room.
+  std::vector<int64_t> targets(n);
+  std::vector<std::string> small_take(n);
+  double total = 0, room = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const GuestView& g = snapshot.guests[i];
+    targets[i] = outcomes[i].has_value() ? ClampTarget(g, r.targets[i]) : g.target_bytes;
+    if (std::fabs(static_cast<double>(targets[i] - g.target_bytes)) < params_.min_change_bytes &&
+        g.target_bytes >= FloorBytes(g)) {
+      targets[i] = g.target_bytes;
+    }
+    total += static_cast<double>(targets[i]);
+    room = std::max(room, LawStep(g, params_.law));
+  }
+  room += std::max(0.0, r.limit - total);
+  for (size_t i = 0; i < n; ++i) {
+    const GuestView& g = snapshot.guests[i];
+    const double take = static_cast<double>(g.target_bytes - targets[i]);
+    const double step = LawStep(g, params_.law);
+    if (!outcomes[i].has_value() || take <= 0 || take >= step || take > room || g.target_bytes > g.max_bytes) continue;
+    small_take[i] = absl::StrCat(" take_under_step=", FormatMib(take), "<", FormatMib(step));
+    targets[i] = g.target_bytes;
+    room -= take;
+  }
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     if (!outcomes[i].has_value()) {
@@ -182,26 +210,11 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     } else if (o.pressure >= 1) {
       d.distress = absl::StrCat("pressure x=", FormatFixed(o.pressure, 2));
     }
-    d.target_bytes = ClampTarget(g, r.targets[i]);
-    if (std::fabs(static_cast<double>(d.target_bytes - g.target_bytes)) < params_.min_change_bytes &&
-        g.target_bytes >= FloorBytes(g)) {
-      d.target_bytes = g.target_bytes;
-    }
-    // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
-    // readings, and the budget round's share of an overcommit, moved targets down and up again
-    // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks).
-    const double step = LawStep(g, params_.law);
-    std::string small_take;
-    if (d.target_bytes < g.target_bytes && g.target_bytes <= g.max_bytes &&
-        static_cast<double>(g.target_bytes - d.target_bytes) < step) {
-      small_take = absl::StrCat(" take_under_step=", FormatMib(g.target_bytes - d.target_bytes), "<",
-                                FormatMib(step));
-      d.target_bytes = g.target_bytes;
-    }
+    d.target_bytes = targets[i];
     d.reason = absl::StrCat("pagecache_law: ", o.reason);
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
-    absl::StrAppend(&d.reason, small_take);
+    absl::StrAppend(&d.reason, small_take[i]);
     if (unconfirmed[i]) {
       absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
                       g.usable_bytes.has_value() ? FormatMib(*g.usable_bytes) : "-");

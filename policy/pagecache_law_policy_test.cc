@@ -107,6 +107,24 @@ TEST(PagecacheLawPolicyTest, ATakeUnderAStepIsNotMade) {
   EXPECT_EQ(grow.guests[0].target_bytes, 1024 * kMib) << grow.guests[0].reason;
 }
 
+// With many guests the budget round's shares are each under a step, and together they are the
+// host's room: what is left untaken stays within the limit plus one step.
+TEST(PagecacheLawPolicyTest, SmallTakesTogetherStillMeetTheBudget) {
+  const PagecacheLawPolicy policy;
+  std::vector<GuestView> guests;
+  for (int i = 0; i < 100; ++i) guests.push_back(Hot("g" + std::to_string(i)));
+  // 1500 MiB over the budget: 15 MiB from each guest, under a step (20.48 MiB).
+  const Decisions d = policy.Decide(Snap(guests, 100 * 1024 - 1500), PolicyState());
+  double sum = 0;
+  int kept = 0;
+  for (const GuestDecision& g : d.guests) {
+    sum += static_cast<double>(g.target_bytes) / kMib;
+    if (g.target_bytes == 1024 * kMib) ++kept;
+  }
+  EXPECT_EQ(kept, 1);  // 15 MiB fits within one step's room, 30 would not
+  EXPECT_LE(sum, 100 * 1024 - 1500 + 20.48);
+}
+
 TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   GuestView stale = Guest("s", 1024);
   stale.stats_fresh = false;
