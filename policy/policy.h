@@ -73,7 +73,7 @@ struct GuestView {
   // What the host sees of the guest's disks, from libvirt's bulk stats (block.<n>.rd.bytes and
   // block.<n>.rd.reqs, summed over the guest's disks): cumulative since the domain started.
   // QEMU counts them, not the guest, so they exist for guests without the agent or balloon
-  // stats, and they are read when the snapshot is taken (no stats_period lag). A page-cache
+  // stats, and they are read by the host (no stats_period lag; disk_read_age_seconds). A page-cache
   // refault in the guest is a disk read seen from here: these are an agentless policy's view of
   // refaults. plimsolld fills them from the bulk stats call (server/hypervisor/block_reads.h;
   // absent with drivers that answer no bulk block stats, such as the test driver), and the
@@ -81,6 +81,9 @@ struct GuestView {
   // pressure_profile.h when its profile_ratio is on.
   std::optional<uint64_t> disk_read_bytes;
   std::optional<uint64_t> disk_read_requests;
+  // How long before the snapshot the disk reads were read (seconds; absent: at it). plimsolld
+  // reads them at most every block_stats_interval, and keeps the last between reads.
+  std::optional<double> disk_read_age_seconds;
 };
 
 // The host side of the snapshot.

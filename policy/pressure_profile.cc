@@ -43,12 +43,17 @@ std::optional<double> UpdateDiskRate(const GuestView& guest, double now_s, Profi
     return std::nullopt;
   }
   const double bytes = static_cast<double>(*guest.disk_read_bytes);
+  const double read_s = now_s - guest.disk_read_age_seconds.value_or(0);
+  // The same read as last time (1 ms: the age is a difference of two times).
+  if (m->disk_read_bytes.has_value() && read_s <= m->disk_read_s + 1e-3 && bytes == *m->disk_read_bytes) {
+    return m->disk_bytes_per_s;
+  }
   std::optional<double> rate;
-  if (m->disk_read_bytes.has_value() && bytes >= *m->disk_read_bytes && now_s > m->disk_read_s) {
-    rate = (bytes - *m->disk_read_bytes) / (now_s - m->disk_read_s);
+  if (m->disk_read_bytes.has_value() && bytes >= *m->disk_read_bytes && read_s > m->disk_read_s) {
+    rate = (bytes - *m->disk_read_bytes) / (read_s - m->disk_read_s);
   }
   m->disk_read_bytes = bytes;
-  m->disk_read_s = now_s;
+  m->disk_read_s = read_s;
   m->disk_bytes_per_s = rate;
   return rate;
 }

@@ -78,6 +78,7 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.min_wake_interval = options.min_wake_interval;
   lo.balloon_workers = options.balloon_workers;
   lo.balloon_call_deadline = options.balloon_call_deadline;
+  lo.block_stats_interval = options.block_stats_interval;
   return lo;
 }
 

@@ -53,7 +53,7 @@ namespace {
 
 // One case: generated, its baseline measured, every policy played.
 absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
-                                   const std::vector<std::string>& policies) {
+                                   const std::vector<std::string>& policies, RunOptions options) {
   const Scenario s = GenerateScenario(seed, index);
   CorpusCase c;
   c.name = s.name;
@@ -63,7 +63,6 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   c.cache_heavy = c.cache_share >= 0.5;
   c.agent =
       std::all_of(s.guests.begin(), s.guests.end(), [](const GuestSpec& g) { return g.agent; });
-  RunOptions options;
   options.record_every = s.duration;  // the corpus does not plot
   for (const std::string& p : policies) {
     absl::StatusOr<RunResult> run = RunScenario(s, p, options);
@@ -80,7 +79,8 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
 }  // namespace
 
 absl::StatusOr<CorpusRun> RunCorpus(uint64_t seed, int count, std::vector<std::string> policies,
-                                    int threads, const std::function<void(int)>& progress) {
+                                    int threads, const std::function<void(int)>& progress,
+                                    const RunOptions& options) {
   if (count < 1) return absl::InvalidArgumentError("count must be at least 1");
   if (std::find(policies.begin(), policies.end(), kOraclePolicyName) == policies.end()) {
     policies.push_back(kOraclePolicyName);
@@ -102,7 +102,7 @@ absl::StatusOr<CorpusRun> RunCorpus(uint64_t seed, int count, std::vector<std::s
   int done = 0;
   const auto work = [&]() {
     for (int i = next++; i < count; i = next++) {
-      absl::StatusOr<CorpusCase> c = RunCase(seed, i, policies);
+      absl::StatusOr<CorpusCase> c = RunCase(seed, i, policies, options);
       if (c.ok()) {
         run.cases[i] = *std::move(c);
       } else {

@@ -76,7 +76,8 @@ CorpusMeasures MeasuresOf(const RunResult& run, size_t guests);
 // call at a time).
 absl::StatusOr<CorpusRun> RunCorpus(uint64_t seed, int count, std::vector<std::string> policies,
                                     int threads = 1,
-                                    const std::function<void(int done)>& progress = nullptr);
+                                    const std::function<void(int done)>& progress = nullptr,
+                                    const RunOptions& options = RunOptions());
 
 }  // namespace plimsoll::sim
 

@@ -56,6 +56,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_vie
   if (!made.ok()) return made.status();
   const policy::Policy& policy = **made;
   sim.set_omit_psi_total(options.omit_psi_total);
+  sim.set_block_stats_interval(options.block_stats_interval);
   RunResult r;
   r.scenario = scenario.name;
   r.policy = std::string(policy_name);

@@ -99,6 +99,9 @@ struct RunOptions {
   std::string trace_guest;
   // Snapshots without PSI's cumulative total (avg10 only).
   bool omit_psi_total = false;
+  // The guests' disk reads are read at most this often (seconds), as plimsolld's
+  // block_stats_interval does (its default); 0: at every decision.
+  double block_stats_interval = 5;
 };
 
 // INVALID_ARGUMENT for an unknown policy name ("oracle" or one policy::MakePolicy knows).

@@ -62,6 +62,9 @@ ABSL_FLAG(int, print_scenario, -1,
 ABSL_FLAG(bool, psi_total, true,
           "hand policies PSI's cumulative stall total; false: avg10 only, as a daemon that does "
           "not forward the total");
+ABSL_FLAG(double, block_stats_interval, 5,
+          "read the guests' disk reads at most this often (seconds), as plimsolld's "
+          "block_stats_interval (default 5 s); 0: at every decision");
 
 namespace {
 
@@ -87,6 +90,14 @@ std::vector<std::string> BundledScenarios() {
   return files;
 }
 
+// The run options the flags set, for scenarios and the corpus alike.
+plimsoll::sim::RunOptions CommandRunOptions() {
+  plimsoll::sim::RunOptions options;
+  options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
+  options.block_stats_interval = absl::GetFlag(FLAGS_block_stats_interval);
+  return options;
+}
+
 // --corpus: the summary tables on stdout, the JSON to --json, the wall time last.
 int RunCorpusCommand(const std::vector<std::string>& policies) {
   using namespace plimsoll::sim;
@@ -98,7 +109,8 @@ int RunCorpusCommand(const std::vector<std::string>& policies) {
                   if (done % 20 == 0 || done == count) {
                     std::cerr << "corpus: " << done << "/" << count << " cases\n";
                   }
-                });
+                },
+                CommandRunOptions());
   if (!run.ok()) {
     std::cerr << run.status().message() << "\n";
     return 2;
@@ -164,9 +176,8 @@ int main(int argc, char** argv) {
     }
     std::map<std::string, RunResult> runs;
     for (const std::string& policy : to_run) {
-      RunOptions options;
+      RunOptions options = CommandRunOptions();
       options.trace_guest = absl::GetFlag(FLAGS_trace);
-      options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
       absl::StatusOr<RunResult> run = RunScenario(*scenario, policy, options);
       if (!run.ok()) {
         std::cerr << run.status().message() << "\n";

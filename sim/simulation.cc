@@ -57,7 +57,7 @@ bool Simulation::AnySpike() const {
   return false;
 }
 
-policy::Snapshot Simulation::MakeSnapshot() const {
+policy::Snapshot Simulation::MakeSnapshot() {
   policy::Snapshot s;
   s.now = absl::FromUnixSeconds(kEpochSeconds) + absl::Seconds(now_);
   s.tick = tick_;
@@ -70,6 +70,9 @@ policy::Snapshot Simulation::MakeSnapshot() const {
   s.host.psi_some_avg10 = host_psi_avg10_;
   s.host.psi_full_avg10 = 0;
   s.guests.reserve(guests_.size());
+  const bool read_disks = now_ - disk_read_at_ >= 0.9 * block_stats_interval_;
+  if (read_disks) disk_read_at_ = now_;
+  disk_reads_.resize(guests_.size());
   for (size_t i = 0; i < guests_.size(); ++i) {
     const GuestModel& g = guests_[i];
     policy::GuestView v;
@@ -82,6 +85,13 @@ policy::Snapshot Simulation::MakeSnapshot() const {
     v.shares = static_cast<int64_t>(g.spec().shares);
     g.FillStats(now_, scenario_.stale_after, &v);
     if (omit_psi_total_) v.psi_some_total_us.reset();
+    if (read_disks) {
+      disk_reads_[i] = {v.disk_read_bytes, v.disk_read_requests};
+    } else {
+      v.disk_read_bytes = disk_reads_[i].bytes;
+      v.disk_read_requests = disk_reads_[i].requests;
+    }
+    if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = now_ - disk_read_at_;
     s.guests.push_back(std::move(v));
   }
   return s;

@@ -11,6 +11,7 @@
 #ifndef PLIMSOLL_SIM_SIMULATION_H_
 #define PLIMSOLL_SIM_SIMULATION_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,10 @@ class Simulation {
   // Advances every guest and the host by `dt` seconds.
   void Step(double dt);
 
-  // What plimsolld would hand its policy now.
-  policy::Snapshot MakeSnapshot() const;
+  // What plimsolld would hand its policy now. Not const: the guests' disk reads are read when
+  // due (set_block_stats_interval), and the last ones are handed on in between, as plimsolld
+  // does.
+  policy::Snapshot MakeSnapshot();
 
   // Applies decisions as plimsolld's control loop does; returns how many targets changed.
   int Apply(const policy::Decisions& decisions);
@@ -39,6 +42,10 @@ class Simulation {
   // Leave PSI's cumulative total out of snapshots (policies then only see avg10), as a daemon
   // that does not forward it would.
   void set_omit_psi_total(bool omit) { omit_psi_total_ = omit; }
+
+  // Read the guests' disk reads at most every `seconds`, with a tenth of it as slack (plimsolld's
+  // block_stats_interval, server/loop/control_loop.h); 0: at every snapshot.
+  void set_block_stats_interval(double seconds) { block_stats_interval_ = seconds; }
 
   double now() const { return now_; }
   const Scenario& scenario() const { return scenario_; }
@@ -56,6 +63,13 @@ class Simulation {
   int64_t tick_ = 0;
   double host_psi_avg10_ = 0;
   bool omit_psi_total_ = false;
+  double block_stats_interval_ = 0;
+  // The last disk reads per guest and when they were read (sim seconds).
+  struct DiskRead {
+    std::optional<uint64_t> bytes, requests;
+  };
+  std::vector<DiskRead> disk_reads_;
+  double disk_read_at_ = -1e18;
 };
 
 }  // namespace plimsoll::sim

@@ -283,6 +283,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!c.has_min_wake_interval()) c.set_min_wake_interval("1s");
   if (!c.has_balloon_workers()) c.set_balloon_workers(4);
   if (!c.has_balloon_call_deadline()) c.set_balloon_call_deadline("60s");
+  if (!c.has_block_stats_interval()) c.set_block_stats_interval("5s");
   auto* host = c.mutable_host();
   if (!host->has_host_reserve_bytes()) host->set_host_reserve_bytes(1 * kGiB);
   if (!host->has_proc_root()) host->set_proc_root("/");
@@ -336,6 +337,10 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
                                         absl::Hours(1));
   if (!deadline.ok()) return deadline.status();
   o.balloon_call_deadline = *deadline;
+  auto block = ParsePositiveDuration("block_stats_interval", c.block_stats_interval(), absl::ZeroDuration(),
+                                     absl::Hours(1));
+  if (!block.ok()) return block.status();
+  o.block_stats_interval = *block;
 
   o.host_reserve_bytes = c.host().host_reserve_bytes();
   if (o.host_reserve_bytes < 0) {

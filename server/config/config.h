@@ -31,6 +31,7 @@ struct Options {
   absl::Duration min_wake_interval;
   int balloon_workers = 0;
   absl::Duration balloon_call_deadline;
+  absl::Duration block_stats_interval;
   int64_t host_reserve_bytes = 0;
   std::optional<int64_t> guest_memory_budget_bytes;
   std::string proc_root;

@@ -65,6 +65,7 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   loop |= c.dry_run;
   loop |= Compare(live, "log_every_decision", a.log_every_decision, b.log_every_decision, boolean);
   loop |= Compare(live, "min_wake_interval", a.min_wake_interval, b.min_wake_interval, dur);
+  loop |= Compare(live, "block_stats_interval", a.block_stats_interval, b.block_stats_interval, dur);
   loop |= Compare(live, "host.host_reserve_bytes", a.host_reserve_bytes, b.host_reserve_bytes, num);
   loop |= Compare(live, "host.guest_memory_budget_bytes", a.guest_memory_budget_bytes,
                   b.guest_memory_budget_bytes, Bytes);

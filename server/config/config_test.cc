@@ -29,6 +29,7 @@ TEST(ConfigTest, DefaultsAreValidAndDocumented) {
   EXPECT_EQ(o->min_wake_interval, absl::Seconds(1));
   EXPECT_EQ(o->balloon_workers, 4);
   EXPECT_EQ(o->balloon_call_deadline, absl::Seconds(60));
+  EXPECT_EQ(o->block_stats_interval, absl::Seconds(5));
   EXPECT_EQ(o->host_reserve_bytes, 1LL << 30);
   EXPECT_FALSE(o->guest_memory_budget_bytes.has_value());
   EXPECT_EQ(o->min_bytes, 256LL << 20);
@@ -77,6 +78,9 @@ TEST(ConfigTest, BadValuesNameTheField) {
       {R"(balloon_workers: 65)", "\"balloon_workers\""},
       {R"(balloon_call_deadline: "500ms")", "\"balloon_call_deadline\""},
       {R"(balloon_call_deadline: "never")", "\"balloon_call_deadline\""},
+      {R"(block_stats_interval: "-1s")", "\"block_stats_interval\""},
+      {R"(block_stats_interval: "2h")", "\"block_stats_interval\""},
+      {R"(block_stats_interval: "rarely")", "\"block_stats_interval\""},
       {R"(policy: "yolo")", "\"policy\""},
       {R"(policy: "pagecache_law:no_such_param=1")", "no_such_param"},
       {R"(grpc_listen: "unix:relative.sock")", "\"grpc_listen\""},

@@ -557,10 +557,11 @@ struct LibvirtHypervisor::Impl {
   // takes it. UNIMPLEMENTED (remembered: bulk_supported) where the driver has no bulk call.
   absl::StatusOr<int> BulkStatsLocked(unsigned int groups, virDomainStatsRecordPtr** raw)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // SurveyDomains in one bulk call of the STATE and BALLOON groups; nullopt where the driver
-  // cannot answer it that way (no bulk call, no balloon fields, a record without its state or
-  // balloon size), and the caller lists the domains and reads their stats instead.
-  std::optional<absl::StatusOr<DomainSurvey>> BulkSurvey();
+  // SurveyDomains in one bulk call of the STATE and BALLOON groups (and BLOCK when
+  // `with_block`); nullopt where the driver cannot answer it that way (no bulk call, no balloon
+  // fields, a record without its state or balloon size), and the caller lists the domains and
+  // reads their stats instead.
+  std::optional<absl::StatusOr<DomainSurvey>> BulkSurvey(bool with_block);
   void Count(LibvirtCall call) { calls[static_cast<size_t>(call)].fetch_add(1, std::memory_order_relaxed); }
 
   const std::string uri;
@@ -849,18 +850,21 @@ absl::StatusOr<int> LibvirtHypervisor::Impl::BulkStatsLocked(unsigned int groups
   return s;
 }
 
-std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey() {
+std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(bool with_block) {
   absl::MutexLock l(&mu);
   if (absl::Status s = CheckConnectedLocked(); !s.ok()) return absl::StatusOr<DomainSurvey>(s);
   if (!bulk_supported || bulk_balloon_empty) return std::nullopt;
   virDomainStatsRecordPtr* raw = nullptr;
-  absl::StatusOr<int> n = BulkStatsLocked(VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON | VIR_DOMAIN_STATS_BLOCK, &raw);
+  unsigned int groups = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON;
+  if (with_block) groups |= VIR_DOMAIN_STATS_BLOCK;
+  absl::StatusOr<int> n = BulkStatsLocked(groups, &raw);
   if (!n.ok()) {
     if (absl::IsUnimplemented(n.status())) return std::nullopt;
     return absl::StatusOr<DomainSurvey>(n.status());
   }
   std::unique_ptr<virDomainStatsRecordPtr, StatsRecordsDeleter> records(raw);
   DomainSurvey out;
+  out.block_stats_read = with_block;
   out.domains.reserve(*n);
   absl::flat_hash_map<std::string, DomainPtr> doms;
   int with_balloon = 0;
@@ -872,7 +876,7 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
     BalloonStats stats;
     if (ParseBulkRecord(record, &stats) > 0) {
       ++with_balloon;
-      ParseBlockReads(record, &stats);
+      if (with_block) ParseBlockReads(record, &stats);
       out.stats.emplace(d.uuid, stats);
     }
     // The record's handle is freed with the records: the listed map keeps its own reference.
@@ -979,9 +983,13 @@ absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> LibvirtHypervisor
   return impl_->GetBalloonStats(uuids);
 }
 
-absl::StatusOr<DomainSurvey> LibvirtHypervisor::SurveyDomains() {
-  if (std::optional<absl::StatusOr<DomainSurvey>> bulk = impl_->BulkSurvey()) return *std::move(bulk);
-  return Hypervisor::SurveyDomains();
+absl::StatusOr<DomainSurvey> LibvirtHypervisor::SurveyDomains(bool with_block_stats) {
+  if (std::optional<absl::StatusOr<DomainSurvey>> bulk = impl_->BulkSurvey(with_block_stats)) {
+    return *std::move(bulk);
+  }
+  // GetBalloonStats reads the disks wherever it can (only the test driver and drivers without
+  // a bulk call land here): the survey's reads are current.
+  return Hypervisor::SurveyDomains(with_block_stats);
 }
 
 const char* LibvirtCallName(LibvirtCall call) {

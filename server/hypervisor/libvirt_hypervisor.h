@@ -93,11 +93,12 @@ class LibvirtHypervisor final : public Hypervisor {
   bool IsConnected() const override;
   // virConnectListAllDomains, then virDomainGetInfo per domain.
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() override;
-  // One virConnectGetAllDomainStats(STATE | BALLOON | BLOCK) for every active domain: state,
-  // <memory> and balloon size from the record, its stats as GetBalloonStats parses them. Where the driver
-  // cannot answer so (no bulk call, records without balloon fields as the test driver's,
-  // a record without its state or size) the default: ListActiveDomains + GetBalloonStats.
-  absl::StatusOr<DomainSurvey> SurveyDomains() override;
+  // One virConnectGetAllDomainStats(STATE | BALLOON, and BLOCK when `with_block_stats`) for
+  // every active domain: state, <memory> and balloon size from the record, its stats as
+  // GetBalloonStats parses them. Where the driver cannot answer so (no bulk call, records
+  // without balloon fields as the test driver's, a record without its state or size) the
+  // default: ListActiveDomains + GetBalloonStats.
+  absl::StatusOr<DomainSurvey> SurveyDomains(bool with_block_stats) override;
   // One virConnectGetAllDomainStats(BALLOON | BLOCK) call for all active domains;
   // virDomainMemoryStats only for domains whose bulk record has no balloon
   // fields at all (the test driver). swap_in/swap_out are KiB as libvirt

@@ -113,6 +113,10 @@ struct LoopOptions {
   // Early ticks start at least this long after the previous tick started (config
   // min_wake_interval): a burst of wakes costs one tick, not one each.
   absl::Duration min_wake_interval = absl::Seconds(1);
+  // The guests' disk reads are read at most this often (config block_stats_interval): each
+  // read costs QEMU a block-stats query per domain, and ticks come up to min_wake_interval
+  // apart. Zero: every tick.
+  absl::Duration block_stats_interval = absl::Seconds(5);
   // Balloon calls (SetTarget, EnableStats) run on this many workers (config balloon_workers),
   // each given balloon_call_deadline to return (BalloonCalls). 0 runs them on the loop thread:
   // tests and benchmarks only (the config has at least 1). Read at construction only.
@@ -153,7 +157,7 @@ struct TickTimes {
 // What a configuration reload changes in a running loop.
 struct LoopReconfig {
   // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes,
-  // min_wake_interval (reconnect_* are not configurable and are kept).
+  // min_wake_interval, block_stats_interval (reconnect_* are not configurable and are kept).
   LoopOptions options;
   // The new base policy (the one in force when the host policy names none);
   // null: unchanged. Switching it resets the policy state.
@@ -308,6 +312,9 @@ class ControlLoop {
   // makes last_host_ stale: no guest is shrunk on it (Apply).
   absl::Time last_host_at_ = absl::InfinitePast();
   bool host_stale_ = false;
+  // When a survey last read the guests' disk reads (deps_.clock): the next one is due
+  // block_stats_interval later.
+  absl::Time last_block_read_ = absl::InfinitePast();
   // When and what was last logged per guest, so unchanged holds are not logged every tick.
   struct LoggedDecision {
     plimsoll::v1::Direction direction = plimsoll::v1::DIRECTION_UNSPECIFIED;

@@ -532,6 +532,36 @@ TEST_F(ControlLoopTest, SnapshotCarriesBudgetAndStats) {
   EXPECT_EQ(s.guests[0].min_bytes, 256 * kMiB);
 }
 
+// The disks are read every block_stats_interval (5 s here, ticks 2 s apart): in between the
+// policy sees the last reads, with their age, not a count stamped with the tick's time.
+TEST_F(ControlLoopTest, DiskReadsAreReadEveryBlockStatsIntervalAndKeptWithTheirAge) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 900 * kMiB);
+  MakeLoop();
+  std::vector<std::optional<uint64_t>> bytes;
+  std::vector<std::optional<double>> ages;
+  for (int i = 0; i < 7; ++i) {
+    ++guest_clock_;
+    BalloonStats st;
+    st.actual_bytes = 900 * kMiB;
+    st.unused_bytes = 100 * kMiB;
+    st.usable_bytes = 400 * kMiB;
+    st.last_update = guest_clock_;
+    st.disk_read_bytes = 1000 * static_cast<uint64_t>(i + 1);
+    hv_.SetStats(kA, st);
+    clock_.Advance(absl::Seconds(2));
+    loop_->Tick();
+    const policy::GuestView* v = SnapshotView(kA);
+    ASSERT_NE(v, nullptr);
+    bytes.push_back(v->disk_read_bytes);
+    ages.push_back(v->disk_read_age_seconds);
+  }
+  // Ticks at 0, 2, ..., 12 s: the disks read at 0, 6 and 12 (a read is due 5 s after the last,
+  // less a tenth of slack).
+  EXPECT_EQ(hv_.survey_block_stats(), (std::vector<bool>{true, false, false, true, false, false, true}));
+  EXPECT_EQ(bytes, (std::vector<std::optional<uint64_t>>{1000, 1000, 1000, 4000, 4000, 4000, 7000}));
+  EXPECT_EQ(ages, (std::vector<std::optional<double>>{0, 2, 4, 0, 2, 4, 0}));
+}
+
 // ---- The operator's overrides, host policy and reclaim holds (control_loop.h) ----
 
 TEST_F(ControlLoopTest, OverrideFloorCeilingAndSharesReplaceTheConfiguredOnes) {

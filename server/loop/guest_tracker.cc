@@ -30,10 +30,25 @@ void MergeStats(const hypervisor::BalloonStats& in, hypervisor::BalloonStats* ou
   take(in.swap_out, out->swap_out);
   take(in.major_fault, out->major_fault);
   take(in.minor_fault, out->minor_fault);
-  // Disk reads are the host's count, read at this call: absent now means unknown now. A kept
-  // old count would make one interval read 0 and the next twice the rate.
   out->disk_read_bytes = in.disk_read_bytes;
   out->disk_read_requests = in.disk_read_requests;
+}
+
+// Disk reads are the host's count, read at one call: a call that read them replaces them
+// (absent then means unknown now), one that did not keeps them with the time they were read,
+// so a rate is taken over the reads' own times (pressure_profile.h UpdateDiskRate): a kept
+// count stamped with the tick's time would make one interval read 0 and the next twice the
+// rate.
+void MergeDiskReads(const hypervisor::BalloonStats& in, bool read, absl::Time now, TrackedGuest* g) {
+  const std::optional<uint64_t> bytes = g->stats.disk_read_bytes;
+  const std::optional<uint64_t> requests = g->stats.disk_read_requests;
+  MergeStats(in, &g->stats);
+  if (read) {
+    g->disk_read_at = now;
+  } else {
+    g->stats.disk_read_bytes = bytes;
+    g->stats.disk_read_requests = requests;
+  }
 }
 
 }  // namespace
@@ -123,13 +138,15 @@ void GuestTracker::RefreshFreshness(TrackedGuest& g, absl::Time now) const {
 }
 
 void GuestTracker::UpdateStats(
-    const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats, absl::Time now) {
+    const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats, absl::Time now,
+    bool disk_reads_read) {
   for (auto& [uuid, g] : by_uuid_) {
     auto it = stats.find(uuid);
     if (it != stats.end()) {
-      MergeStats(it->second, &g.stats);
+      MergeDiskReads(it->second, disk_reads_read, now, &g);
       if (it->second.actual_bytes.has_value()) g.actual_bytes = *it->second.actual_bytes;
     }
+    g.disk_read_age_seconds = g.disk_read_at.has_value() ? absl::ToDoubleSeconds(now - *g.disk_read_at) : 0;
     RefreshFreshness(g, now);
     if (g.has_stats && g.stats_fresh) {
       g.management = plimsoll::v1::MANAGEMENT_STATE_MANAGED;
@@ -174,6 +191,7 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.swap_out = g->stats.swap_out;
     v.disk_read_bytes = g->stats.disk_read_bytes;
     v.disk_read_requests = g->stats.disk_read_requests;
+    if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = g->disk_read_age_seconds;
     views.push_back(std::move(v));
   }
   return views;

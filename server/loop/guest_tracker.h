@@ -39,6 +39,11 @@ struct TrackedGuest {
   int64_t target_bytes = 0;  // last target applied; adopted from the live size at first sight
   int64_t actual_bytes = 0;
   hypervisor::BalloonStats stats;
+  // When stats.disk_read_* were read (the tick's time of the survey that read them), and how
+  // long before the last UpdateStats: surveys read the disks only every block_stats_interval,
+  // and in between the last reads stand, with their own time.
+  std::optional<absl::Time> disk_read_at;
+  double disk_read_age_seconds = 0;
   bool has_stats = false;
   bool stats_fresh = false;
   double stats_age_seconds = 0;
@@ -98,8 +103,10 @@ class GuestTracker {
   // stats, which then age into staleness. A partial record (no last_update: the
   // NOWAIT fallback of a busy domain) updates what it carries and keeps the rest
   // of the last full record, so it ages the same way instead of looking stat-less.
+  // `disk_reads_read`: the records carry this call's disk reads (DomainSurvey::
+  // block_stats_read), read at `now`; when false every guest keeps its last ones.
   void UpdateStats(const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats,
-                   absl::Time now);
+                   absl::Time now, bool disk_reads_read = true);
 
   // Marks every guest's stats as not fresh (e.g. the libvirt connection is lost).
   void MarkAllStale(absl::Time now);

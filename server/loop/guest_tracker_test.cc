@@ -172,17 +172,23 @@ TEST(GuestTrackerTest, APartialRecordWithoutAFullOneIsNoStats) {
   EXPECT_EQ(t.Find("u1")->actual_bytes, 700 * kMiB);
 }
 
-// Disk reads are the host's count at this call, full record or partial: a record without them
-// makes them unknown, never the last count (which would read as 0 reads, then twice the rate).
+// A full record of a 1 GiB guest whose disks were read: `bytes` and `requests` so far.
+hypervisor::BalloonStats FullWithReads(uint64_t bytes, uint64_t requests) {
+  hypervisor::BalloonStats full = Full(1024, 100);
+  full.disk_read_bytes = bytes;
+  full.disk_read_requests = requests;
+  return full;
+}
+
+// Disk reads are the host's count at a call that read them, full record or partial: a record
+// without them makes them unknown, never the last count (which would read as 0 reads, then
+// twice the rate).
 TEST(GuestTrackerTest, DiskReadsAreTheLatestRecordsAndReachTheView) {
   GuestRules rules;
   GuestTracker t(rules);
   absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   t.Reconcile({Domain("a", "u1")}, now);
-  hypervisor::BalloonStats full = Full(1024, 100);
-  full.disk_read_bytes = 5000;
-  full.disk_read_requests = 3;
-  t.UpdateStats({{"u1", full}}, now);
+  t.UpdateStats({{"u1", FullWithReads(5000, 3)}}, now);
   ASSERT_EQ(t.Views().size(), 1u);
   EXPECT_EQ(t.Views()[0].disk_read_bytes, 5000u);
   EXPECT_EQ(t.Views()[0].disk_read_requests, 3u);
@@ -198,6 +204,42 @@ TEST(GuestTrackerTest, DiskReadsAreTheLatestRecordsAndReachTheView) {
   now += absl::Seconds(1);
   t.UpdateStats({{"u1", Partial(1000)}}, now);
   EXPECT_FALSE(t.Views()[0].disk_read_bytes.has_value()) << "no count now is no count";
+}
+
+// A survey that did not read the disks (block_stats_interval) leaves every guest's last reads
+// in place, full record or partial, with the time they were read: their age grows until the
+// next read replaces them.
+TEST(GuestTrackerTest, DiskReadsStandBetweenReadsWithTheirAge) {
+  GuestRules rules;
+  GuestTracker t(rules);
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1")}, now);
+  t.UpdateStats({{"u1", FullWithReads(5000, 3)}}, now, /*disk_reads_read=*/true);
+  EXPECT_EQ(t.Views()[0].disk_read_age_seconds, 0);
+
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", Full(1024, 100)}}, now, /*disk_reads_read=*/false);
+  EXPECT_EQ(t.Views()[0].disk_read_bytes, 5000u) << "kept: this survey did not read the disks";
+  EXPECT_EQ(t.Views()[0].disk_read_requests, 3u);
+  EXPECT_EQ(t.Views()[0].disk_read_age_seconds, 2);
+
+  now += absl::Seconds(1);
+  t.UpdateStats({{"u1", Partial(1000)}}, now, /*disk_reads_read=*/false);
+  EXPECT_EQ(t.Views()[0].disk_read_bytes, 5000u) << "a partial record keeps them too";
+  EXPECT_EQ(t.Views()[0].disk_read_age_seconds, 3);
+
+  now += absl::Seconds(2);
+  hypervisor::BalloonStats next = Full(1024, 100);
+  next.disk_read_bytes = 8000;
+  t.UpdateStats({{"u1", next}}, now, /*disk_reads_read=*/true);
+  EXPECT_EQ(t.Views()[0].disk_read_bytes, 8000u);
+  EXPECT_FALSE(t.Views()[0].disk_read_requests.has_value()) << "a read replaces them outright";
+  EXPECT_EQ(t.Views()[0].disk_read_age_seconds, 0);
+
+  now += absl::Seconds(1);
+  t.UpdateStats({{"u1", Full(1024, 100)}}, now, /*disk_reads_read=*/true);
+  EXPECT_FALSE(t.Views()[0].disk_read_bytes.has_value()) << "read, and none: none";
+  EXPECT_FALSE(t.Views()[0].disk_read_age_seconds.has_value());
 }
 
 }  // namespace

@@ -156,10 +156,16 @@ class BalloonE2E(unittest.TestCase):
             self.assertLess(age, 5)
         # Disk reads as the host sees them (issue 14 point 5): the sum over the guest's one disk
         # of libvirt's block stats, in Prometheus and GetGuest; the stream guest's keep rising.
-        # A scraped value is up to a scrape interval (1 s) and a tick (1 s) old and the stream
-        # guest reads on, so it must lie between virsh's count before 3 more scrapes and after.
+        # plimsolld reads them every block_stats_interval (5 s) and the stream guest reads on:
+        # after virsh's count, wait for two new reads of the stream guest in GetGuest (the
+        # second was read after the count), then 2 scrapes; the scraped value must lie between
+        # virsh's count before and its count after.
+        stream_reads = lambda: int(d.guests()[0]["stream"]["stats"]["disk_read_bytes"])
         before = {name: self.lab.disk_read_bytes(name) for name, _ in GUESTS}
-        prom.wait_scrapes(3)
+        for _ in range(2):
+            seen = stream_reads()
+            wait_for("a new disk read of the stream guest", lambda: stream_reads() != seen, 15, 0.2)
+        prom.wait_scrapes(2)
         for name, _ in GUESTS:
             (_, reads), = prom.query('plimsoll_guest_disk_read_bytes{domain="%s"}' % name)
             after = self.lab.disk_read_bytes(name)
@@ -168,12 +174,21 @@ class BalloonE2E(unittest.TestCase):
             self.assertGreater(reads, 0, name)
             self.assertGreaterEqual(reads, before[name], name)
             self.assertLessEqual(reads, after, name)
-        stream_reads = lambda: int(d.guests()[0]["stream"]["stats"]["disk_read_bytes"])
-        first = stream_reads()
-        harness.wait_ticks(d, 3)
-        print("\n  stream guest: disk reads %.0f MiB, +%.1f MiB over 3 ticks" % (
-            first / MIB, (stream_reads() - first) / MIB))
-        self.assertGreater(stream_reads(), first)
+        # Read every 5 s, not every tick (1 s): over 12 ticks the stream guest's count changes
+        # 2 or 3 times, and between reads GetGuest says how old the count is.
+        counts, ages = [], []
+        for _ in range(12):
+            harness.wait_ticks(d, 1)
+            stats = d.guests()[0]["stream"]["stats"]
+            counts.append(int(stats["disk_read_bytes"]))
+            ages.append(float(stats.get("disk_read_age_seconds", 0)))
+        changes = sum(1 for a, b in zip(counts, counts[1:]) if b != a)
+        print("\n  stream guest: disk reads %.0f -> %.0f MiB over 12 ticks, %d new reads, ages %s s" % (
+            counts[0] / MIB, counts[-1] / MIB, changes, " ".join("%.0f" % a for a in ages)))
+        self.assertGreater(counts[-1], counts[0])
+        self.assertIn(changes, (2, 3))
+        self.assertLess(max(ages), 6)
+        self.assertGreaterEqual(max(ages), 2)
         (_, budget), = prom.query("plimsoll_host_guest_budget_bytes")
         self.assertEqual(budget, BUDGET_MIB * MIB)
         (_, avail), = prom.query("plimsoll_host_mem_available_bytes")

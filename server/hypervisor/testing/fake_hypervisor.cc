@@ -87,6 +87,27 @@ absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> FakeHypervisor::G
   return out;
 }
 
+absl::StatusOr<DomainSurvey> FakeHypervisor::SurveyDomains(bool with_block_stats) {
+  {
+    absl::MutexLock l(&mu_);
+    survey_block_stats_.push_back(with_block_stats);
+  }
+  absl::StatusOr<DomainSurvey> survey = Hypervisor::SurveyDomains(with_block_stats);
+  if (survey.ok() && !with_block_stats) {
+    survey->block_stats_read = false;
+    for (auto& [uuid, stats] : survey->stats) {
+      stats.disk_read_bytes.reset();
+      stats.disk_read_requests.reset();
+    }
+  }
+  return survey;
+}
+
+std::vector<bool> FakeHypervisor::survey_block_stats() const {
+  absl::MutexLock l(&mu_);
+  return survey_block_stats_;
+}
+
 absl::StatusOr<AgentChannelInfo> FakeHypervisor::GetAgentChannel(const std::string& uuid, const std::string& name) {
   absl::MutexLock l(&mu_);
   if (absl::Status s = EnterLocked(Method::kGetAgentChannel); !s.ok()) return s;

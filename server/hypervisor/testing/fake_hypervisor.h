@@ -80,6 +80,9 @@ class FakeHypervisor : public Hypervisor {
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() override;
   absl::StatusOr<absl::flat_hash_map<std::string, BalloonStats>> GetBalloonStats(
       const std::vector<std::string>& uuids) override;
+  // The default survey (ListActiveDomains + GetBalloonStats), which leaves the disk reads out
+  // when `with_block_stats` is false, as LibvirtHypervisor's bulk call does. Recorded.
+  absl::StatusOr<DomainSurvey> SurveyDomains(bool with_block_stats) override;
   absl::Status EnableStats(const std::string& uuid, int period_seconds) override;
   // Waits first while the domain is blocked (BlockSetTarget), then behaves as described above.
   absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override;
@@ -132,6 +135,8 @@ class FakeHypervisor : public Hypervisor {
   std::vector<TargetCall> target_calls() const;
   void ClearTargetCalls();
   std::vector<AttachCall> attach_calls() const;
+  // SurveyDomains' with_block_stats, call by call.
+  std::vector<bool> survey_block_stats() const;
   // Last successfully applied target (KiB-rounded bytes), if any.
   std::optional<int64_t> LastTarget(const std::string& uuid) const;
   // Period from the last successful EnableStats, if any.
@@ -184,6 +189,7 @@ class FakeHypervisor : public Hypervisor {
   std::map<std::string, Domain> domains_ ABSL_GUARDED_BY(mu_);  // by uuid, for a stable order
   std::vector<TargetCall> target_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<AttachCall> attach_calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> survey_block_stats_ ABSL_GUARDED_BY(mu_);
   std::map<Method, std::deque<absl::Status>> failures_ ABSL_GUARDED_BY(mu_);
   std::map<Method, int> call_counts_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const std::function<void(const DomainEvent&)>> callback_ ABSL_GUARDED_BY(mu_);
