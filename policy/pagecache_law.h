@@ -143,8 +143,9 @@ struct LawOutcome {
   double working_set_bytes = 0;  // W
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)
-  // The disk read rate since the previous decision (bytes/s; pressure_profile.h UpdateDiskRate),
-  // absent without a previous count.
+  // The disk read rate between the last two reads of the guest's disks (bytes/s;
+  // pressure_profile.h UpdateDiskRate: plimsolld reads them every block_stats_interval), absent
+  // without a previous count.
   std::optional<double> disk_bytes_per_s;
   double futile_level = 0;       // ℓ while a futile verdict holds (futile_pressure.h), else 0
   bool measured = false;         // this report measured the current size

@@ -49,8 +49,14 @@ absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view 
 
 }  // namespace
 
-absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_view policy_name,
+absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view policy_name,
                                       const RunOptions& options) {
+  Scenario retimed;
+  if (options.tick_seconds > 0) {
+    retimed = given;
+    retimed.tick = options.tick_seconds;
+  }
+  const Scenario& scenario = options.tick_seconds > 0 ? retimed : given;
   Simulation sim(scenario);
   absl::StatusOr<std::unique_ptr<policy::Policy>> made = MakeSimPolicy(policy_name, &sim);
   if (!made.ok()) return made.status();

@@ -102,6 +102,9 @@ struct RunOptions {
   // The guests' disk reads are read at most this often (seconds), as plimsolld's
   // block_stats_interval does (its default); 0: at every decision.
   double block_stats_interval = 5;
+  // > 0: decide every this many seconds instead of the scenario's own tick (the generated
+  // corpus ticks every 5 s, plimsolld's default; an operator may set a shorter one).
+  double tick_seconds = 0;
 };
 
 // INVALID_ARGUMENT for an unknown policy name ("oracle" or one policy::MakePolicy knows).

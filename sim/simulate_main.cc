@@ -62,6 +62,9 @@ ABSL_FLAG(int, print_scenario, -1,
 ABSL_FLAG(bool, psi_total, true,
           "hand policies PSI's cumulative stall total; false: avg10 only, as a daemon that does "
           "not forward the total");
+ABSL_FLAG(double, tick, 0,
+          "decide every this many seconds instead of each scenario's own tick (0: the "
+          "scenario's; the generated corpus ticks every 5 s)");
 ABSL_FLAG(double, block_stats_interval, 5,
           "read the guests' disk reads at most this often (seconds), as plimsolld's "
           "block_stats_interval (default 5 s); 0: at every decision");
@@ -95,6 +98,7 @@ plimsoll::sim::RunOptions CommandRunOptions() {
   plimsoll::sim::RunOptions options;
   options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
   options.block_stats_interval = absl::GetFlag(FLAGS_block_stats_interval);
+  options.tick_seconds = absl::GetFlag(FLAGS_tick);
   return options;
 }
 

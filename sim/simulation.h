@@ -43,8 +43,8 @@ class Simulation {
   // that does not forward it would.
   void set_omit_psi_total(bool omit) { omit_psi_total_ = omit; }
 
-  // Read the guests' disk reads at most every `seconds`, with a tenth of it as slack (plimsolld's
-  // block_stats_interval, server/loop/control_loop.h); 0: at every snapshot.
+  // Read the guests' disk reads at most every `seconds` (default 5), with a tenth of it as
+  // slack (plimsolld's block_stats_interval, server/loop/control_loop.h); 0: at every snapshot.
   void set_block_stats_interval(double seconds) { block_stats_interval_ = seconds; }
 
   double now() const { return now_; }
@@ -63,7 +63,7 @@ class Simulation {
   int64_t tick_ = 0;
   double host_psi_avg10_ = 0;
   bool omit_psi_total_ = false;
-  double block_stats_interval_ = 0;
+  double block_stats_interval_ = 5;  // plimsolld's default
   // The last disk reads per guest and when they were read (sim seconds).
   struct DiskRead {
     std::optional<uint64_t> bytes, requests;

@@ -118,6 +118,7 @@ Options MergeReloadable(const Options& running, const Options& next) {
   o.dry_run = next.dry_run;
   o.log_every_decision = next.log_every_decision;
   o.min_wake_interval = next.min_wake_interval;
+  o.block_stats_interval = next.block_stats_interval;
   o.host_reserve_bytes = next.host_reserve_bytes;
   o.guest_memory_budget_bytes = next.guest_memory_budget_bytes;
   o.min_bytes = next.min_bytes;

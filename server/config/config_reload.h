@@ -6,7 +6,7 @@
 // defaults, validated (Resolve, ResolveControlApi). A reload that fails at any
 // step changes nothing.
 //
-// Applied live: policy, tick, min_wake_interval, dry_run, host.host_reserve_bytes,
+// Applied live: policy, tick, min_wake_interval, block_stats_interval, dry_run, host.host_reserve_bytes,
 // host.guest_memory_budget_bytes, guest_defaults.* and the control API's role
 // rules. Everything else (listeners, libvirt, the balloon worker pool, /proc root, the agent channel,
 // the state file, TLS files and socket access) is read once at startup: a

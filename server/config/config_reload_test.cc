@@ -49,6 +49,8 @@ TEST(ConfigReloadTest, DiffSortsEveryChangeIntoLiveOrRestart) {
       {"dry_run", "dry_run: true", {"dry_run"}, {}, true, false, true, false},
       {"log_every_decision", "log_every_decision: true", {"log_every_decision"}, {}, true, false, false, false},
       {"min_wake_interval", R"(min_wake_interval: "250ms")", {"min_wake_interval"}, {}, true, false, false, false},
+      {"block_stats_interval", R"(block_stats_interval: "20s")", {"block_stats_interval"}, {}, true, false, false,
+       false},
       {"balloon pool", R"(balloon_workers: 2 balloon_call_deadline: "20s")", {},
        {"balloon_workers", "balloon_call_deadline"}, false, false, false, false},
       {"host", "host { host_reserve_bytes: 0 guest_memory_budget_bytes: 1000 }",
@@ -121,6 +123,7 @@ TEST(ConfigReloadTest, MergeTakesLiveSettingsAndKeepsRestartOnes) {
   const EffectiveConfig a = FromText("");
   const EffectiveConfig b = FromText(R"(
     policy: "mom" tick: "1s" dry_run: true libvirt_uri: "test:///default" metrics_listen: "127.0.0.1:1"
+    log_every_decision: true min_wake_interval: "250ms" block_stats_interval: "20s"
     host { host_reserve_bytes: 5 guest_memory_budget_bytes: 6 proc_root: "/x" }
     guest_defaults { min_bytes: 7 min_fraction: 0.5 stats_period_seconds: 3 stale_after: "9s" }
     agent { agent_listen: "127.0.0.1:2" }
@@ -129,6 +132,9 @@ TEST(ConfigReloadTest, MergeTakesLiveSettingsAndKeepsRestartOnes) {
   EXPECT_EQ(o.policy, "mom");
   EXPECT_EQ(o.tick, absl::Seconds(1));
   EXPECT_TRUE(o.dry_run);
+  EXPECT_TRUE(o.log_every_decision);
+  EXPECT_EQ(o.min_wake_interval, absl::Milliseconds(250));
+  EXPECT_EQ(o.block_stats_interval, absl::Seconds(20));
   EXPECT_EQ(o.host_reserve_bytes, 5);
   EXPECT_EQ(o.guest_memory_budget_bytes, 6);
   EXPECT_EQ(o.min_bytes, 7);

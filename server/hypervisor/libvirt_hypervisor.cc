@@ -987,8 +987,10 @@ absl::StatusOr<DomainSurvey> LibvirtHypervisor::SurveyDomains(bool with_block_st
   if (std::optional<absl::StatusOr<DomainSurvey>> bulk = impl_->BulkSurvey(with_block_stats)) {
     return *std::move(bulk);
   }
-  // GetBalloonStats reads the disks wherever it can (only the test driver and drivers without
-  // a bulk call land here): the survey's reads are current.
+  // GetBalloonStats reads the disks wherever it can: the survey's reads are current. Drivers
+  // without a bulk call or without balloon fields in it (the test driver) land here, and so
+  // does a real QEMU survey with a record lacking its state or size: that tick's second bulk
+  // call reads the disks whatever was asked.
   return Hypervisor::SurveyDomains(with_block_stats);
 }
 

@@ -527,9 +527,10 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   *collected = false;
   // One look at every domain and its stats (one bulk libvirt call where the driver can), the
   // disk reads in it every block_stats_interval. A tenth of the interval is slack: a tick due
-  // at the interval and started a few milliseconds early still reads them.
+  // at the interval and started a few milliseconds early still reads them. A clock stepped back
+  // reads them at once rather than waiting for it to catch up.
   const absl::Duration interval = options_.block_stats_interval;
-  const bool read_disks = now - last_block_read_ >= interval - interval / 10;
+  const bool read_disks = now < last_block_read_ || now - last_block_read_ >= interval - interval / 10;
   absl::StatusOr<hypervisor::DomainSurvey> survey = deps_.hypervisor->SurveyDomains(read_disks);
   if (!survey.ok()) {
     CountError(LibvirtOperation::kListDomains);
@@ -1015,7 +1016,10 @@ void ControlLoop::Publish(absl::Time now) {
     s->set_last_update_unix_seconds(g->stats.last_update.value_or(0));
     if (g->stats.disk_read_bytes) s->set_disk_read_bytes(*g->stats.disk_read_bytes);
     if (g->stats.disk_read_requests) s->set_disk_read_requests(*g->stats.disk_read_requests);
-    if (g->stats.disk_read_bytes) s->set_disk_read_age_seconds(g->disk_read_age_seconds);
+    // From the read's own time: while libvirt is unreachable the reads grow old here too.
+    if (g->stats.disk_read_bytes && g->disk_read_at.has_value()) {
+      s->set_disk_read_age_seconds(absl::ToDoubleSeconds(now - *g->disk_read_at));
+    }
     s->set_stats_age_seconds(age);
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;

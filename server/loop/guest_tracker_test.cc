@@ -180,9 +180,9 @@ hypervisor::BalloonStats FullWithReads(uint64_t bytes, uint64_t requests) {
   return full;
 }
 
-// Disk reads are the host's count at a call that read them, full record or partial: a record
-// without them makes them unknown, never the last count (which would read as 0 reads, then
-// twice the rate).
+// Disk reads are the host's count at a call that read them, full record or partial. A full
+// record without them is a guest without disks now; a partial one (a busy domain) keeps the
+// last count with its time, so its rate is taken between the reads' own times.
 TEST(GuestTrackerTest, DiskReadsAreTheLatestRecordsAndReachTheView) {
   GuestRules rules;
   GuestTracker t(rules);
@@ -203,7 +203,12 @@ TEST(GuestTrackerTest, DiskReadsAreTheLatestRecordsAndReachTheView) {
 
   now += absl::Seconds(1);
   t.UpdateStats({{"u1", Partial(1000)}}, now);
-  EXPECT_FALSE(t.Views()[0].disk_read_bytes.has_value()) << "no count now is no count";
+  EXPECT_EQ(t.Views()[0].disk_read_bytes, 9000u) << "a busy domain's disks did not go away";
+  EXPECT_EQ(t.Views()[0].disk_read_age_seconds, 1);
+
+  now += absl::Seconds(1);
+  t.UpdateStats({{"u1", Full(1024, 100)}}, now);
+  EXPECT_FALSE(t.Views()[0].disk_read_bytes.has_value()) << "read, and none: none";
 }
 
 // A survey that did not read the disks (block_stats_interval) leaves every guest's last reads

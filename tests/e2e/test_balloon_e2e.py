@@ -174,21 +174,27 @@ class BalloonE2E(unittest.TestCase):
             self.assertGreater(reads, 0, name)
             self.assertGreaterEqual(reads, before[name], name)
             self.assertLessEqual(reads, after, name)
-        # Read every 5 s, not every tick (1 s): over 12 ticks the stream guest's count changes
-        # 2 or 3 times, and between reads GetGuest says how old the count is.
-        counts, ages = [], []
+        # Read every 5 s (less a tenth of slack), not every tick (1 s): the stream guest's count
+        # changes at most once per 4.5 s of the samples' span, and in between GetGuest says how
+        # old it is. The bounds follow the span the samples took, not a tick count: on two busy
+        # cores a sample may land a tick or two late.
+        counts, ages, times = [], [], []
         for _ in range(12):
             harness.wait_ticks(d, 1)
             stats = d.guests()[0]["stream"]["stats"]
+            times.append(time.monotonic())
             counts.append(int(stats["disk_read_bytes"]))
             ages.append(float(stats.get("disk_read_age_seconds", 0)))
+        span = times[-1] - times[0]
+        gap = max(b - a for a, b in zip(times, times[1:]))
         changes = sum(1 for a, b in zip(counts, counts[1:]) if b != a)
-        print("\n  stream guest: disk reads %.0f -> %.0f MiB over 12 ticks, %d new reads, ages %s s" % (
-            counts[0] / MIB, counts[-1] / MIB, changes, " ".join("%.0f" % a for a in ages)))
+        print("\n  stream guest: disk reads %.0f -> %.0f MiB over %.1fs (12 samples), %d new reads, ages %s s" % (
+            counts[0] / MIB, counts[-1] / MIB, span, changes, " ".join("%.0f" % a for a in ages)))
         self.assertGreater(counts[-1], counts[0])
-        self.assertIn(changes, (2, 3))
-        self.assertLess(max(ages), 6)
-        self.assertGreaterEqual(max(ages), 2)
+        self.assertGreaterEqual(changes, 1)
+        self.assertLessEqual(changes, span / 4.5 + 1, "read more often than every 4.5 s")
+        self.assertGreaterEqual(max(ages), 1, "every sample fresh: the disks were read every tick")
+        self.assertLess(max(ages), 4.5 + gap + 1)
         (_, budget), = prom.query("plimsoll_host_guest_budget_bytes")
         self.assertEqual(budget, BUDGET_MIB * MIB)
         (_, avail), = prom.query("plimsoll_host_mem_available_bytes")
