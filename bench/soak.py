@@ -455,12 +455,16 @@ def main():
     ap.add_argument("--policy", default="pagecache_law", help="plimsolld's policy (a spec: name[:k=v...])")
     ap.add_argument("--sample-seconds", type=float, default=10)
     ap.add_argument("--window-minutes", type=float, default=5, help="window for moves per window")
-    ap.add_argument("--out", default=os.path.join(REPO, "docs", "bench", "soak.json"))
+    ap.add_argument("--out", help="default docs/bench/soak.json; with --reanalyse, the JSON reanalysed")
     ap.add_argument("--reanalyse", metavar="JSON",
                     help="no run: recompute the summary (and the SVG) of an earlier run's JSON into --out")
     args = ap.parse_args()
     if args.reanalyse:
+        # Into the file it came from unless told otherwise: a reanalysis of an old run once
+        # overwrote the kept soak.json of another.
+        args.out = args.out or args.reanalyse
         return reanalyse(args)
+    args.out = args.out or os.path.join(REPO, "docs", "bench", "soak.json")
     reason = harness.skip_reason()
     if reason:
         sys.exit("cannot run: " + reason)
