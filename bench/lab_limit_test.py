@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab_limit  # noqa: E402
 
 GIB_S_PER_MIB_S = 1.0 / 1024
+MIB = 1 << 20
 
 
 def beats(points, max_mib):
@@ -20,37 +21,43 @@ def beats(points, max_mib):
              "cached_kb": (max_mib - needed) * 1024 // 2} for up, needed in points]
 
 
-def run(policy, rep, per_guest, maxes, seconds=100, hb=None):
-    return {"policy": policy, "mix": "m", "agent": True, "rep": rep, "seconds": seconds,
-            "guest_max_mib": maxes,
-            "reclaimed_gib_s": sum(per_guest.values()),
-            "guests": {g: {"reclaimed_gib_s": per_guest[g], "heartbeats": (hb or {}).get(g, [])}
+def run(policy, rep, sizes, maxes, times, hb=None):
+    """A run shaped as bench/lab_policy_bench.py writes it: `sizes` {guest: f(t) -> MiB}, sampled
+    at `times`, each sample counting 2 s as the bench counts it."""
+    samples = [dict({"t": t}, **{g: sizes[g](t) * MIB for g in maxes}) for t in times]
+    per = {g: sum((maxes[g] - row[g] / MIB) * 2.0 for row in samples) / 1024 for g in maxes}
+    return {"policy": policy, "mix": "m", "agent": True, "rep": rep, "seconds": 150,
+            "guest_max_mib": maxes, "samples": samples, "reclaimed_gib_s": sum(per.values()),
+            "guests": {g: {"reclaimed_gib_s": per[g], "heartbeats": (hb or {}).get(g, [])}
                        for g in maxes}}
 
 
 class BoundTest(unittest.TestCase):
     def test_cases(self):
-        # (what, max MiB, needed points, protected MiB, reserve MiB, seconds, expected GiB*s)
+        times = [0, 2.1, 4.2, 50.4, 52.5]  # five samples, 2 s each: 10 s
+        # (what, max MiB, needed points, collapse MiB, reserve MiB, floor, expected GiB*s)
         cases = [
-            ("cache only: held at the default floor (256 MiB)", 1024, [(10, 100)], None, 0, 100,
-             768 * 100 * GIB_S_PER_MIB_S),
-            ("the floor is 25% of a large guest", 2048, [(0, 100)], None, 0, 100,
-             1536 * 100 * GIB_S_PER_MIB_S),
-            ("a hot guest above the size it collapses at", 1024, [(0, 100)], 300, 0, 100,
-             724 * 100 * GIB_S_PER_MIB_S),
+            ("cache only: held at the default floor (256 MiB)", 1024, [(10, 100)], None, 0, True,
+             768 * 10 * GIB_S_PER_MIB_S),
+            ("no floor: held at what it needs", 1024, [(0, 100)], None, 0, False,
+             924 * 10 * GIB_S_PER_MIB_S),
+            ("the floor is 25% of a large guest", 2048, [(0, 100)], None, 0, True,
+             1536 * 10 * GIB_S_PER_MIB_S),
+            ("a hot guest above the size it collapses at", 1024, [(0, 100)], 300, 0, True,
+             724 * 10 * GIB_S_PER_MIB_S),
             ("an allocation at t=50 raises the bound from then on", 1024,
-             [(0, 100), (50, 600)], None, 0, 100,
-             (768 * 50 + 424 * 50) * GIB_S_PER_MIB_S),
+             [(0, 100), (50, 600)], None, 0, True,
+             (768 * 6 + 424 * 4) * GIB_S_PER_MIB_S),
             ("the reserve adds to what is needed, not to the floor", 1024,
-             [(0, 100), (50, 600)], None, 64, 100,
-             (768 * 50 + 360 * 50) * GIB_S_PER_MIB_S),
-            ("no heartbeats: the floor alone", 1024, [], None, 0, 10,
+             [(0, 100), (50, 600)], None, 64, True,
+             (768 * 6 + 360 * 4) * GIB_S_PER_MIB_S),
+            ("no heartbeats: the floor alone", 1024, [], None, 0, True,
              768 * 10 * GIB_S_PER_MIB_S),
         ]
-        for what, mx, points, protected, reserve, seconds, want in cases:
+        for what, mx, points, collapse, reserve, floor, want in cases:
             with self.subTest(what):
                 series = lab_limit.needed_series(beats(points, mx), mx)
-                got, _ = lab_limit.bound_gib_s(mx, series, protected, seconds, reserve)
+                got = lab_limit.bound_gib_s(mx, series, collapse, times, reserve, floor)
                 self.assertAlmostEqual(got, want, places=6)
 
     def test_needed_is_time_from_the_first_heartbeat(self):
@@ -61,37 +68,52 @@ class BoundTest(unittest.TestCase):
 
 
 class AnalyseTest(unittest.TestCase):
-    def test_target_share_and_policy_medians(self):
-        maxes = {"a": 1024, "b": 1024}
-        hb = {"a": beats([(0, 100)], 1024), "b": beats([(0, 100)], 1024)}
-        runs = []
-        for rep, (mom_a, law_a) in enumerate([(10, 40), (20, 50), (30, 60)]):
-            runs.append(run("static", rep, {"a": 0, "b": 0}, maxes, hb=hb))
-            runs.append(run("mom", rep, {"a": mom_a, "b": 0}, maxes))
-            runs.append(run("law", rep, {"a": law_a, "b": 5}, maxes))
-        out = io.StringIO()
-        summary = lab_limit.analyse(runs, {"b": 512}, out)
-        self.assertEqual(len(summary), 1)
+    MAXES = {"a": 1024, "b": 1024}
+    HB = {"a": beats([(0, 100), (60, 600)], 1024), "b": beats([(0, 100)], 1024)}
+
+    def runs(self, law_a, law_times, law_b=lambda t: 1024):
+        """Per repetition: static, MoM at 900 MiB, and the law with its guests at law_a(t), law_b(t)."""
+        std = [2.1 * i for i in range(70)]
+        out = []
+        for rep in range(3):
+            out.append(run("static", rep, {"a": lambda t: 1024, "b": lambda t: 1024}, self.MAXES, std,
+                           hb=self.HB))
+            out.append(run("mom", rep, {"a": lambda t: 900, "b": lambda t: 900}, self.MAXES, std))
+            out.append(run("law", rep, {"a": law_a, "b": law_b}, self.MAXES, law_times))
+        return out
+
+    def test_a_run_at_the_bound_scores_one_whatever_its_sampling(self):
+        # The bench counts each sample 2 s; its loop takes longer, so a 150 s run has fewer than
+        # 75 samples. A run held at the bound is 1.0 of it however many samples it took.
+        a_at_bound = lambda t: 256 if t < 60 else 600  # noqa: E731
+        for times in ([2.0 * i for i in range(75)], [2.2 * i for i in range(68)]):
+            with self.subTest(samples=len(times)):
+                runs = self.runs(a_at_bound, times, law_b=lambda t: 256)
+                summary = lab_limit.analyse(runs, {}, io.StringIO())
+                self.assertAlmostEqual(summary[0]["policies"]["law"]["share_of_bound"], 1.0)
+                runs = self.runs(lambda t: a_at_bound(t) + 64, times, law_b=lambda t: 256)
+                summary = lab_limit.analyse(runs, {}, io.StringIO())
+                self.assertLess(summary[0]["policies"]["law"]["share_of_bound"], 0.97)
+
+    def test_target_share_is_on_moms_own_samples(self):
+        summary = lab_limit.analyse(self.runs(lambda t: 1024, [0.0]), {"b": 512}, io.StringIO())
         s = summary[0]
-        bound = (768 + 512) * 100 / 1024
+        std = [2.1 * i for i in range(70)]
+        bound = sum((768 if t < 60 else 424) + 512 for t in std) * 2.0 / 1024
+        mom = 2 * 124 * 70 * 2.0 / 1024
+        self.assertAlmostEqual(s["mom_gib_s"], mom)
         self.assertAlmostEqual(s["bound_gib_s"], bound)
-        self.assertEqual(s["mom_gib_s"], 20)
-        self.assertEqual(s["policies"]["law"], 55)
-        self.assertAlmostEqual(s["target_share_of_bound"], 30 / bound)
-        self.assertIn("1.5x MoM = 30.0 GiB*s", out.getvalue())
+        self.assertAlmostEqual(s["target_share_of_bound"], 1.5 * mom / bound)
 
     def test_protect_records_the_guests_it_names(self):
-        maxes = {"a": 1024}
-        runs = [run("static", 0, {"a": 0}, maxes, hb={"a": beats([(0, 1)], 1024)})]
         used = set()
-        lab_limit.analyse(runs, {"a": 300, "z": 300}, io.StringIO(), used=used)
+        lab_limit.analyse(self.runs(lambda t: 1024, [0.0]), {"a": 300, "z": 300}, io.StringIO(),
+                          used=used)
         self.assertEqual(used, {"a"})
 
     def test_main_refuses_a_protected_guest_of_no_mix(self):
-        maxes = {"a": 1024}
-        runs = [run("static", 0, {"a": 0}, maxes, hb={"a": beats([(0, 1)], 1024)})]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(runs, f)
+            json.dump(self.runs(lambda t: 1024, [0.0]), f)
         err = io.StringIO()
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
