@@ -40,8 +40,12 @@ of the bound (medians over the repetitions, with ranges), and 1.5x MoM's share.
 import argparse
 import gzip
 import json
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lab_policy_bench import median_range  # noqa: E402  (the bench's own table format)
 
 
 def guest_min_mib(max_mib):
@@ -93,12 +97,6 @@ def parse_protect(items):
         except ValueError:
             raise SystemExit("--protect %r: %r is not a number of MiB" % (item, mib))
     return out
-
-
-def median_range(values):
-    if not values:
-        return "-"
-    return "%.1f (%.1f-%.1f)" % (statistics.median(values), min(values), max(values))
 
 
 def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True):
