@@ -39,6 +39,16 @@ int64_t ClampTarget(const GuestView& guest, double proposed_bytes) {
   return std::clamp(rounded, floor, ceiling);
 }
 
+std::optional<int64_t> SeenFloorBytes(const GuestView& guest) {
+  if (!guest.usable_bytes.has_value() || guest.actual_bytes <= 0) return std::nullopt;
+  constexpr int64_t kHeadroomMinBytes = int64_t{128} << 20;
+  constexpr int64_t kHeadroomPerMille = 50;  // 5% of the ceiling
+  const int64_t hard = std::max<int64_t>(0, guest.actual_bytes - *guest.usable_bytes);
+  int64_t floor = hard + std::max(kHeadroomMinBytes, guest.max_bytes / 1000 * kHeadroomPerMille);
+  if (guest.max_bytes > 0) floor = std::min(floor, guest.max_bytes);
+  return floor;
+}
+
 GuestDecision HoldDecision(const GuestView& guest, absl::string_view reason) {
   GuestDecision decision;
   decision.uuid = guest.uuid;

@@ -33,6 +33,13 @@ int64_t FloorBytes(const GuestView& guest);
 // for any double, including NaN (which yields the floor) and values beyond int64_t.
 int64_t ClampTarget(const GuestView& guest, double proposed_bytes);
 
+// The floor the host itself sees, whatever the policy: hard demand as libvirt shows it (actual -
+// MemAvailable, never below 0) plus the headroom the page-cache policies keep over hard demand
+// (max(128 MiB, 5% of max_bytes)), capped at max_bytes when known. nullopt without MemAvailable
+// or a positive actual. Stale stats are used on purpose: this floor only ever raises a target
+// (ends a reclaim hold, stops a pin), and growing never needs fresh stats.
+std::optional<int64_t> SeenFloorBytes(const GuestView& guest);
+
 // A hold for `guest`: target_bytes unchanged, unless it is below the floor, in which case it is
 // raised to the floor and the reason says so: "<reason> target=1024MiB", or
 // "<reason> target=256MiB raised_to_min=512MiB".

@@ -65,6 +65,44 @@ TEST(GuestSafetyTest, Floor) {
   EXPECT_EQ(FloorBytes(guest), 9000 * kMib);
 }
 
+TEST(GuestSafetyTest, SeenFloorIsHardDemandPlusHeadroom) {
+  struct Case {
+    const char* name;
+    int64_t actual_mib, max_mib;
+    std::optional<int64_t> usable_mib;
+    std::optional<int64_t> want_mib;
+  };
+  const Case cases[] = {
+      // 1 GiB ceiling: the 128 MiB minimum headroom wins over 5% (51 MiB).
+      {"small guest", 373, 1024, 100, 273 + 128},
+      // 8 GiB ceiling: 5% (409.6 MiB) wins.
+      {"large guest", 4096, 8192, 1024, 3072 + 409},
+      {"usable above actual: no hard demand", 512, 1024, 600, 128},
+      {"capped at the ceiling", 1024, 1024, 0, 1024},
+      {"no MemAvailable", 512, 1024, std::nullopt, std::nullopt},
+      {"no actual", 0, 1024, 100, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    GuestView g = Healthy();
+    g.actual_bytes = c.actual_mib * kMib;
+    g.max_bytes = c.max_mib * kMib;
+    g.usable_bytes.reset();
+    if (c.usable_mib) {
+      g.usable_bytes = *c.usable_mib * kMib;
+    }
+    const std::optional<int64_t> got = SeenFloorBytes(g);
+    ASSERT_EQ(got.has_value(), c.want_mib.has_value()) << c.name;
+    if (c.want_mib) {
+      EXPECT_EQ(*got / kMib, *c.want_mib) << c.name;
+    }
+  }
+  // Stale stats still count: the floor only ever raises a target.
+  GuestView stale = Healthy();
+  stale.stats_fresh = false;
+  stale.usable_bytes = 1000 * kMib;
+  EXPECT_EQ(SeenFloorBytes(stale), 4096 * kMib - 1000 * kMib + 8192 * kMib / 1000 * 50);
+}
+
 TEST(GuestSafetyTest, ClampTarget) {
   const GuestView guest = Healthy();
   EXPECT_EQ(ClampTarget(guest, 2000.4 * kMib), std::llround(2000.4 * kMib));

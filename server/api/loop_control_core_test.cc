@@ -61,7 +61,8 @@ class LoopControlCoreTest : public ::testing::Test {
 
   std::string state_file() const { return dir_ + "/state.textproto"; }
 
-  // One tick with stats that advance (usable 600 MiB in every guest).
+  // One tick with stats that advance: every guest holds 64 MiB of hard demand (actual -
+  // MemAvailable), the rest is cache it can give (a balloon taking cache takes MemAvailable too).
   void Tick() {
     ++guest_clock_;
     for (const char* u : {kA, kB}) {
@@ -69,7 +70,7 @@ class LoopControlCoreTest : public ::testing::Test {
       BalloonStats s;
       s.actual_bytes = hv_.GetDomain(u)->current_bytes;
       s.unused_bytes = 100 * kMiB;
-      s.usable_bytes = 600 * kMiB;
+      s.usable_bytes = *s.actual_bytes - 64 * kMiB;
       s.disk_caches_bytes = 400 * kMiB;
       s.last_update = guest_clock_;
       hv_.SetStats(u, s);
@@ -238,6 +239,41 @@ TEST_F(LoopControlCoreTest, ClearWorksForAGuestThatIsGoneByItsLastName) {
   EXPECT_TRUE(core_->ListGuestPolicies()->overrides().empty());
   r.set_guest("b");
   EXPECT_EQ(core_->ClearGuestPolicy(r, Admin()).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A read that follows a successful write sees it, with no tick in between: the override set and
+// cleared, the count of stored overrides, and the host policy with the budget it puts in force.
+TEST_F(LoopControlCoreTest, ReadsSeeTheirOwnWritesBeforeAnyTick) {
+  Make();
+  Tick();
+  Tick();
+  const plimsoll::v1::ManagementState before = Published(kA)->management_state();
+  plimsoll::v1::GuestOverride o;
+  o.set_pin_bytes(1024 * kMiB);
+  ASSERT_TRUE(Set(kA, o).ok());
+  EXPECT_EQ(Published(kA)->override().pin_bytes(), 1024 * kMiB);
+  EXPECT_EQ(view_->host().guest_overrides(), 1);
+  EXPECT_EQ(Published(kA)->management_state(), before) << "the tick's to act on it";
+
+  plimsoll::v1::ClearGuestPolicyRequest clear;
+  clear.set_guest(kA);
+  ASSERT_TRUE(core_->ClearGuestPolicy(clear, Admin()).ok());
+  EXPECT_FALSE(Published(kA)->has_override());
+  EXPECT_EQ(view_->host().guest_overrides(), 0);
+
+  plimsoll::v1::SetHostPolicyRequest hp;
+  hp.mutable_policy()->set_guest_memory_budget_bytes(1536 * kMiB);
+  hp.mutable_policy()->set_paused(true);
+  ASSERT_TRUE(core_->SetHostPolicy(hp, Admin()).ok());
+  view_ = loop_->Published();
+  EXPECT_EQ(view_->host().host_policy().guest_memory_budget_bytes(), 1536 * kMiB);
+  EXPECT_EQ(view_->host().guest_budget_bytes(), 1536 * kMiB);
+  EXPECT_TRUE(view_->host().paused());
+  EXPECT_EQ(loop_->Published(), view_) << "the same overlaid view for the reads that follow";
+
+  Tick();  // the tick publishes what it made of them, and the overlay is no longer needed
+  EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_PAUSED);
+  EXPECT_EQ(view_->host().guest_budget_bytes(), 1536 * kMiB);
 }
 
 TEST_F(LoopControlCoreTest, HostPolicyRefusesUnknownPoliciesAndPausesTheLoop) {

@@ -79,7 +79,9 @@ plimsoll::v1::ReclaimPlan PlanReclaim(const plimsoll::v1::ListGuestsResponse& vi
     const plimsoll::v1::Decision& last = g.last_decision();
     c.policy_keep = std::max(last.policy_floor_bytes(), last.working_set_bytes());
     const int64_t spare = c.policy_keep > 0 ? c.current - c.policy_keep : g.stats().usable().bytes() - margin;
-    if (last.policy_floor_bytes() > 0) c.floor = std::max(c.floor, last.policy_floor_bytes());
+    // Never under hard demand + headroom, the policy's or the host's own: a hold planned below
+    // the host's would be released by the loop as soon as it landed.
+    c.floor = std::max({c.floor, last.policy_floor_bytes(), last.seen_floor_bytes()});
     c.room = std::min(spare, c.current - c.floor) / kMiB * kMiB;
     if (c.room <= 0) {
       auto* s = plan.add_skipped();

@@ -110,4 +110,15 @@ TEST(PlanReclaimTest, ThePolicysWorkingSetBoundsWhatAGuestCanSpare) {
   EXPECT_THAT(plan.items(2).reason(), HasSubstr("floor=1900MiB"));
 }
 
+// The host's own floor (actual - MemAvailable + headroom) bounds a guest under a policy without
+// estimates too: a hold planned below it would be released as soon as it landed.
+TEST(PlanReclaimTest, TheSeenFloorBoundsWhatAGuestCanSpareWhateverThePolicy) {
+  const auto view =
+      View(GuestText("c", 2048, 1200, 256, absl::StrCat("last_decision { seen_floor_bytes: ", 1500 * kMiB, " }")));
+  const auto plan = PlanReclaim(view, 4096 * kMiB);
+  ASSERT_EQ(plan.items_size(), 1);
+  EXPECT_EQ(plan.items(0).reclaim_bytes(), 548 * kMiB);  // 2048 - 1500, not MemAvailable's 1097
+  EXPECT_THAT(plan.items(0).reason(), HasSubstr("floor=1500MiB"));
+}
+
 }  // namespace plimsoll::server

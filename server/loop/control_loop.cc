@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/mib_format.h"
+#include "policy/guest_safety.h"
 #include "server/api/control_validation.h"
 #include "server/events/view_events.h"
 
@@ -63,12 +64,6 @@ constexpr int64_t kInflationSlackBytes = int64_t{16} << 20;
 constexpr absl::Duration kEnableStatsRetryMax = absl::Minutes(10);
 
 }  // namespace
-
-int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap) {
-  int64_t budget = std::max<int64_t>(0, mem_total_bytes - reserve_bytes);
-  if (cap.has_value()) budget = std::min(budget, *cap);
-  return budget;
-}
 
 ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
     : deps_(deps),
@@ -686,13 +681,21 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     const int64_t previous = g->target_bytes;
     int64_t target = d.target_bytes;
     std::string reason = d.reason;
-    // The envelope over overrides (issue 15 point 6): a pin or a lowered min moves the guest down
-    // at most `step` per tick and never below `floor`, hard demand + headroom as the policy
-    // measures it (its decision's floor), or the configured floor where it measures none; unless
-    // the override says force (audited where it is set: the log and the Watch stream).
+    // The envelope over overrides: a pin or a lowered min moves the guest down at most `step` per
+    // tick and never below `floor`: hard demand + headroom as the policy measures it (its
+    // decision's floor), or the configured floor where it measures none, and never below what
+    // libvirt shows of it (actual - MemAvailable + headroom, under every policy, with or without
+    // an agent); unless the override says force (audited where it is set: the log and the Watch
+    // stream).
     const bool force = c.override != nullptr && c.override->force();
-    const int64_t floor = std::min(d.floor_bytes > 0 ? d.floor_bytes : g->min_bytes, c.ceiling);
-    const char* floor_is = d.floor_bytes > 0 ? "hard demand + headroom" : "the configured floor";
+    const policy::GuestView* view =
+        i < snapshot.guests.size() && snapshot.guests[i].uuid == d.uuid ? &snapshot.guests[i] : nullptr;
+    const int64_t seen_floor = view != nullptr ? policy::SeenFloorBytes(*view).value_or(0) : 0;
+    const int64_t measured = d.floor_bytes > 0 ? d.floor_bytes : g->min_bytes;
+    const int64_t floor = std::min(std::max(measured, seen_floor), c.ceiling);
+    const char* floor_is = seen_floor > measured ? "hard demand + headroom as libvirt shows it"
+                           : d.floor_bytes > 0   ? "hard demand + headroom"
+                                                 : "the configured floor";
     const int64_t step = OverrideStepBytes(g->info.max_bytes);
     g->envelope_floor = floor;
     const std::string forced =
@@ -714,12 +717,20 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
         // hold at once. The last is seen here too, whatever the policy: the balloon rose since
         // the previous tick, to above the held target, although its target was at or below it
         // (a balloon still travelling down to the held target is above it too, but falling).
+        // So is a guest whose hard demand + headroom no longer fits under the hold: without an
+        // agent and without autodeflate it shows no other sign before its OOM kills.
         std::string why = d.distress;
         const int64_t held = c.hold->max_target_bytes();
         if (why.empty() && previous <= held && g->lowest_actual > 0 &&
             g->actual_bytes > held + kInflationSlackBytes &&
             g->actual_bytes > g->lowest_actual + kInflationSlackBytes) {
           why = absl::StrCat("self_deflated actual=", FormatMib(g->actual_bytes), " held=", FormatMib(held));
+        }
+        if (const int64_t demand = std::max(d.floor_bytes, seen_floor);
+            why.empty() && demand > held + kInflationSlackBytes) {
+          why = absl::StrCat("floor_above_hold floor=", FormatMib(demand), " held=", FormatMib(held), " (",
+                             seen_floor > d.floor_bytes ? "actual - MemAvailable + headroom" : "the policy's floor",
+                             ")");
         }
         if (!why.empty()) {
           ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, why);
@@ -886,6 +897,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_reason(reason);
     rec.set_applied(false);  // until its call returns (TargetCallReturned)
     rec.set_policy_floor_bytes(d.floor_bytes);
+    rec.set_seen_floor_bytes(seen_floor);
     rec.set_working_set_bytes(d.working_set_bytes);
     g->lowest_actual = previous != g->target_bytes || g->lowest_actual == 0
                            ? g->actual_bytes
@@ -1080,6 +1092,8 @@ void ControlLoop::Publish(absl::Time now) {
     absl::MutexLock l(&mu_);
     previous = std::move(published_);
     published_ = view;
+    published_controls_ = overrides_;
+    published_base_ = HostBase{options_.host_reserve_bytes, options_.guest_memory_budget_bytes};
   }
   // After the swap: a watcher that reacts to an event reads the view it describes.
   if (deps_.hub != nullptr) {
@@ -1213,8 +1227,27 @@ void ControlLoop::WakeForSpike(const std::string& uuid) {
 }
 
 std::shared_ptr<const plimsoll::v1::ListGuestsResponse> ControlLoop::Published() const {
+  std::shared_ptr<const OverrideStore::Snapshot> stored =
+      deps_.overrides != nullptr ? deps_.overrides->snapshot() : nullptr;
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view;
+  HostBase base;
+  {
+    absl::MutexLock l(&mu_);
+    if (stored == nullptr || stored == published_controls_) return published_;
+    if (overlaid_ != nullptr && overlaid_for_ == stored && overlaid_of_ == published_) return overlaid_;
+    view = published_;
+    base = published_base_;
+  }
+  // A write since the view was published: the copy is made outside the lock (O(guests), until
+  // the next tick publishes a view with the write in it) and kept for the reads that follow.
+  auto overlaid = std::make_shared<const plimsoll::v1::ListGuestsResponse>(WithStoredControls(*view, *stored, base));
   absl::MutexLock l(&mu_);
-  return published_;
+  if (published_ == view) {
+    overlaid_ = overlaid;
+    overlaid_for_ = stored;
+    overlaid_of_ = view;
+  }
+  return overlaid;
 }
 
 }  // namespace plimsoll::server

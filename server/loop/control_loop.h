@@ -96,6 +96,7 @@
 #include "server/loop/actuator.h"
 #include "server/loop/balloon_calls.h"
 #include "server/loop/guest_tracker.h"
+#include "server/loop/stored_controls.h"
 #include "server/loop/wake_gate.h"
 #include "server/metrics/metrics.h"
 #include "server/state/overrides.h"
@@ -196,7 +197,9 @@ class ControlLoop {
   // called on the agent listener's threads.
   void WakeForSpike(const std::string& uuid);
 
-  // The latest published view: immutable, swapped once per tick. Thread-safe.
+  // The latest published view: immutable, swapped once per tick, with the overrides and host
+  // policy stored since it was published laid over it (stored_controls.h), so a read that follows
+  // a write sees it. Thread-safe.
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> Published() const;
 
   // Holds the plan's guests at or below their new targets until `until`,
@@ -330,6 +333,13 @@ class ControlLoop {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);
+  // The stored controls and configured host settings published_ was built from, and the last
+  // view with later writes laid over it (Published()), with what it was made of.
+  std::shared_ptr<const OverrideStore::Snapshot> published_controls_ ABSL_GUARDED_BY(mu_);
+  HostBase published_base_ ABSL_GUARDED_BY(mu_);
+  mutable std::shared_ptr<const plimsoll::v1::ListGuestsResponse> overlaid_ ABSL_GUARDED_BY(mu_);
+  mutable std::shared_ptr<const OverrideStore::Snapshot> overlaid_for_ ABSL_GUARDED_BY(mu_);
+  mutable std::shared_ptr<const plimsoll::v1::ListGuestsResponse> overlaid_of_ ABSL_GUARDED_BY(mu_);
   WakeGate gate_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ActiveReclaim> pending_reclaims_ ABSL_GUARDED_BY(mu_);
@@ -344,9 +354,6 @@ class ControlLoop {
   // (the calls use only the borrowed actuator and hypervisor). Loop thread only.
   std::unique_ptr<BalloonCalls> calls_;
 };
-
-// Budget for all guests: min(MemTotal - reserve, cap), never negative.
-int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap);
 
 }  // namespace plimsoll::server
 

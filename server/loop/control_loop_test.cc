@@ -98,7 +98,7 @@ class ControlLoopTest : public ::testing::Test {
     BalloonStats s;
     s.actual_bytes = actual;
     s.unused_bytes = 100 * kMiB;
-    s.usable_bytes = 400 * kMiB;
+    s.usable_bytes = actual - hard_demand_;
     s.available_bytes = actual;
     s.disk_caches_bytes = 300 * kMiB;
     s.last_update = last_update;
@@ -148,6 +148,8 @@ class ControlLoopTest : public ::testing::Test {
   std::unique_ptr<ControlLoop> loop_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view_;
   int64_t guest_clock_ = 1000;
+  // What Report's guests hold that reclaim cannot free (actual - MemAvailable).
+  int64_t hard_demand_ = 64 * kMiB;
 };
 
 TEST_F(ControlLoopTest, AdoptsCurrentBalloonSizesAndMovesNothingOnStart) {
@@ -909,6 +911,42 @@ TEST_F(ReclaimHoldTest, ASelfDeflationEndsTheHoldWhateverThePolicy) {
   ExpectReleased("self_deflated actual=800MiB held=600MiB");
 }
 
+// Whatever the policy (this one measures no floor) and without an agent: hard demand as libvirt
+// shows it (actual - MemAvailable) + headroom rising above the held target ends the hold, before
+// the guest's allocations meet the OOM killer.
+TEST_F(ReclaimHoldTest, HardDemandAboveTheHoldEndsItWhateverThePolicy) {
+  HoldA();
+  hard_demand_ = 470 * kMiB;  // + 128 MiB headroom = 598 MiB: fits under the 600 MiB hold
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(hv_.LastTarget(kA), 600 * kMiB) << "still held";
+  EXPECT_EQ(Published(kA)->last_decision().seen_floor_bytes(), 598 * kMiB);
+  hard_demand_ = 520 * kMiB;
+  TickWithFreshStats({kA});
+  ExpectReleased("floor_above_hold floor=648MiB held=600MiB (actual - MemAvailable + headroom)");
+}
+
+// A pin without force stops at hard demand + headroom as libvirt shows it, under a policy that
+// measures no floor of its own, and the decision says so.
+TEST_F(ControlLoopTest, APinStopsAtTheHardDemandLibvirtShowsWhateverThePolicy) {
+  hv_.AddDomain(kA, "a", 4096 * kMiB, 2048 * kMiB);  // configured floor 1024 MiB
+  MakeLoop();
+  hard_demand_ = 1400 * kMiB;  // + 5% of 4 GiB headroom: 1604.8 MiB
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  plimsoll::v1::GuestOverride pin;
+  pin.set_pin_bytes(512 * kMiB);
+  SetOverride(kA, "a", pin);
+  TickWithFreshStats({kA});
+  const int64_t seen = 1400 * kMiB + 4096 * kMiB / 1000 * 50;
+  EXPECT_EQ(hv_.LastTarget(kA), seen / 1024 * 1024) << "libvirt sets KiB";
+  const plimsoll::v1::Guest* a = Published(kA);
+  EXPECT_EQ(a->envelope_floor_bytes(), seen);
+  EXPECT_NE(a->last_decision().reason().find("raised to hard demand + headroom as libvirt shows it 1604.8MiB"),
+            std::string::npos)
+      << a->last_decision().reason();
+}
+
 TEST_F(ControlLoopTest, PublishesGuestChangesAndDecisionsToWatchers) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   MakeLoop();
@@ -1426,13 +1464,6 @@ TEST_F(ControlLoopTest, AForcedPinAppliesAtOnceBelowTheFloor) {
             std::string::npos)
       << a->last_decision().reason();
   EXPECT_EQ(SnapshotView(kA)->max_bytes, 1024 * kMiB) << "a forced pin is fixed for the policy";
-}
-
-TEST(GuestBudgetTest, IsTheSmallerOfHostLessReserveAndCap) {
-  EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, std::nullopt), 12 * kMiB);
-  EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 8 * kMiB), 8 * kMiB);
-  EXPECT_EQ(GuestBudget(16 * kMiB, 4 * kMiB, 20 * kMiB), 12 * kMiB);
-  EXPECT_EQ(GuestBudget(2 * kMiB, 4 * kMiB, std::nullopt), 0);
 }
 
 // A policy that counts, in its own per-guest state, the moves it decided (the scripted target
