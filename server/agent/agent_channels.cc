@@ -31,6 +31,7 @@ struct AgentChannels::Domain {
   absl::Time connected_at = absl::InfinitePast();
   absl::Time next_attempt = absl::InfinitePast();
   int failures = 0;
+  int attach_failures = 0;  // consecutive failed hot-plugs
   bool no_controller_counted = false;
   std::string log_key;
 };
@@ -271,6 +272,24 @@ bool AgentChannels::Scan() {
   }
   // Paused domains too: their QEMU, and so the channel's socket, is there.
   for (const hypervisor::DomainInfo& d : *listed) Visit(d);
+  // Each guest shows its own channel's problem (the store keeps none for domains gone).
+  std::vector<std::pair<std::string, std::string>> problems;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [uuid, d] : domains_) {
+      problems.emplace_back(uuid, d->state == "connected" || d->problem.empty()
+                                      ? std::string()
+                                      : absl::StrCat(d->state, ": ", d->problem));
+    }
+    for (const std::string& uuid : shown_problems_) {
+      if (!domains_.contains(uuid)) problems.emplace_back(uuid, std::string());
+    }
+    shown_problems_.clear();
+    for (const auto& [uuid, problem] : problems) {
+      if (!problem.empty()) shown_problems_.insert(uuid);
+    }
+  }
+  for (auto& [uuid, problem] : problems) store_->SetChannelProblem(uuid, std::move(problem));
   return true;
 }
 
@@ -344,6 +363,7 @@ void AgentChannels::Visit(const hypervisor::DomainInfo& domain) {
     if (found == domains_.end()) return;
     Domain& e = *found->second;
     if (attached.ok()) {
+      e.attach_failures = 0;
       ++counters_.attached;
       PLOG_INFO << "agent channel attached uuid=" << uuid << " domain=" << e.name << " name=" << options_.channel_name
                 << " path=" << (path.empty() ? std::string("libvirt's choice") : path);
@@ -358,13 +378,17 @@ void AgentChannels::Visit(const hypervisor::DomainInfo& domain) {
       return;
     }
     ++counters_.attach_failed;
+    absl::Duration retry = options_.attach_retry;
+    for (int i = 0; i < e.attach_failures && retry < options_.attach_retry_max; ++i) retry *= 2;
+    retry = std::min(retry, options_.attach_retry_max);
+    ++e.attach_failures;
     e.state = "no_channel";
-    e.problem = absl::StrCat("hot-plugging the channel failed: ", attached.message());
-    e.next_attempt = now + options_.attach_retry;
+    e.problem = absl::StrCat("hot-plugging the channel failed (attempt ", e.attach_failures, ", next in ",
+                             absl::FormatDuration(retry), "): ", attached.message());
+    e.next_attempt = now + retry;
     LogOnChangeLocked(e, absl::StrCat("attach-failed:", attached.message()),
                       absl::StrCat("agent channel attach failed uuid=", uuid, " domain=", e.name,
-                                   " retry_in=", absl::FormatDuration(options_.attach_retry), ": ",
-                                   attached.message()));
+                                   " retry_in=", absl::FormatDuration(retry), ": ", attached.message()));
     return;
   }
   if (info->socket_path.empty()) {

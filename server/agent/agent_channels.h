@@ -23,9 +23,11 @@
 // lived at least stable_after). A domain that is gone is forgotten.
 //
 // Autoattach (options.autoattach): a running domain without the channel gets one hot-plugged
-// (Hypervisor::AttachAgentChannel, live only) with its socket at socket_dir/UUID.sock; a domain
-// without a virtio-serial controller cannot take one (libvirt cannot hot-plug the controller)
-// and is counted and logged once.
+// (Hypervisor::AttachAgentChannel, live only) with its socket at socket_dir/UUID.sock, or where
+// libvirt chooses when socket_dir is empty; a domain without a virtio-serial controller cannot
+// take one (libvirt cannot hot-plug the controller) and is counted and logged once. A failed
+// hot-plug is that domain's alone: counted, logged once per distinct error, retried with a
+// backoff of its own, and shown on that guest (AgentStore::SetChannelProblem).
 //
 // Threads: one manager thread (scans, connects, attaches, sweeps the service), the pump's
 // thread, and gRPC's own. Thread-safe.
@@ -41,6 +43,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -72,8 +75,10 @@ struct AgentChannelsOptions {
   absl::Duration max_backoff = absl::Seconds(10);
   // A link that lived this long resets its domain's backoff.
   absl::Duration stable_after = absl::Seconds(30);
-  // A failed hot-plug is retried after this.
-  absl::Duration attach_retry = absl::Minutes(1);
+  // A failed hot-plug is retried after attach_retry, doubling per consecutive failure of that
+  // domain up to attach_retry_max (a failure says nothing of the other domains or of libvirt).
+  absl::Duration attach_retry = absl::Seconds(15);
+  absl::Duration attach_retry_max = absl::Minutes(10);
   absl::Duration sweep_every = absl::Seconds(1);
   PumpLinkOptions link;
   // Stream limits of the channel server (channel_identity is set by this class).
@@ -173,6 +178,8 @@ class AgentChannels {
     uint64_t generation = 0;
   };
   absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  // Domains whose channel problem the store shows now, to clear it once they are gone.
+  absl::flat_hash_set<std::string> shown_problems_ ABSL_GUARDED_BY(mu_);
   AgentChannelsCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 

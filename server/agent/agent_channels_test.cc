@@ -333,5 +333,45 @@ TEST_F(AgentChannelsTest, AutoattachHotPlugsOrSaysWhyNot) {
   EXPECT_TRUE(guest.Report().value_or(v1::AgentReportAck()).accepted());
 }
 
+// A hot-plug libvirt refuses is that domain's alone: retried with a backoff of its own (doubling
+// from attach_retry), counted, and shown on that guest; with no socket directory the path is
+// left to libvirt.
+TEST_F(AgentChannelsTest, AFailedHotPlugIsRetriedWithBackoffAndShownOnThatGuestOnly) {
+  hypervisor::AgentChannelInfo controller_only;
+  controller_only.has_virtio_serial_controller = true;
+  hv_.SetAgentChannel(kVictim, "some.other.port", controller_only);
+  GiveChannel(kAttacker);
+  FakeQemuSocket attacker_qemu(PathOf(kAttacker));
+  hv_.FailNext(hypervisor::FakeHypervisor::Method::kAttachAgentChannel,
+               absl::InternalError("cannot stat '': No such file or directory"), 3);
+  AgentChannelsOptions o;
+  o.autoattach = true;
+  o.socket_dir = "";
+  o.attach_retry = absl::Milliseconds(300);
+  o.attach_retry_max = absl::Milliseconds(1200);
+  StartChannels(o);
+  ASSERT_GE(attacker_qemu.Accept(absl::Seconds(5)), 0);
+  // Each failure in turn, with the next wait doubled, shown on the victim.
+  for (const char* want : {"attempt 1, next in 300ms", "attempt 2, next in 600ms", "attempt 3, next in 1.2s"}) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (absl::Now() < deadline && store_->ChannelProblem(kVictim).find(want) == std::string::npos) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    const std::string problem = store_->ChannelProblem(kVictim);
+    EXPECT_NE(problem.find(want), std::string::npos) << problem;
+    EXPECT_NE(problem.find("cannot stat ''"), std::string::npos) << problem;
+    EXPECT_EQ(store_->ChannelProblem(kAttacker), "") << "another guest's failure is not this one's";
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && channels_->counters().attached == 0) absl::SleepFor(absl::Milliseconds(20));
+  const std::vector<hypervisor::FakeHypervisor::AttachCall> calls = hv_.attach_calls();
+  ASSERT_EQ(calls.size(), 4u);
+  for (const auto& c : calls) EXPECT_EQ(c.socket_path, "") << "libvirt chooses";
+  EXPECT_TRUE(calls[3].result.ok()) << calls[3].result;
+  const AgentChannelsCounters c = channels_->counters();
+  EXPECT_EQ(c.attach_failed, 3u);
+  EXPECT_EQ(c.attached, 1u);
+}
+
 }  // namespace
 }  // namespace plimsoll::server::agent

@@ -280,6 +280,21 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
   return s;
 }
 
+void AgentStore::SetChannelProblem(const std::string& uuid, std::string problem) {
+  absl::MutexLock l(&mu_);
+  if (problem.empty()) {
+    channel_problems_.erase(uuid);
+  } else {
+    channel_problems_[uuid] = std::move(problem);
+  }
+}
+
+std::string AgentStore::ChannelProblem(absl::string_view uuid) const {
+  absl::MutexLock l(&mu_);
+  auto it = channel_problems_.find(uuid);
+  return it == channel_problems_.end() ? std::string() : it->second;
+}
+
 std::optional<AgentSignals> AgentStore::Signals(absl::string_view uuid) const {
   const absl::Time now = clock_->Now();
   absl::MutexLock l(&mu_);

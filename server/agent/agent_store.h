@@ -184,6 +184,12 @@ class AgentStore {
   std::vector<AgentSignals> AllSignals() const;
   bool IsConnected(absl::string_view uuid) const;
 
+  // Why a guest's virtio-serial channel is not connected ("no_channel: hot-plugging the channel
+  // failed: ... (attempt 2, next in 30s)"), set by the channel manager on every scan and shown on
+  // that guest's AgentStatus alone; empty clears it (connected, or the domain is gone).
+  void SetChannelProblem(const std::string& uuid, std::string problem);
+  std::string ChannelProblem(absl::string_view uuid) const;
+
   AgentCounters counters() const;
 
   // Drops entries older than forget_after. Ingest also does this now and then.
@@ -230,6 +236,7 @@ class AgentStore {
   absl::flat_hash_map<std::string, GuestLimits> known_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> open_streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> channel_problems_ ABSL_GUARDED_BY(mu_);
   absl::Time last_expire_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   // Its own lock, so the listener runs outside mu_.

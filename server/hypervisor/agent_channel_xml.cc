@@ -195,8 +195,9 @@ VsockDevice ParseVsockDevice(absl::string_view domain_xml) {
 }
 
 std::string AgentChannelDeviceXml(absl::string_view name, absl::string_view socket_path) {
-  return absl::StrCat("<channel type='unix'><source mode='bind' path='", Escape(socket_path),
-                      "'/><target type='virtio' name='", Escape(name), "'/></channel>");
+  const std::string path = socket_path.empty() ? std::string() : absl::StrCat(" path='", Escape(socket_path), "'");
+  return absl::StrCat("<channel type='unix'><source mode='bind'", path, "/><target type='virtio' name='",
+                      Escape(name), "'/></channel>");
 }
 
 }  // namespace plimsoll::hypervisor

@@ -28,7 +28,9 @@ AgentChannelInfo ParseAgentChannel(absl::string_view domain_xml, absl::string_vi
 VsockDevice ParseVsockDevice(absl::string_view domain_xml);
 
 // <channel type='unix'><source mode='bind' path=PATH/><target type='virtio' name=NAME/></channel>,
-// with PATH and NAME escaped.
+// with PATH and NAME escaped. An empty PATH leaves the attribute out, so libvirt chooses the
+// socket's place (its per-domain channel directory), as it does for a channel defined without
+// one: libvirt takes path='' for a path and fails the hot-plug with "cannot stat ''".
 std::string AgentChannelDeviceXml(absl::string_view name, absl::string_view socket_path);
 
 }  // namespace plimsoll::hypervisor

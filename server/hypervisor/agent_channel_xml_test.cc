@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::hypervisor {
@@ -116,6 +117,12 @@ TEST(AgentChannelXml, DeviceXmlRoundTrips) {
   AgentChannelInfo info = ParseAgentChannel(device, kName);
   EXPECT_TRUE(info.found);
   EXPECT_EQ(info.socket_path, "/run/plimsoll/channels/<u>'1.sock");
+}
+
+TEST(AgentChannelXmlTest, WithoutADirectoryLibvirtChoosesThePath) {
+  EXPECT_EQ(AgentChannelDeviceXml(kName, ""),
+            absl::StrCat("<channel type='unix'><source mode='bind'/><target type='virtio' name='", kName,
+                         "'/></channel>"));
 }
 
 // libvirt 9.0's live XML of a running domain with a vsock device whose CID it assigned

@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "server/hypervisor/agent_channel_xml.h"
 #include "server/hypervisor/block_reads.h"
+#include "server/hypervisor/libvirt_errors.h"
 
 namespace plimsoll::hypervisor {
 namespace {
@@ -47,6 +48,7 @@ void DropLibvirtError(void* /*opaque*/, virErrorPtr /*error*/) {}
 
 struct LibvirtError {
   int code = VIR_ERR_OK;
+  int domain = VIR_FROM_NONE;
   std::string message;
 };
 
@@ -56,54 +58,13 @@ LibvirtError TakeLastError() {
   virErrorPtr e = virGetLastError();
   if (e != nullptr) {
     out.code = e->code;
+    out.domain = e->domain;
     out.message = e->message != nullptr ? e->message : "(no message)";
   } else {
     out.message = "unknown libvirt error (none recorded)";
   }
   virResetLastError();
   return out;
-}
-
-// Errors that mean the connection itself is gone or unusable, not just this call.
-bool IsConnectionError(int code) {
-  switch (code) {
-    case VIR_ERR_NO_CONNECT:
-    case VIR_ERR_INVALID_CONN:
-    case VIR_ERR_RPC:
-    case VIR_ERR_SYSTEM_ERROR:
-      return true;
-    default:
-      return false;
-  }
-}
-
-absl::StatusCode MapErrorCode(int code) {
-  if (IsConnectionError(code)) return absl::StatusCode::kUnavailable;
-  switch (code) {
-    case VIR_ERR_NO_DOMAIN:
-      return absl::StatusCode::kNotFound;
-    case VIR_ERR_INVALID_ARG:
-    case VIR_ERR_OVERFLOW:
-    case VIR_ERR_XML_ERROR:  // We send no XML; in practice a test:/// URI naming a bad file.
-      return absl::StatusCode::kInvalidArgument;
-    case VIR_ERR_OPERATION_INVALID:
-      return absl::StatusCode::kFailedPrecondition;
-    case VIR_ERR_NO_SUPPORT:
-    case VIR_ERR_OPERATION_UNSUPPORTED:
-    case VIR_ERR_ARGUMENT_UNSUPPORTED:
-      return absl::StatusCode::kUnimplemented;
-    case VIR_ERR_OPERATION_TIMEOUT:
-    case VIR_ERR_AGENT_UNRESPONSIVE:
-      return absl::StatusCode::kDeadlineExceeded;
-    case VIR_ERR_AUTH_FAILED:
-    case VIR_ERR_AUTH_CANCELLED:
-    case VIR_ERR_AUTH_UNAVAILABLE:
-    case VIR_ERR_OPERATION_DENIED:
-    case VIR_ERR_ACCESS_DENIED:
-      return absl::StatusCode::kPermissionDenied;
-    default:
-      return absl::StatusCode::kInternal;
-  }
 }
 
 absl::Status MakeStatus(absl::StatusCode code, absl::string_view what, const LibvirtError& e) {
@@ -613,7 +574,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
   conn = opener ? opener(uri) : virConnectOpen(uri.empty() ? nullptr : uri.c_str());
   if (conn == nullptr) {
     LibvirtError e = TakeLastError();
-    return MakeStatus(MapErrorCode(e.code), absl::StrCat("virConnectOpen(\"", uri, "\")"), e);
+    return MakeStatus(MapErrorCode(e.code, e.domain), absl::StrCat("virConnectOpen(\"", uri, "\")"), e);
   }
   bulk_nowait_ok = true;
   bulk_supported = true;
@@ -643,7 +604,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
     delete lifecycle_ref;  // libvirt does not call the free callback on failure.
     LibvirtError e = TakeLastError();
     CloseLocked();
-    return MakeStatus(MapErrorCode(e.code), "register lifecycle events", e);
+    return MakeStatus(MapErrorCode(e.code, e.domain), "register lifecycle events", e);
   }
   auto* balloon_ref = new SinkRef(sink);
   balloon_callback_id = virConnectDomainEventRegisterAny(
@@ -653,7 +614,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
     delete balloon_ref;
     LibvirtError e = TakeLastError();
     CloseLocked();
-    return MakeStatus(MapErrorCode(e.code), "register balloon-change events", e);
+    return MakeStatus(MapErrorCode(e.code, e.domain), "register balloon-change events", e);
   }
 
   flag.up.store(true);
@@ -702,7 +663,7 @@ absl::Status LibvirtHypervisor::Impl::FailLocked(absl::string_view what) {
 }
 
 absl::Status LibvirtHypervisor::Impl::FailedLocked(absl::string_view what, const LibvirtError& e) {
-  bool lost = IsConnectionError(e.code);
+  bool lost = IsConnectionError(e.code, e.domain);
   // The remote driver reports calls on a dead socket as internal errors
   // ("client socket is closed"); its liveness check is local, no RPC.
   if (!lost && conn != nullptr && virConnectIsAlive(conn) == 0) lost = true;
@@ -714,7 +675,7 @@ absl::Status LibvirtHypervisor::Impl::FailedLocked(absl::string_view what, const
     }
     return MakeStatus(absl::StatusCode::kUnavailable, what, e);
   }
-  return MakeStatus(MapErrorCode(e.code), what, e);
+  return MakeStatus(MapErrorCode(e.code, e.domain), what, e);
 }
 
 absl::StatusOr<DomainPtr> LibvirtHypervisor::Impl::LookupLocked(const std::string& uuid,
@@ -832,7 +793,8 @@ absl::StatusOr<int> LibvirtHypervisor::Impl::BulkStatsLocked(unsigned int groups
     // Drivers that predate NOWAIT (or ignore it) reject the flag: retry once without it and
     // remember for this connection.
     virErrorPtr e = virGetLastError();
-    const absl::StatusCode code = MapErrorCode(e != nullptr ? e->code : VIR_ERR_OK);
+    const absl::StatusCode code =
+        MapErrorCode(e != nullptr ? e->code : VIR_ERR_OK, e != nullptr ? e->domain : VIR_FROM_NONE);
     if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented) {
       virResetLastError();
       bulk_nowait_ok = false;

@@ -963,6 +963,9 @@ std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) 
 }
 
 void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const {
+  if (std::string channel = deps_.agents->ChannelProblem(uuid); !channel.empty()) {
+    out->mutable_agent()->set_channel_problem(std::move(channel));
+  }
   std::optional<agent::AgentSignals> a = deps_.agents->Signals(uuid);
   if (!a.has_value()) return;
   auto* st = out->mutable_agent();

@@ -2,8 +2,9 @@
 """plimsoll-agent inside real QEMU guests, reporting over their virtio-serial channels: no guest
 networking at all (the guests have no network interface) and no tokens.
 
-One lab for the class, four guests, plimsolld under the static policy (balloons never move, so
-a victim's balloon staying put is meaningful), with agent.channel_autoattach on:
+One lab for the class, four guests, plimsolld with the packaged configuration file under the
+static policy (balloons never move, so a victim's balloon staying put is meaningful), with
+agent.channel_autoattach on and agent.channel_socket_dir left at its default (libvirt chooses):
   c1     a channel in its XML; its agent is killed (SIGKILL) and started again on request
   liar   a channel; its agent claims c1's UUID
   late   a virtio-serial controller but no channel: plimsolld hot-plugs one, and the agent,
@@ -37,6 +38,7 @@ FLAGS = dict(tick="1s", stats_period_seconds=1, host_reserve_bytes=0, policy="st
 CHANNEL = harness.labmod.AGENT_CHANNEL_NAME
 MEMORY_MIB = 512
 FLOOD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flood_channel.sh")
+PACKAGED_CONFIG = os.path.join(harness.REPO, "deploy", "config", "plimsolld.textproto")
 
 
 def p99(values):
@@ -78,13 +80,14 @@ class ChannelE2E(unittest.TestCase):
         # over 9p under TCG).
         wait_for("c1's agent started", lambda: "plimsoll-agent starting" in cls.lab.console("c1"), timeout=60)
         time.sleep(7)
-        cls.socket_dir = os.path.join(cls.workdir, "chan")
         cls.daemon = cls.start_daemon()
         cls.t_daemon = time.monotonic()
 
     @classmethod
     def start_daemon(cls):
-        return harness.Daemon(cls.workdir, cls.lab.uri, channel_socket_dir=cls.socket_dir, **FLAGS)
+        # The packaged configuration, with agent.channel_socket_dir left at its default: libvirt
+        # chooses where a hot-plugged channel's socket goes.
+        return harness.Daemon(cls.workdir, cls.lab.uri, config=PACKAGED_CONFIG, **FLAGS)
 
     @classmethod
     def tearDownClass(cls):
@@ -120,6 +123,13 @@ class ChannelE2E(unittest.TestCase):
         self.assertGreaterEqual(metric(text, "plimsoll_agent_channels", state="connected"), 3)
         self.assertGreater(metric(text, "plimsoll_agent_reports_total"), 0)
         self.assertEqual(metric(text, "plimsoll_agent_channel_attach_total", result="attached"), 1)
+        # No socket directory configured: libvirt chose late's socket, and no attach failed or
+        # cost the libvirt connection.
+        log = self.daemon.read_log()
+        self.assertIn("path=libvirt's choice", log)
+        self.assertEqual(metric(text, "plimsoll_agent_channel_attach_total", result="failed"), 0)
+        self.assertNotIn("libvirt connection lost", log)
+        self.assertNotIn("libvirt connection marked lost", log)
         self.assertIn("agent channel connected uuid=" + self.uuids["c1"], self.daemon.read_log())
 
     def test_2_report_for_another_guest_changes_nothing_of_it(self):
@@ -184,6 +194,13 @@ class ChannelE2E(unittest.TestCase):
         log = self.daemon.read_log()
         self.assertIn("agent channel cannot be attached: uuid=%s" % self.uuids["bare"], log)
         self.assertIn("reason=no_virtio_serial_controller", log)
+        # Without a socket directory libvirt placed late's socket itself, and no attach failed
+        # or cost the libvirt connection.
+        self.assertEqual(metric(text, "plimsoll_agent_channel_attach_total", result="failed"), 0)
+        self.assertNotIn("libvirt connection lost", log)
+        self.assertNotIn("libvirt connection marked lost", log)
+        self.assertEqual(self.guest("bare").get("agent", {}).get("channel_problem", "").split(":")[0], "no_controller")
+        self.assertNotIn("channel_problem", self.guest("late").get("agent", {}))
 
     def test_6_rebooted_guest_reports_again(self):
         wait_for("c1 reporting", lambda: self.reporting("c1"), timeout=30)
