@@ -163,7 +163,9 @@ class AgentKeys:
 class Daemon:
     """plimsolld started as a process with flags, its log in a file."""
 
-    def __init__(self, workdir, uri, agent_keys=None, **flags):
+    def __init__(self, workdir, uri, agent_keys=None, mount_ns_pid=None, **flags):
+        """mount_ns_pid: run plimsolld in that process's mount namespace (the lab's libvirtd),
+        where the paths libvirt chooses for channel sockets exist, as on a real host."""
         self.workdir = workdir
         self.socket = os.path.join(workdir, "plimsolld.sock")
         self.metrics_port = free_port()
@@ -180,6 +182,8 @@ class Daemon:
         if "control.state_file" not in flags and "state_file" not in flags:
             args.append("--control.state_file=" + os.path.join(workdir, "control-state.textproto"))
         args += ["--%s=%s" % (k, v) for k, v in flags.items()]
+        if mount_ns_pid is not None:
+            args = ["nsenter", "-t", str(mount_ns_pid), "-m", "--"] + args
         self.args = args
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)

@@ -86,8 +86,10 @@ class ChannelE2E(unittest.TestCase):
     @classmethod
     def start_daemon(cls):
         # The packaged configuration, with agent.channel_socket_dir left at its default: libvirt
-        # chooses where a hot-plugged channel's socket goes.
-        return harness.Daemon(cls.workdir, cls.lab.uri, config=PACKAGED_CONFIG, **FLAGS)
+        # chooses where a hot-plugged channel's socket goes, under /var/lib/libvirt, which is
+        # the lab's own inside the mount namespace of its libvirtd: plimsolld runs there too.
+        return harness.Daemon(cls.workdir, cls.lab.uri, config=PACKAGED_CONFIG,
+                              mount_ns_pid=cls.lab.libvirtd_pid(), **FLAGS)
 
     @classmethod
     def tearDownClass(cls):
