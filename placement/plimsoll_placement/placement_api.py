@@ -30,12 +30,14 @@ class Placement:
     loop owns it.
 
     adapter: a keystoneauth1 Adapter (or anything with .request(url, method, json=...,
-    raise_exc=False, microversion=...) returning a requests-like response).
+    raise_exc=False, microversion=...) returning a requests-like response), or a function
+    making one, called at the first request (openstacksdk authenticates when it makes its
+    Placement proxy: keystone down or refusing at start is then a counted, retried failure).
     auth_hint: what to fix when the credentials are refused (names the clouds.yaml entry or
     the options); authenticated: False in noauth mode (the token is a plain header)."""
 
     def __init__(self, adapter, auth_hint, authenticated=True, timeout=10.0):
-        self.adapter = adapter
+        self._adapter = adapter
         self.auth_hint = auth_hint
         self.authenticated = authenticated
         self.timeout = timeout
@@ -51,7 +53,9 @@ class Placement:
         if not self.authenticated:
             kwargs["authenticated"] = False
         try:
-            r = self.adapter.request(url, method, **kwargs)
+            if callable(self._adapter) and not hasattr(self._adapter, "request"):
+                self._adapter = self._adapter()
+            r = self._adapter.request(url, method, **kwargs)
         except Exception as e:  # keystoneauth raises for auth and transport failures
             if ksa_exc is not None and isinstance(e, (ksa_exc.Unauthorized, ksa_exc.AuthorizationFailure,
                                                       ksa_exc.MissingAuthPlugin, ksa_exc.MissingRequiredOptions)):
@@ -164,7 +168,7 @@ def connect(cfg):
                                      load_envvars=False, **kwargs)
         except openstack.exceptions.ConfigException as e:
             raise PlacementError("auth", "keystone options incomplete: %s: %s" % (e, hint))
-    return Placement(conn.placement, hint, authenticated=True, timeout=cfg.timeout)
+    return Placement(lambda: conn.placement, hint, authenticated=True, timeout=cfg.timeout)
 
 
 def _clouds_yaml_files():
@@ -175,5 +179,7 @@ def _clouds_yaml_files():
         files = list(dict.fromkeys(loader.CONFIG_FILES))
     except Exception:  # an openstacksdk without the list: name the usual places
         files = ["clouds.yaml", os.path.expanduser("~/.config/openstack/clouds.yaml"), "/etc/openstack/clouds.yaml"]
+    if os.environ.get("OS_CLIENT_CONFIG_FILE"):
+        files.insert(0, os.environ["OS_CLIENT_CONFIG_FILE"])
     there = [f for f in files if os.path.exists(f)]
     return ", ".join(there) if there else "none found; looked at " + ", ".join(f for f in files if f.endswith(".yaml"))
