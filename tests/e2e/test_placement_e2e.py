@@ -281,7 +281,7 @@ class Host:
                 " stale=l.stale, tick=l.tick, explanation=l.explanation)))\n") % (self.stubs, "unix:" + self.daemon.socket)
         out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=20)
         if out.returncode != 0:
-            raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "GetHostLine failed")
+            raise RuntimeError("GetHostLine failed: " + " ".join(out.stderr.split())[-600:])
         return json.loads(out.stdout)
 
     def expected_capacity(self):
