@@ -41,12 +41,17 @@ class LineSource:
         self.timeout = timeout
 
     def read(self):
-        """(Line, set of running guests' lower-case UUIDs). The guests are read first, so every
-        guest the line's tick counted and still runs is among them."""
+        """(Line, set of running guests' lower-case UUIDs). The line comes with the guests of
+        its own tick (ListGuestsResponse.host_line) when plimsolld sends it there; otherwise
+        from GetHostLine right after the guests, so every guest the line counted and still runs
+        is among them."""
         grpc = self.grpc
         try:
             guests = self.stub.ListGuests(self.control_pb2.ListGuestsRequest(), timeout=self.timeout)
-            line = self.stub.GetHostLine(self.control_pb2.GetHostLineRequest(), timeout=self.timeout)
+            if _has(guests, "host_line"):
+                line = guests.host_line  # the same tick as the guests
+            else:
+                line = self.stub.GetHostLine(self.control_pb2.GetHostLineRequest(), timeout=self.timeout)
         except grpc.RpcError as e:
             code = e.code()
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -61,3 +66,11 @@ class LineSource:
         if line.stale:
             return inventory.Line("stale", 0, line.tick, line.stale_reason or "stale"), running
         return inventory.Line("ok", line.offered_bytes, line.tick, line.explanation), running
+
+
+def _has(message, field):
+    """message.HasField(field), False for protos that do not have the field."""
+    try:
+        return message.HasField(field)
+    except ValueError:
+        return False
