@@ -314,13 +314,13 @@ class PlacementE2ETest(unittest.TestCase):
         cls.placement = PlacementService(cls.work)
         cls.proxy = FaultProxy(cls.placement)
         try:
-            # "roomy": 32 GiB, two 1 GiB guests: headroom. "full": 8 GiB, a 3 GiB guest budget and
-            # three 2 GiB guests (no balloon stats on the test driver: counted at their ceiling): over.
+            # "roomy": 32 GiB, two 1 GiB guests: headroom. "full": 8 GiB, a 1 GiB guest budget and
+            # three 2 GiB guests (over it at their ceiling, and at their floors of 512 MiB too).
             cls.roomy = Host(cls.work, "compute-roomy", 32768, [1024, 1024], cls.placement,
                              host_reserve_bytes=GIB)
             cls.hosts.append(cls.roomy)
             cls.full = Host(cls.work, "compute-full", 8192, [2048, 2048, 2048], cls.placement,
-                            host_reserve_bytes=GIB, guest_memory_budget_bytes=3 * GIB)
+                            host_reserve_bytes=GIB, guest_memory_budget_bytes=GIB)
             cls.hosts.append(cls.full)
             try:
                 cls.roomy.line()
@@ -366,6 +366,7 @@ class PlacementE2ETest(unittest.TestCase):
         host.daemon.ctl("host", "set", "--budget=%d" % (line["capacity"] - line["offered"] // 2))
 
     def test_1_candidates_go_to_the_host_with_headroom(self):
+        self.wait_offer(self.roomy)
         self.assertFalse(self.roomy.line()["over"])
         self.assertTrue(self.full.line()["over"], self.full.line())
         self.wait_synced(self.roomy)
@@ -458,6 +459,7 @@ class PlacementE2ETest(unittest.TestCase):
 
     def test_6_stale_or_unreachable_line_leaves_the_value(self):
         last = self.wait_synced(self.full)
+        mark = len(self.full.service_log_text())
         # The host's memory cannot be read: plimsolld's line goes stale.
         meminfo = os.path.join(self.full.proc_root, "proc", "meminfo")
         os.rename(meminfo, meminfo + ".away")
@@ -477,7 +479,7 @@ class PlacementE2ETest(unittest.TestCase):
         harness.wait_for("plimsolld unreachable seen", lambda: self.full.metric(
             "plimsoll_placement_line_unusable", kind="unreachable") == 1, 15, 0.25)
         time.sleep(3 * INTERVAL)
-        log = self.full.service_log_text()
+        log = self.full.service_log_text()[mark:]
         self.assertEqual(log.count("no usable line from plimsolld (unreachable"), 1, log[-2000:])
         self.assertEqual(log.count("no usable line from plimsolld (stale"), 1, log[-2000:])
         self.assertGreaterEqual(self.full.metric("plimsoll_placement_line_unusable_total", kind="unreachable"), 2)
