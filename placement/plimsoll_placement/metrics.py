@@ -24,7 +24,7 @@ METRICS = {
         "counter", "Inventory updates refused with 409 (generation moved) and retried after a re-read.", None),
     "plimsoll_placement_sync_failures_total": (
         "counter", "Syncs that failed, by reason (unreachable, auth, forbidden, conflict, provider_not_found, "
-        "no_inventory, bad_response, http_<code>); each is retried with backoff.", "reason"),
+        "no_inventory, nothing_to_scale, bad_response, http_<code>); each is retried with backoff.", "reason"),
     "plimsoll_placement_line_unusable": (
         "gauge", "1 while plimsolld gives no usable line, by kind (unreachable, stale, unimplemented, error): "
         "Placement keeps its last value.", "kind"),

@@ -106,8 +106,8 @@ class Syncer:
             pending = inventory.pending_mb(allocations, running)
             plan = inventory.plan(line, inv, used, pending)
             self.metrics.set("plimsoll_placement_pending_mb", pending)
-            if plan.action == "skip":
-                raise PlacementError("no_inventory", plan.reason)
+            if plan.action == "skip":  # total <= reserved: no ratio makes room
+                raise PlacementError("nothing_to_scale", plan.reason)
             if plan.action == "update":
                 new = dict(total=inv.total, reserved=inv.reserved, min_unit=inv.min_unit, max_unit=inv.max_unit,
                            step_size=inv.step_size, allocation_ratio=plan.allocation_ratio)
