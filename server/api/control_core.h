@@ -47,7 +47,7 @@ namespace plimsoll::server {
 // What a caller may do (authz.h decides).
 enum class Role {
   kNone = 0,    // authenticated but no role: may call nothing
-  kReader = 1,  // ListGuests, GetGuest, GetHostStatus, ListGuestPolicies, Watch
+  kReader = 1,  // ListGuests, GetGuest, GetHostStatus, GetHostLine, ListGuestPolicies, Watch
   kAdmin = 2,   // everything
 };
 
@@ -77,6 +77,10 @@ class ControlCore {
   // only when neither. Clearing nothing is OK with existed=false.
   virtual absl::StatusOr<plimsoll::v1::ClearGuestPolicyResponse> ClearGuestPolicy(
       const plimsoll::v1::ClearGuestPolicyRequest& request, const Caller& caller) = 0;
+
+  // The Plimsoll line (docs/line.md) of the last published tick, served stale (offering 0) when
+  // that tick is too old to trust (line_freshness.h).
+  virtual absl::StatusOr<plimsoll::v1::HostLine> GetHostLine() = 0;
 
   // Every stored override, sorted by guest name then UUID.
   virtual absl::StatusOr<plimsoll::v1::ListGuestPoliciesResponse> ListGuestPolicies() = 0;

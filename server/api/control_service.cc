@@ -76,6 +76,20 @@ grpc::Status ControlService::GetHostStatus(grpc::ServerContext* context, const p
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::GetHostLine(grpc::ServerContext* context, const plimsoll::v1::GetHostLineRequest*,
+                                         plimsoll::v1::HostLine* response) {
+  Caller caller;
+  if (grpc::Status s = Authorize(context, "GetHostLine", &caller); !s.ok()) return s;
+  if (core_ == nullptr) {
+    *response = view_()->host_line();
+    return grpc::Status::OK;
+  }
+  auto r = core_->GetHostLine();
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = std::move(*r);
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::SetGuestPolicy(grpc::ServerContext* context,
                                             const plimsoll::v1::SetGuestPolicyRequest* request,
                                             plimsoll::v1::SetGuestPolicyResponse* response) {

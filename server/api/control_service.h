@@ -49,6 +49,9 @@ class ControlService final : public plimsoll::v1::Control::Service {
                         plimsoll::v1::Guest* response) override;
   grpc::Status GetHostStatus(grpc::ServerContext* context, const plimsoll::v1::GetHostStatusRequest* request,
                              plimsoll::v1::HostStatus* response) override;
+  // From the core (which withdraws a line too old to trust), or from the view without one.
+  grpc::Status GetHostLine(grpc::ServerContext* context, const plimsoll::v1::GetHostLineRequest* request,
+                           plimsoll::v1::HostLine* response) override;
   grpc::Status SetGuestPolicy(grpc::ServerContext* context, const plimsoll::v1::SetGuestPolicyRequest* request,
                               plimsoll::v1::SetGuestPolicyResponse* response) override;
   grpc::Status ClearGuestPolicy(grpc::ServerContext* context, const plimsoll::v1::ClearGuestPolicyRequest* request,

@@ -274,3 +274,54 @@ TEST_F(ControlServiceTest, WithoutACoreWatchFollowsTheView) {
 
 }  // namespace
 }  // namespace plimsoll::server
+
+namespace plimsoll::server {
+namespace {
+
+class HostLineServiceTest : public ControlServiceTest {
+ protected:
+  void SetLine(absl::Time computed) {
+    v1::ListGuestsResponse view = TwoGuests();
+    view.mutable_host()->set_tick_seconds(5);
+    google::protobuf::TextFormat::ParseFromString(R"(
+      capacity_bytes: 4294967296 committed_bytes: 3221225472 burst_reserve_bytes: 1073741824
+      new_guest_room_bytes: 536870912 headroom_bytes: 536870912 offered_bytes: 536870912 tick: 12
+      guests: 2 guests_at_ceiling: 1)",
+                                                  view.mutable_host_line());
+    view.mutable_host_line()->set_computed_unix_micros(absl::ToUnixMicros(computed));
+    core_.SetView(view);
+  }
+  grpc::Status Line(v1::HostLine* out) {
+    grpc::ClientContext ctx;
+    return stub_->GetHostLine(&ctx, {}, out);
+  }
+};
+
+TEST_F(HostLineServiceTest, ServedThroughTheCoreAndWithdrawnWhenTheLoopStopsPublishing) {
+  Start(true);
+  SetLine(clock_.Now());
+  v1::HostLine line;
+  ASSERT_TRUE(Line(&line).ok());
+  EXPECT_EQ(line.capacity_bytes(), 4096 * kMiB);
+  EXPECT_EQ(line.offered_bytes(), 512 * kMiB);
+  EXPECT_EQ(line.guests_at_ceiling(), 1);
+  EXPECT_FALSE(line.stale());
+  EXPECT_THAT(core_.calls(), ::testing::Contains("GetHostLine"));
+  clock_.Advance(absl::Seconds(60));
+  ASSERT_TRUE(Line(&line).ok());
+  EXPECT_TRUE(line.stale());
+  EXPECT_EQ(line.offered_bytes(), 0);
+  EXPECT_THAT(line.stale_reason(), HasSubstr("published nothing for 60.0s"));
+}
+
+TEST_F(HostLineServiceTest, WithoutACoreTheViewsLineIsServed) {
+  Start(false);
+  SetLine(clock_.Now() - absl::Hours(1));
+  v1::HostLine line;
+  ASSERT_TRUE(Line(&line).ok());
+  EXPECT_EQ(line.tick(), 12);
+  EXPECT_EQ(line.offered_bytes(), 512 * kMiB);
+}
+
+}  // namespace
+}  // namespace plimsoll::server

@@ -10,6 +10,7 @@
 #include "policy/policy.h"
 #include "server/api/control_validation.h"
 #include "server/api/guest_lookup.h"
+#include "server/api/line_freshness.h"
 
 namespace plimsoll::server {
 namespace {
@@ -114,6 +115,10 @@ absl::StatusOr<plimsoll::v1::ClearGuestPolicyResponse> LoopControlCore::ClearGue
     loop_->Wake();
   }
   return r;
+}
+
+absl::StatusOr<plimsoll::v1::HostLine> LoopControlCore::GetHostLine() {
+  return LineAsOf(*loop_->Published(), clock_->Now());
 }
 
 absl::StatusOr<plimsoll::v1::ListGuestPoliciesResponse> LoopControlCore::ListGuestPolicies() {

@@ -48,6 +48,7 @@ class LoopControlCore : public ControlCore {
       const plimsoll::v1::SetGuestPolicyRequest& request, const Caller& caller) override;
   absl::StatusOr<plimsoll::v1::ClearGuestPolicyResponse> ClearGuestPolicy(
       const plimsoll::v1::ClearGuestPolicyRequest& request, const Caller& caller) override;
+  absl::StatusOr<plimsoll::v1::HostLine> GetHostLine() override;
   absl::StatusOr<plimsoll::v1::ListGuestPoliciesResponse> ListGuestPolicies() override;
   absl::StatusOr<plimsoll::v1::SetHostPolicyResponse> SetHostPolicy(
       const plimsoll::v1::SetHostPolicyRequest& request, const Caller& caller) override;

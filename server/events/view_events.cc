@@ -98,12 +98,30 @@ std::vector<WatchEvent> EventsBetween(const plimsoll::v1::ListGuestsResponse* pr
       if (!seen.contains(g.uuid())) out.push_back(GuestChange(GuestEvent::CHANGE_DISAPPEARED, g, "disappeared"));
     }
   }
+  // The host line, when what a scheduler acts on changed: the offer, over_line or staleness. The
+  // other figures move every tick and are read with GetHostLine or from /metrics.
+  if (next.has_host_line() && next.host_line().tick() > 0) {
+    const plimsoll::v1::HostLine& b = next.host_line();
+    const bool had = previous != nullptr && previous->has_host_line();
+    const plimsoll::v1::HostLine& a = had ? previous->host_line() : b;
+    if (!had || a.offered_bytes() != b.offered_bytes() || a.over_line() != b.over_line() || a.stale() != b.stale()) {
+      WatchEvent e;
+      e.set_unix_micros(b.computed_unix_micros());
+      *e.mutable_host_line() = b;
+      out.push_back(std::move(e));
+    }
+  }
   return out;
 }
 
 std::vector<WatchEvent> SnapshotEvents(const plimsoll::v1::ListGuestsResponse& view) {
   std::vector<WatchEvent> out;
   for (const auto& g : view.guests()) out.push_back(GuestChange(GuestEvent::CHANGE_SNAPSHOT, g, ""));
+  if (view.has_host_line()) {
+    WatchEvent line;
+    *line.mutable_host_line() = view.host_line();
+    out.push_back(std::move(line));
+  }
   WatchEvent done;
   done.mutable_snapshot_complete()->set_guests(view.guests_size());
   out.push_back(std::move(done));

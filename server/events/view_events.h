@@ -1,6 +1,7 @@
 // Watch events derived from two successive published views: guests that
 // appeared, changed (run state, management state, detail, override, reclaim
-// hold) or disappeared, and each new decision. Pure. The control loop can
+// hold) or disappeared, each new decision, and the host line when its offer,
+// over_line or staleness changed. Pure. The control loop can
 // publish EventsBetween(previous, next) into its WatchHub on every Publish;
 // the Control service uses it to serve Watch from the view alone while no
 // ControlCore is wired.
@@ -18,7 +19,8 @@ namespace plimsoll::server {
 std::vector<plimsoll::v1::WatchEvent> EventsBetween(const plimsoll::v1::ListGuestsResponse* previous,
                                                     const plimsoll::v1::ListGuestsResponse& next);
 
-// One GuestEvent CHANGE_SNAPSHOT per guest of `view`, then SnapshotComplete.
+// One GuestEvent CHANGE_SNAPSHOT per guest of `view`, the host line (when the view has one), then
+// SnapshotComplete.
 std::vector<plimsoll::v1::WatchEvent> SnapshotEvents(const plimsoll::v1::ListGuestsResponse& view);
 
 }  // namespace plimsoll::server

@@ -2,6 +2,7 @@
 
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "server/events/watch_hub.h"
 
 namespace plimsoll::server {
 namespace {
@@ -81,6 +82,42 @@ TEST(SnapshotEventsTest, OnePerGuestThenComplete) {
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].guest().change(), v1::GuestEvent::CHANGE_SNAPSHOT);
   EXPECT_EQ(events[2].snapshot_complete().guests(), 2);
+}
+
+TEST(EventsBetweenTest, TheHostLineWhenItsOfferOverLineOrStalenessChanges) {
+  const auto first = View(R"(host_line { tick: 1 headroom_bytes: 100 offered_bytes: 0 computed_unix_micros: 5 })");
+  const auto from_nothing = EventsBetween(nullptr, first);
+  ASSERT_EQ(from_nothing.size(), 1u);
+  EXPECT_EQ(from_nothing[0].host_line().tick(), 1);
+  EXPECT_EQ(from_nothing[0].unix_micros(), 5);
+  WatchFilter lines;
+  lines.kinds = {v1::WATCH_EVENT_KIND_HOST_LINE};
+  lines.guests = {"web"};  // host-wide: a guest filter does not hide it
+  EXPECT_TRUE(WatchFilterMatches(lines, from_nothing[0]));
+  WatchFilter decisions;
+  decisions.kinds = {v1::WATCH_EVENT_KIND_DECISION};
+  EXPECT_FALSE(WatchFilterMatches(decisions, from_nothing[0]));
+
+  const auto headroom_only = View(R"(host_line { tick: 2 headroom_bytes: 90 offered_bytes: 0 })");
+  EXPECT_TRUE(EventsBetween(&first, headroom_only).empty()) << "headroom alone is not an event";
+  for (const char* text : {R"(host_line { tick: 2 headroom_bytes: 100 offered_bytes: 100 })",
+                           R"(host_line { tick: 2 headroom_bytes: 100 over_line: true })",
+                           R"(host_line { tick: 2 headroom_bytes: 100 stale: true stale_reason: "x" })"}) {
+    const auto next = View(text);
+    const auto events = EventsBetween(&first, next);
+    ASSERT_EQ(events.size(), 1u) << text;
+    EXPECT_TRUE(events[0].has_host_line()) << text;
+  }
+  const auto never_computed = View(R"(host_line { stale: true stale_reason: "no tick yet" })");
+  EXPECT_TRUE(EventsBetween(nullptr, never_computed).empty()) << "the view before the first tick is no line yet";
+}
+
+TEST(SnapshotEventsTest, TheHostLineBeforeComplete) {
+  const auto v = View(R"(guests { name: "a" } host_line { tick: 3 offered_bytes: 7 })");
+  const auto events = SnapshotEvents(v);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1].host_line().offered_bytes(), 7);
+  EXPECT_TRUE(events[2].has_snapshot_complete());
 }
 
 }  // namespace

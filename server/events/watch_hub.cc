@@ -57,6 +57,8 @@ WatchEventKind KindOf(const WatchEvent& e) {
       return plimsoll::v1::WATCH_EVENT_KIND_GUEST_OVERRIDE;
     case WatchEvent::kReclaim:
       return plimsoll::v1::WATCH_EVENT_KIND_RECLAIM;
+    case WatchEvent::kHostLine:
+      return plimsoll::v1::WATCH_EVENT_KIND_HOST_LINE;
     default:
       return plimsoll::v1::WATCH_EVENT_KIND_UNSPECIFIED;
   }

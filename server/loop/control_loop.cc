@@ -62,6 +62,15 @@ constexpr absl::Duration kEnableStatsRetryMin = absl::Seconds(10);
 constexpr int64_t kInflationSlackBytes = int64_t{16} << 20;
 constexpr absl::Duration kEnableStatsRetryMax = absl::Minutes(10);
 
+// The view before the first tick: no guests, and a line that offers nothing and says why.
+std::shared_ptr<const plimsoll::v1::ListGuestsResponse> InitialView() {
+  auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
+  view->mutable_host_line()->set_stale(true);
+  view->mutable_host_line()->set_stale_reason("no tick yet");
+  view->mutable_host_line()->set_explanation("stale: no tick yet; offered=0MiB");
+  return view;
+}
+
 }  // namespace
 
 int64_t GuestBudget(int64_t mem_total_bytes, int64_t reserve_bytes, std::optional<int64_t> cap) {
@@ -79,8 +88,9 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
       budget_cap_(options.guest_memory_budget_bytes),
       overrides_(std::make_shared<const OverrideStore::Snapshot>()),
       tracker_(options.rules),
+      offer_gate_(options.offer_hold),
       reconnect_backoff_(options.reconnect_min),
-      published_(std::make_shared<plimsoll::v1::ListGuestsResponse>()),
+      published_(InitialView()),
       gate_(options.min_wake_interval),
       calls_(std::make_unique<BalloonCalls>(
           BalloonCalls::Options{options.balloon_workers, options.balloon_call_deadline}, deps.clock)) {}
@@ -119,6 +129,9 @@ void ControlLoop::ApplyReconfig() {
   options_.log_every_decision = n.log_every_decision;
   options_.min_wake_interval = n.min_wake_interval;
   options_.block_stats_interval = n.block_stats_interval;
+  options_.line = n.line;
+  options_.offer_hold = n.offer_hold;
+  offer_gate_.set_hold(n.offer_hold);
   {
     absl::MutexLock l(&mu_);
     gate_.set_min_interval(n.min_wake_interval);
@@ -981,7 +994,41 @@ void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out
   if (a->balloon_deflate) s->set_balloon_deflate_pages(*a->balloon_deflate);
 }
 
-void ControlLoop::Publish(absl::Time now) {
+void ControlLoop::PublishLine(absl::Time now, const std::string& stale, plimsoll::v1::HostLine* out) {
+  *out = line_figures_;
+  // A stale line offers nothing (a host never offers what it cannot back), and the gate, fed 0,
+  // offers again only offer_hold after the data is good.
+  const int64_t offered = offer_gate_.Update(stale.empty() ? line_figures_.headroom_bytes() : 0, now);
+  out->set_offered_bytes(offered);
+  out->set_stale(!stale.empty());
+  out->set_stale_reason(stale);
+  out->set_tick(tick_.load());
+  out->set_computed_unix_micros(absl::ToUnixMicros(now));
+  out->set_explanation(absl::StrCat(stale.empty() ? "" : absl::StrCat("stale: ", stale, "; "),
+                                    line_figures_.explanation(), line_figures_.explanation().empty() ? "" : " ",
+                                    "offered=", FormatMib(offered), " offer_hold=",
+                                    absl::FormatDuration(offer_gate_.hold())));
+  if (out->over_line() != line_logged_over_) {
+    line_logged_over_ = out->over_line();
+    if (line_logged_over_) {
+      PLOG_WARNING << "host over its line: " << out->explanation()
+                   << "; the guests' commitments exceed what the host can back";
+    } else {
+      PLOG_INFO << "host back under its line: " << out->explanation();
+    }
+  }
+  if (!line_logged_stale_.has_value() || *line_logged_stale_ != stale) {
+    if (!stale.empty()) {
+      PLOG_WARNING << "host line stale (" << stale << "): offering nothing until it is good for "
+                   << absl::FormatDuration(offer_gate_.hold());
+    } else if (line_logged_stale_.has_value()) {
+      PLOG_INFO << "host line good again: " << out->explanation();
+    }
+    line_logged_stale_ = stale;
+  }
+}
+
+void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
   int64_t actual_sum = 0;
   for (const TrackedGuest* g : tracker_.ByName()) {
@@ -1064,6 +1111,7 @@ void ControlLoop::Publish(absl::Time now) {
   host->set_libvirt_connected(deps_.hypervisor->IsConnected());
   host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
+  PublishLine(now, line_stale, view->mutable_host_line());
   if (deps_.metrics) {
     deps_.metrics->Publish(*view);
     if (deps_.agents != nullptr) {
@@ -1114,7 +1162,12 @@ void ControlLoop::Tick() {
     return d;
   };
   bool collected = false;
-  if (EnsureConnected(start)) Collect(start, &collected);
+  const bool connected = EnsureConnected(start);
+  if (connected) Collect(start, &collected);
+  // Why the Plimsoll line cannot be trusted this tick (empty: it can).
+  std::string line_stale = !connected ? "libvirt is disconnected"
+                           : !collected ? "the running domains could not be listed this tick"
+                                        : "";
   ComputeControls();
   // After Collect (its stats calls, and the states it resets from the stats) and before Apply.
   TakeCallResults(start);
@@ -1124,6 +1177,12 @@ void ControlLoop::Tick() {
     if (snap.has_value()) {
       policy::Decisions decisions = policy_->Decide(*snap, policy_state_);
       times.decide = since_lap();
+      // Before Apply moves the state out: the line reads the decisions' floors and working sets.
+      line_figures_ = ComputeLine(*snap, decisions, options_.line);
+      if (host_stale_) {
+        line_stale = absl::StrFormat("host memory not read on the last tick (data age=%.1fs)",
+                                     absl::ToDoubleSeconds(start - last_host_at_));
+      }
       if (decisions.guests.size() != snap->guests.size()) {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
@@ -1140,10 +1199,11 @@ void ControlLoop::Tick() {
       }
     } else {
       PLOG_WARNING << "no host memory reading yet; nothing decided this tick";
+      line_stale = "no host memory reading yet";
     }
   }
   times.apply = since_lap();  // also frees the snapshot and the decisions
-  Publish(start);
+  Publish(start, line_stale);
   times.publish = since_lap();
   times.total = lap - start;
   last_tick_times_ = times;

@@ -96,6 +96,8 @@
 #include "server/loop/actuator.h"
 #include "server/loop/balloon_calls.h"
 #include "server/loop/guest_tracker.h"
+#include "server/loop/host_line.h"
+#include "server/loop/offer_gate.h"
 #include "server/loop/wake_gate.h"
 #include "server/metrics/metrics.h"
 #include "server/state/overrides.h"
@@ -122,6 +124,10 @@ struct LoopOptions {
   // tests and benchmarks only (the config has at least 1). Read at construction only.
   int balloon_workers = 0;
   absl::Duration balloon_call_deadline = absl::Seconds(60);
+  // The Plimsoll line's parameters (config block `line`, docs/line.md), and how long its
+  // headroom must hold before it is offered (OfferGate).
+  LineParams line{int64_t{512} << 20, int64_t{1} << 30};
+  absl::Duration offer_hold = absl::Minutes(5);
   // Reconnect backoff after the libvirt connection is lost.
   absl::Duration reconnect_min = absl::Seconds(1);
   absl::Duration reconnect_max = absl::Seconds(30);
@@ -157,7 +163,8 @@ struct TickTimes {
 // What a configuration reload changes in a running loop.
 struct LoopReconfig {
   // tick, stats_period_seconds, rules, host_reserve_bytes, guest_memory_budget_bytes,
-  // min_wake_interval, block_stats_interval (reconnect_* are not configurable and are kept).
+  // min_wake_interval, block_stats_interval, line, offer_hold (reconnect_* are not configurable
+  // and are kept).
   LoopOptions options;
   // The new base policy (the one in force when the host policy names none);
   // null: unchanged. Switching it resets the policy state.
@@ -258,7 +265,11 @@ class ControlLoop {
   void Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions, absl::Time now);
   // The order Apply goes through the decisions: serve_first_'s guests, then the rest in order.
   std::vector<size_t> ApplyOrder(const policy::Decisions& decisions) const;
-  void Publish(absl::Time now);
+  // The line of this tick into the view: line_figures_ with the offer, the staleness (`stale`:
+  // why the line cannot be trusted this tick; empty: it can), the tick and the time. Logs a
+  // change of over_line or stale.
+  void PublishLine(absl::Time now, const std::string& stale, plimsoll::v1::HostLine* out);
+  void Publish(absl::Time now, const std::string& line_stale);
   // Fills a view with the guest's fresh agent signals (nothing when there are none).
   void AddAgentSignals(policy::GuestView& v) const;
   void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
@@ -301,6 +312,12 @@ class ControlLoop {
   void UndoPolicyState(const std::string& uuid, policy::StateSlot slot, bool failed);
   std::atomic<int64_t> tick_{0};
   TickTimes last_tick_times_;
+  // The Plimsoll line: the figures of the last tick that had a snapshot (ComputeLine), the gate
+  // that turns its headroom into an offer, and what the last published line said (for the log).
+  plimsoll::v1::HostLine line_figures_;
+  OfferGate offer_gate_;
+  bool line_logged_over_ = false;
+  std::optional<std::string> line_logged_stale_;
   // The guests that spiked before this tick, first spike first: Apply serves them first.
   std::vector<std::string> serve_first_;
 

@@ -63,6 +63,8 @@ class ControlLoopTest : public ::testing::Test {
     o.rules.no_balloon_after = absl::Seconds(6);
     o.balloon_workers = balloon_workers;
     o.balloon_call_deadline = absl::Seconds(10);
+    o.line = line_params_;
+    o.offer_hold = offer_hold_;
     LoopDeps deps{&hv_, &host_, loop_policy_, actuator_.get(), &clock_, &metrics_};
     deps.overrides = &store_;
     deps.hub = &hub_;
@@ -148,6 +150,9 @@ class ControlLoopTest : public ::testing::Test {
   std::unique_ptr<ControlLoop> loop_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view_;
   int64_t guest_clock_ = 1000;
+  // The Plimsoll line's parameters MakeLoop gives the loop.
+  LineParams line_params_{256 * kMiB, 256 * kMiB};
+  absl::Duration offer_hold_ = absl::Seconds(4);
 };
 
 TEST_F(ControlLoopTest, AdoptsCurrentBalloonSizesAndMovesNothingOnStart) {
@@ -417,6 +422,76 @@ TEST_F(ControlLoopTest, ClampsToFloorAndCeiling) {
   EXPECT_EQ(hv_.LastTarget(kB), 4096 * kMiB);
   EXPECT_EQ(Published(kB)->min_bytes(), 1024 * kMiB);  // 0.25 * 4096MiB
   EXPECT_NE(Published(kA)->last_decision().reason().find("clamped"), std::string::npos);
+}
+
+TEST_F(ControlLoopTest, PublishesTheLineEachTickSlowToOfferAndStaleOnBadData) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 700 * kMiB);
+  MakeLoop();
+  const plimsoll::v1::HostLine before = loop_->Published()->host_line();
+  EXPECT_TRUE(before.stale());
+  EXPECT_EQ(before.stale_reason(), "no tick yet");
+  EXPECT_EQ(before.offered_bytes(), 0);
+  auto subscription = hub_.Subscribe({});
+
+  TickWithFreshStats({kA});  // the first stats value proves nothing: a counts at its ceiling
+  plimsoll::v1::HostLine line = loop_->Published()->host_line();
+  EXPECT_FALSE(line.stale()) << line.stale_reason();
+  EXPECT_EQ(line.capacity_bytes(), 2048 * kMiB);
+  EXPECT_EQ(line.committed_bytes(), (1024 + 256) * kMiB);
+  EXPECT_EQ(line.headroom_bytes(), (2048 - 1280 - 256) * kMiB);
+  EXPECT_EQ(line.guests(), 1);
+  EXPECT_EQ(line.guests_at_ceiling(), 1);
+  EXPECT_EQ(line.offered_bytes(), 0) << "nothing offered before the headroom held offer_hold";
+  EXPECT_EQ(line.tick(), 1);
+
+  TickWithFreshStats({kA});  // fresh: the scripted policy measures nothing, so its actual size
+  line = loop_->Published()->host_line();
+  EXPECT_EQ(line.guests_at_ceiling(), 0);
+  EXPECT_EQ(line.committed_bytes(), (700 + 256) * kMiB);
+  EXPECT_EQ(line.headroom_bytes(), (2048 - 956 - 256) * kMiB);
+  EXPECT_EQ(line.offered_bytes(), 0);
+  TickWithFreshStats({kA});  // 4 s after the first tick: its headroom held, the later one not yet
+  EXPECT_EQ(loop_->Published()->host_line().offered_bytes(), 512 * kMiB);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host_line().offered_bytes(), 836 * kMiB);
+  EXPECT_NE(metrics_.Render().find("plimsoll_host_line_offered_bytes " + std::to_string(836 * kMiB)),
+            std::string::npos)
+      << metrics_.Render();
+
+  host_.SetError(absl::UnavailableError("meminfo gone"));
+  TickWithFreshStats({kA});
+  line = loop_->Published()->host_line();
+  EXPECT_TRUE(line.stale());
+  EXPECT_THAT(line.stale_reason(), ::testing::HasSubstr("host memory not read on the last tick"));
+  EXPECT_EQ(line.offered_bytes(), 0) << "a host never offers what it cannot back";
+  EXPECT_NE(metrics_.Render().find("plimsoll_host_line_stale 1"), std::string::npos);
+  host_.SetError(absl::OkStatus());
+  TickWithFreshStats({kA});
+  EXPECT_FALSE(loop_->Published()->host_line().stale());
+  EXPECT_EQ(loop_->Published()->host_line().offered_bytes(), 0) << "good data waits offer_hold again";
+
+  hv_.SimulateDisconnect();
+  hv_.FailNext(FakeHypervisor::Method::kConnect, absl::UnavailableError("libvirtd down"));
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  line = loop_->Published()->host_line();
+  EXPECT_TRUE(line.stale());
+  EXPECT_EQ(line.stale_reason(), "libvirt is disconnected");
+  EXPECT_EQ(line.committed_bytes(), (700 + 256) * kMiB) << "the last figures stay for the operator";
+
+  // Watch: one host_line event per change of offered, over_line or stale, none for the rest.
+  std::vector<plimsoll::v1::HostLine> events;
+  plimsoll::v1::WatchEvent e;
+  while (subscription->Next(&e, absl::ZeroDuration()) == WatchSubscription::Result::kEvent) {
+    if (e.has_host_line()) events.push_back(e.host_line());
+  }
+  ASSERT_EQ(events.size(), 6u);  // fresh, 512 offered, 836 offered, stale, good, disconnected
+  EXPECT_FALSE(events[0].stale());
+  EXPECT_EQ(events[1].offered_bytes(), 512 * kMiB);
+  EXPECT_EQ(events[2].offered_bytes(), 836 * kMiB);
+  EXPECT_TRUE(events[3].stale());
+  EXPECT_FALSE(events[4].stale());
+  EXPECT_EQ(events[5].stale_reason(), "libvirt is disconnected");
 }
 
 TEST_F(ControlLoopTest, LibvirtFailureIsReportedRetriedAndNeverRecordedAsTarget) {

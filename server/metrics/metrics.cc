@@ -134,6 +134,13 @@ struct Metrics::Impl {
   prometheus::Counter* moves_undone_not_made;
   prometheus::Counter* moves_undone_failed;
   Family<Gauge>* host_data_age;
+  // The Plimsoll line (docs/line.md), one series each.
+  Gauge* line_capacity;
+  Gauge* line_committed;
+  Gauge* line_headroom;
+  Gauge* line_offered;
+  Gauge* line_over;
+  Gauge* line_stale;
   prometheus::Counter* config_reloads_success;
   prometheus::Counter* config_reloads_failure;
   Gauge* config_last_reload_success;
@@ -402,6 +409,14 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   }
   m.call_timeouts = &prometheus::BuildCounter().Name("plimsoll_balloon_call_timeouts_total").Help("Balloon calls (set target, stats period) that did not return within balloon_call_deadline: their outcome is unknown, the domain may take a new call.").Register(*m.registry).Add({});
   m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
+  m.line_capacity = &m.G("plimsoll_host_line_capacity_bytes", "The Plimsoll line's capacity: the guest budget, min(MemTotal - reserve, configured budget).")->Add({});
+  m.line_committed = &m.G("plimsoll_host_line_committed_bytes", "What the running guests must keep (per guest max(floor, working set), at its ceiling without fresh stats) plus the burst reserve.")->Add({});
+  m.line_headroom = &m.G("plimsoll_host_line_headroom_bytes", "capacity - committed - new_guest_room; negative over the line.")->Add({});
+  m.line_offered = &m.G("plimsoll_host_line_offered_bytes", "Guest memory this host offers to schedulers: the headroom held for line.offer_hold, at least 0; 0 while the line is stale.")->Add({});
+  m.line_over = &m.G("plimsoll_host_over_line", "1 while committed exceeds capacity: the host holds more than it can back.")->Add({});
+  // Stale until the first tick publishes a line: a host never offers before it has looked.
+  m.line_stale = &m.G("plimsoll_host_line_stale", "1 while the line cannot be trusted (host memory not read, libvirt disconnected, no tick yet); the offer is then 0.")->Add({});
+  m.line_stale->Set(1);
   m.tick_duration = &tick.Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
 }
 
@@ -499,6 +514,15 @@ void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
   m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
   m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
   m.host_data_age->Add({}).Set(h.host_data_age_seconds());
+  if (view.has_host_line()) {
+    const auto& line = view.host_line();
+    m.line_capacity->Set(static_cast<double>(line.capacity_bytes()));
+    m.line_committed->Set(static_cast<double>(line.committed_bytes()));
+    m.line_headroom->Set(static_cast<double>(line.headroom_bytes()));
+    m.line_offered->Set(static_cast<double>(line.offered_bytes()));
+    m.line_over->Set(line.over_line() ? 1 : 0);
+    m.line_stale->Set(line.stale() ? 1 : 0);
+  }
   m.libvirt_connected->Add({}).Set(h.libvirt_connected() ? 1 : 0);
   for (int s = plimsoll::v1::ManagementState_MIN; s <= plimsoll::v1::ManagementState_MAX; ++s) {
     if (s == plimsoll::v1::MANAGEMENT_STATE_UNSPECIFIED) continue;

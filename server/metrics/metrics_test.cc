@@ -258,5 +258,25 @@ TEST(MetricsTest, DecisionsAreCountedByDirection) {
   EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="hold"} 3)")) << text;
 }
 
+TEST(MetricsTest, TheLineIsStaleUntilAViewPublishesIt) {
+  Metrics m;
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_host_line_stale 1")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_line_offered_bytes 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_over_line 0")) << text;
+  v1::ListGuestsResponse view;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(
+    host_line { capacity_bytes: 8589934592 committed_bytes: 9663676416 headroom_bytes: -1610612736
+                offered_bytes: 0 over_line: true tick: 4 })",
+                                                          &view));
+  m.Publish(view);
+  text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_host_line_stale 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_line_capacity_bytes 8589934592")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_line_committed_bytes 9663676416")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_line_headroom_bytes -1610612736")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_over_line 1")) << text;
+}
+
 }  // namespace
 }  // namespace plimsoll::server

@@ -74,7 +74,8 @@ Role RoleFor(const RoleRules& rules, absl::string_view cn, const std::vector<std
 Role RequiredRole(absl::string_view method) {
   const size_t slash = method.rfind('/');
   if (slash != absl::string_view::npos) method.remove_prefix(slash + 1);
-  static const char* const kReads[] = {"ListGuests", "GetGuest", "GetHostStatus", "ListGuestPolicies", "Watch"};
+  static const char* const kReads[] = {"ListGuests", "GetGuest", "GetHostStatus", "GetHostLine",
+                                       "ListGuestPolicies", "Watch"};
   for (const char* m : kReads) {
     if (method == m) return Role::kReader;
   }

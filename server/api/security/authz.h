@@ -15,7 +15,7 @@
 // Anything else (TCP without a verified certificate) is refused with
 // UNAUTHENTICATED: a mis-wired insecure TCP listener never grants access.
 //
-// Reader RPCs: ListGuests, GetGuest, GetHostStatus, ListGuestPolicies, Watch.
+// Reader RPCs: ListGuests, GetGuest, GetHostStatus, GetHostLine, ListGuestPolicies, Watch.
 // Every other RPC, including ones added later, needs admin.
 //
 // Thread-safety: Check/Identify are thread-safe and may run concurrently

@@ -44,7 +44,7 @@ TEST(RoleForTest, Table) {
 }
 
 TEST(RequiredRoleTest, ReadsNeedReaderEverythingElseAdmin) {
-  for (const char* m : {"ListGuests", "GetGuest", "GetHostStatus", "ListGuestPolicies", "Watch",
+  for (const char* m : {"ListGuests", "GetGuest", "GetHostStatus", "GetHostLine", "ListGuestPolicies", "Watch",
                         "/plimsoll.v1.Control/ListGuests"}) {
     EXPECT_EQ(RequiredRole(m), Role::kReader) << m;
   }

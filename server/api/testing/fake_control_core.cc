@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/api/control_validation.h"
+#include "server/api/line_freshness.h"
 #include "server/api/reclaim_planner.h"
 
 namespace plimsoll::server {
@@ -161,6 +162,11 @@ absl::StatusOr<plimsoll::v1::ReclaimPlan> FakeControlCore::Reclaim(const plimsol
     hub_.Publish(std::move(e));
   }
   return plan;
+}
+
+absl::StatusOr<plimsoll::v1::HostLine> FakeControlCore::GetHostLine() {
+  Record("GetHostLine", Caller());
+  return LineAsOf(*View(), clock_->Now());
 }
 
 std::unique_ptr<WatchSubscription> FakeControlCore::Watch(const WatchFilter& filter) {

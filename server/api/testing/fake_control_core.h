@@ -45,6 +45,8 @@ class FakeControlCore : public ControlCore {
       const plimsoll::v1::SetGuestPolicyRequest& request, const Caller& caller) override;
   absl::StatusOr<plimsoll::v1::ClearGuestPolicyResponse> ClearGuestPolicy(
       const plimsoll::v1::ClearGuestPolicyRequest& request, const Caller& caller) override;
+  // The view's line as of the fake clock (LineAsOf, like the daemon's core).
+  absl::StatusOr<plimsoll::v1::HostLine> GetHostLine() override;
   absl::StatusOr<plimsoll::v1::ListGuestPoliciesResponse> ListGuestPolicies() override;
   absl::StatusOr<plimsoll::v1::SetHostPolicyResponse> SetHostPolicy(
       const plimsoll::v1::SetHostPolicyRequest& request, const Caller& caller) override;
