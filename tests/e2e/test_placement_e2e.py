@@ -30,6 +30,24 @@ GIB = 1024 * MIB
 TICK = 1.0       # plimsolld's tick
 INTERVAL = 1.0   # plimsoll-placement's interval
 BACKOFF_MAX = 4.0
+OFFER_HOLD = 2.0
+
+
+def offer_hold_flag():
+    """plimsolld's flag for the line's offer hold, when it has one: a fresh plimsolld offers
+    nothing for the hold (5 min by default), and so would the whole suite wait."""
+    if not os.path.exists(harness.PLIMSOLLD):
+        return None
+    help_text = subprocess.run([harness.PLIMSOLLD, "--help"], capture_output=True, text=True).stdout
+    for name in ("line.offer_hold", "offer_hold"):
+        if "--" + name + "=" in help_text or "--" + name + " " in help_text or "-" + name in help_text:
+            return name
+    return None
+
+
+OFFER_HOLD_FLAG = offer_hold_flag()
+# Without the flag, the first offer comes after plimsolld's default hold.
+FIRST_OFFER_TIMEOUT = 30 if OFFER_HOLD_FLAG else 330
 
 
 def skip_reason():
@@ -214,6 +232,8 @@ class Host:
         class Keys:
             port = harness.free_port()
             host_key = os.path.join(self.dir, "agent-host.key")
+        if OFFER_HOLD_FLAG:
+            flags[OFFER_HOLD_FLAG] = "%gs" % OFFER_HOLD
         self.daemon = harness.Daemon(self.dir, "test://" + xml, agent_keys=Keys(), proc_root=self.proc_root,
                                      tick="%gs" % TICK, min_wake_interval="100ms", **flags)
         # The resource provider, as nova-compute's resource tracker makes it.
@@ -302,7 +322,8 @@ class Host:
 
 
 class PlacementE2ETest(unittest.TestCase):
-    """Tests run in name order on one pair of hosts; each leaves them synced."""
+    """Tests run in name order on one pair of hosts; each leaves them synced. The budget cuts
+    add up (each takes half the offer), so no test waits for the offer to rise again."""
 
     @classmethod
     def setUpClass(cls):
@@ -355,8 +376,9 @@ class PlacementE2ETest(unittest.TestCase):
             return cap if cap == host.expected_capacity() else None
         return harness.wait_for("%s's Placement capacity at used + offer" % host.name, synced, timeout, 0.25)
 
-    def wait_offer(self, host, timeout=120):
-        """Waits until the line offers at least 1 GiB (a rise waits out the line's offer hold)."""
+    def wait_offer(self, host, timeout=FIRST_OFFER_TIMEOUT):
+        """Waits until the line offers at least 1 GiB: a fresh plimsolld offers nothing for its
+        offer hold (the tests only ever lower the offer after that, which is at once)."""
         return harness.wait_for("%s offering >= 1 GiB" % host.name, lambda: host.line()["offered"] >= GIB and
                                 host.line(), timeout, 0.5)
 
@@ -385,10 +407,10 @@ class PlacementE2ETest(unittest.TestCase):
         self.assertEqual(self.roomy.metric("plimsoll_placement_offered_bytes"), self.roomy.line()["offered"])
 
     def test_2_offer_drops_within_two_ticks_and_a_sync(self):
-        self.wait_offer(self.roomy)
+        line = self.wait_offer(self.roomy)
         before = self.wait_synced(self.roomy)
         t0 = time.monotonic()
-        self.cut_budget(self.roomy)
+        self.roomy.daemon.ctl("host", "set", "--budget=%d" % (line["capacity"] - line["offered"] // 2))
         harness.wait_for("roomy's capacity to drop", lambda: self.placement.memory(self.roomy.rp)[0] < before,
                          10, 0.05)
         took = time.monotonic() - t0
@@ -396,7 +418,6 @@ class PlacementE2ETest(unittest.TestCase):
         self.assertLess(took, 2 * TICK + INTERVAL + 1.0, "Placement followed the line in %.2fs" % took)
         after = self.wait_synced(self.roomy)
         self.assertLess(after, before)
-        self.roomy.daemon.ctl("host", "set", "--clear=budget")
 
     def test_3_placement_errors_back_off_count_and_recover(self):
         self.wait_offer(self.roomy)
@@ -422,8 +443,6 @@ class PlacementE2ETest(unittest.TestCase):
         self.assertLess(self.wait_synced(self.roomy, timeout=BACKOFF_MAX + 5), last)
         self.assertLess(time.monotonic() - t1, BACKOFF_MAX + INTERVAL + 2)
         self.assertIn("sync recovered", self.roomy.service_log_text())
-        self.roomy.daemon.ctl("host", "set", "--clear=budget")
-        self.wait_synced(self.roomy)
 
     def test_4_placement_stopped_then_back(self):
         self.wait_offer(self.roomy)
@@ -440,8 +459,6 @@ class PlacementE2ETest(unittest.TestCase):
             self.placement.start()
         self.assertEqual(self.placement.memory(self.roomy.rp)[0], last, "the last value stayed while it was down")
         self.assertLess(self.wait_synced(self.roomy, timeout=BACKOFF_MAX + 10), last)
-        self.roomy.daemon.ctl("host", "set", "--clear=budget")
-        self.wait_synced(self.roomy)
 
     def test_5_pending_allocation_comes_off_the_offer_at_once(self):
         cap = self.wait_synced(self.roomy)
