@@ -64,6 +64,42 @@ std::string RenderHost(const plimsoll::v1::HostStatus& h) {
          (h.state_problem().empty() ? "" : absl::StrCat("host: STATE FILE PROBLEM: ", h.state_problem(), "\n"));
 }
 
+std::string RenderLineSummary(const plimsoll::v1::HostLine& l) {
+  return absl::StrCat("line: offered=", HumanBytes(l.offered_bytes()), " headroom=", HumanBytes(l.headroom_bytes()),
+                      " committed=", HumanBytes(l.committed_bytes()), "/capacity=", HumanBytes(l.capacity_bytes()),
+                      " at_ceiling=", l.guests_at_ceiling(), "/", l.guests(), l.over_line() ? " OVER THE LINE" : "",
+                      l.stale() ? absl::StrCat(" STALE (", l.stale_reason(), ")") : "", "\n");
+}
+
+std::string RenderLine(const plimsoll::v1::HostLine& l) {
+  const int64_t guests = l.committed_bytes() - l.burst_reserve_bytes();
+  std::string out = absl::StrFormat(
+      "offered          %8s  what this host offers to schedulers now%s\n"
+      "capacity         %8s  the guest budget: min(MemTotal - host reserve, configured budget)\n"
+      "committed        %8s  guests %s (max(floor, working set) each; %d of %d at their ceiling, without fresh "
+      "stats) + burst reserve %s\n"
+      "new guest room   %8s  what a new guest touches before its balloon can shrink it\n"
+      "headroom         %8s  capacity - committed - new guest room\n"
+      "over the line    %8s  committed %s capacity\n",
+      HumanBytes(l.offered_bytes()),
+      l.stale() ? " (0: the line is stale)"
+      : l.offered_bytes() < l.headroom_bytes() ? " (below the headroom: a rise is offered once it has held)"
+                                                : "",
+      HumanBytes(l.capacity_bytes()), HumanBytes(l.committed_bytes()), HumanBytes(guests), l.guests_at_ceiling(),
+      l.guests(), HumanBytes(l.burst_reserve_bytes()), HumanBytes(l.new_guest_room_bytes()),
+      HumanBytes(l.headroom_bytes()), l.over_line() ? "YES" : "no", l.over_line() ? ">" : "<=");
+  absl::StrAppend(&out, "stale            ", absl::StrFormat("%8s", l.stale() ? "YES" : "no"),
+                  l.stale() ? absl::StrCat("  ", l.stale_reason()) : "", "\n");
+  absl::StrAppend(&out, "tick ", l.tick(),
+                  l.computed_unix_micros() == 0
+                      ? std::string()
+                      : absl::StrCat(" at ", absl::FormatTime("%Y-%m-%d %H:%M:%S %Z",
+                                                              absl::FromUnixMicros(l.computed_unix_micros()),
+                                                              absl::LocalTimeZone())),
+                  "\n", l.explanation().empty() ? "" : absl::StrCat(l.explanation(), "\n"));
+  return out;
+}
+
 // Breaks each line longer than `width` at spaces; continuation lines start with `indent`. A word
 // longer than a line stays whole (it cannot be broken without losing it).
 std::string WrapLines(const std::string& text, size_t width, const std::string& indent) {
@@ -85,7 +121,9 @@ std::string WrapLines(const std::string& text, size_t width, const std::string& 
 }
 
 std::string RenderGuestTable(const plimsoll::v1::ListGuestsResponse& view, size_t line_width) {
-  std::string out = WrapLines(RenderHost(view.host()), line_width, "      ");
+  std::string out = WrapLines(
+      RenderHost(view.host()) + (view.has_host_line() ? RenderLineSummary(view.host_line()) : std::string()),
+      line_width, "      ");
   size_t name_w = 5;
   for (const auto& g : view.guests()) name_w = std::max(name_w, g.name().size());
   // Every cell but the reason: name and state left-aligned, sizes right-aligned.
@@ -244,6 +282,10 @@ std::string RenderEvent(const plimsoll::v1::WatchEvent& e) {
     case plimsoll::v1::WatchEvent::kReclaim:
       body = absl::StrCat("reclaim ", plimsoll::v1::ReclaimEvent::Phase_Name(e.reclaim().phase()), " ",
                           e.reclaim().plan().id(), ": ", e.reclaim().plan().summary());
+      break;
+    case plimsoll::v1::WatchEvent::kHostLine:
+      body = RenderLineSummary(e.host_line());
+      body.pop_back();  // its newline; the event's own ends the line
       break;
     case plimsoll::v1::WatchEvent::kDropped:
       body = absl::StrCat("!! ", e.dropped().count(), " events dropped (this client read too slowly)");

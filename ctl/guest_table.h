@@ -13,7 +13,7 @@
 
 namespace plimsoll::ctl {
 
-// A header line about the host, then one line per guest:
+// A header line about the host (and the line, when the view has one), then one line per guest:
 // GUEST STATE MAX MIN TARGET ACTUAL CACHE USABLE AGE REASON.
 // `line_width` > 0: every line fits in it: host lines wrap, and each guest's reason takes its
 // short form (ctl/short_reason.h) in what the columns before it leave (guest names and columns
@@ -25,6 +25,12 @@ std::string RenderGuest(const plimsoll::v1::Guest& guest);
 
 // The host status block.
 std::string RenderHost(const plimsoll::v1::HostStatus& host);
+
+// The Plimsoll line on one line, for the tables' header: "line: offered=.. headroom=..
+// committed=../capacity=.." and, when so, "OVER THE LINE" and "STALE (reason)".
+std::string RenderLineSummary(const plimsoll::v1::HostLine& line);
+// The Plimsoll line in full (`plimsollctl line`): each term on its own line with what it is.
+std::string RenderLine(const plimsoll::v1::HostLine& line);
 
 // An override's settings on one line ("pin=1024Mi shares=200 (by unix at ...)").
 std::string RenderOverride(const plimsoll::v1::GuestOverride& o);

@@ -1,5 +1,7 @@
 #include "ctl/guest_table.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -59,6 +61,50 @@ TEST(GuestTableTest, ShowsEveryGuestWithSizesAndReason) {
 TEST(GuestTableTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(1024LL << 20), "1024Mi");
   EXPECT_EQ(HumanBytes(20LL << 30), "20.0Gi");
+}
+
+TEST(GuestTableTest, TheLineInTheHeaderAndInFull) {
+  plimsoll::v1::ListGuestsResponse view;
+  view.mutable_host()->set_policy("mom");
+  auto* l = view.mutable_host_line();
+  l->set_capacity_bytes(8LL << 30);
+  l->set_committed_bytes(9LL << 30);
+  l->set_burst_reserve_bytes(1LL << 30);
+  l->set_new_guest_room_bytes(512LL << 20);
+  l->set_headroom_bytes(-(1536LL << 20));
+  l->set_over_line(true);
+  l->set_guests(3);
+  l->set_guests_at_ceiling(1);
+  l->set_tick(9);
+  std::string table = RenderGuestTable(view);
+  EXPECT_TRUE(absl::StrContains(
+      table, "line: offered=0Mi headroom=-1536Mi committed=9216Mi/capacity=8192Mi at_ceiling=1/3 OVER THE LINE\n"))
+      << table;
+  const std::string full = RenderLine(*l);
+  EXPECT_TRUE(absl::StrContains(full, "committed          9216Mi  guests 8192Mi (max(floor, working set) each; 1 of 3"))
+      << full;
+  EXPECT_TRUE(absl::StrContains(full, "over the line         YES  committed > capacity")) << full;
+  EXPECT_TRUE(absl::StrContains(full, "stale                  no")) << full;
+
+  l->set_over_line(false);
+  l->set_stale(true);
+  l->set_stale_reason("libvirt is disconnected");
+  table = RenderGuestTable(view);
+  EXPECT_TRUE(absl::StrContains(table, "STALE (libvirt is disconnected)")) << table;
+  EXPECT_FALSE(absl::StrContains(table, "OVER THE LINE")) << table;
+  EXPECT_TRUE(absl::StrContains(RenderLine(*l), "(0: the line is stale)")) << RenderLine(*l);
+  view.clear_host_line();
+  EXPECT_FALSE(absl::StrContains(RenderGuestTable(view), "line:")) << "no line in the view, none shown";
+}
+
+TEST(GuestTableTest, ALineEventOnOneLine) {
+  plimsoll::v1::WatchEvent e;
+  e.mutable_host_line()->set_offered_bytes(2LL << 30);
+  e.mutable_host_line()->set_headroom_bytes(2LL << 30);
+  const std::string line = RenderEvent(e);
+  EXPECT_TRUE(absl::StrContains(line, "--:--:-- line: offered=2048Mi headroom=2048Mi")) << line;
+  EXPECT_EQ(line.back(), '\n');
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << line;
 }
 
 }  // namespace

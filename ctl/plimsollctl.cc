@@ -28,9 +28,10 @@ Read commands (all take --json):
   guests                 every guest: size, target, actual, cache, a short reason (--wide: in full)
   guest NAME|UUID        one guest in full, with its override
   host                   host budget, pressure, daemon status, runtime host policy
+  line                   the Plimsoll line: how much more guest memory this host offers, and why
   policies               every stored guest override (also of guests not running)
   watch                  stream decisions and changes until Ctrl-C (--json: one JSON object per line)
-                         --guest=NAME (repeatable)  --kinds=decision,guest,host,override,reclaim
+                         --guest=NAME (repeatable)  --kinds=decision,guest,host,override,reclaim,line
                          --holds (also decisions that hold)  --snapshot (start with every guest)
   top                    a live refreshing guest table (--interval=2s, --count=N to stop after N,
                          --wide: full reasons)
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
   const std::string command = positional[0];
   const bool host_set = command == "host" && positional.size() >= 2 && positional[1] == "set";
   // Commands that take no command-specific flags.
-  if (command == "guests" || command == "guest" || command == "policies" || command == "top" ||
+  if (command == "guests" || command == "guest" || command == "policies" || command == "top" || command == "line" ||
       (command == "host" && !host_set)) {
     if (absl::Status s = plimsoll::ctl::CheckFlags(flags, {}, command); !s.ok()) return Usage(std::string(s.message()));
   }
@@ -268,6 +269,14 @@ int main(int argc, char** argv) {
                 << ", " << host.guest_overrides() << " guest override(s)"
                 << (host.state_file().empty() ? "" : ", state in " + host.state_file()) << "\n";
     }
+    return 0;
+  }
+  if (command == "line") {
+    if (positional.size() != 1) return Usage("usage: plimsollctl line [--json]");
+    plimsoll::v1::HostLine line;
+    grpc::Status s = stub->GetHostLine(Context(g).get(), {}, &line);
+    if (!s.ok()) return RpcError(g, "line", s);
+    std::cout << (g.json ? ToJson(line) + "\n" : plimsoll::ctl::RenderLine(line));
     return 0;
   }
   if (host_set) {

@@ -72,8 +72,12 @@ class PlimsollctlTest : public ::testing::Test {
                target_bytes: 1610612736 actual_bytes: 1610612736
                stats { stats_fresh: true usable { bytes: 1073741824 } disk_caches { bytes: 536870912 } }
                last_decision { reason: "pagecache: src=agent actual=1536MiB hard=300MiB cache=512MiB free=20MiB floor=556MiB ws=800MiB allow=2048MiB stall_pct=0.00 refault=0.0MiB/s severity=0.00 level=calm new_report=1 action=reclaim taken=128MiB -> 1408MiB state=ok" } }
-      host { policy: "mom" guest_budget_bytes: 4294967296 libvirt_connected: true })",
+      host { policy: "mom" guest_budget_bytes: 4294967296 libvirt_connected: true tick_seconds: 5 }
+      host_line { capacity_bytes: 4294967296 committed_bytes: 2684354560 burst_reserve_bytes: 1073741824
+                  new_guest_room_bytes: 536870912 headroom_bytes: 1073741824 offered_bytes: 1073741824
+                  guests: 1 tick: 7 explanation: "capacity=4096MiB committed=2560MiB" })",
                                                               &v));
+    v.mutable_host_line()->set_computed_unix_micros(absl::ToUnixMicros(clock_.Now()));
     core_.SetView(v);
     server::ControlServiceOptions so;
     so.policy_names = {"mom", "static"};
@@ -129,6 +133,21 @@ TEST_F(PlimsollctlTest, ReadCommandsInTextAndJson) {
   EXPECT_THAT(r.out, HasSubstr("host policy: as configured, 0 guest override(s)"));
   r = Ctl(Unix() + " host --json");
   EXPECT_THAT(r.out, HasSubstr("\"paused\": false"));
+  r = Ctl(Unix() + " line");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("offered            1024Mi  what this host offers to schedulers now\n"));
+  EXPECT_THAT(r.out, HasSubstr("headroom           1024Mi  capacity - committed - new guest room"));
+  EXPECT_THAT(r.out, HasSubstr("capacity=4096MiB committed=2560MiB"));
+  r = Ctl(Unix() + " line --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"offered_bytes\": \"1073741824\""));
+  EXPECT_THAT(r.out, HasSubstr("\"stale\": false"));
+  r = Ctl(Unix() + " guests");
+  EXPECT_THAT(r.out, HasSubstr("line: offered=1024Mi headroom=1024Mi committed=2560Mi/capacity=4096Mi"));
+  r = Ctl(Unix() + " line --wide=3");
+  EXPECT_EQ(r.code, 0) << "--wide is global";
+  r = Ctl(Unix() + " line extra");
+  EXPECT_EQ(r.code, 2);
   r = Ctl(Unix() + " guest nope");
   EXPECT_EQ(r.code, 4);
   EXPECT_THAT(r.out, HasSubstr("no running guest named or with UUID \"nope\""));
@@ -215,6 +234,8 @@ TEST_F(PlimsollctlTest, ReadableErrors) {
 TEST_F(PlimsollctlTest, MutualTlsWithRoles) {
   Result r = Ctl(Tls("reader") + " guests");
   EXPECT_EQ(r.code, 0) << r.out;
+  r = Ctl(Tls("reader") + " line");
+  EXPECT_EQ(r.code, 0) << "GetHostLine is a read: " << r.out;
   r = Ctl(Tls("reader") + " set web --pin=1G");
   EXPECT_EQ(r.code, 5) << r.out;
   EXPECT_THAT(r.out, HasSubstr("not allowed: SetGuestPolicy needs the admin role"));

@@ -253,10 +253,13 @@ absl::StatusOr<plimsoll::v1::WatchRequest> BuildWatchRequest(const Flags& flags)
   } else if (*v != nullptr) {
     for (const std::string& k : List(**v)) {
       plimsoll::v1::WatchEventKind kind;
-      const std::string upper = absl::AsciiStrToUpper(k == "host" ? "host_policy" : k == "override" ? "guest_override" : k);
+      const std::string upper = absl::AsciiStrToUpper(k == "host"     ? "host_policy"
+                                                      : k == "override" ? "guest_override"
+                                                      : k == "line"     ? "host_line"
+                                                                        : k);
       if (!plimsoll::v1::WatchEventKind_Parse("WATCH_EVENT_KIND_" + upper, &kind) ||
           kind == plimsoll::v1::WATCH_EVENT_KIND_UNSPECIFIED) {
-        return FlagError("--kinds", absl::StrCat("\"", k, "\" is not one of decision, guest, host, override, reclaim"));
+        return FlagError("--kinds", absl::StrCat("\"", k, "\" is not one of decision, guest, host, override, reclaim, line"));
       }
       r.add_kinds(kind);
     }

@@ -43,7 +43,7 @@ absl::StatusOr<plimsoll::v1::SetHostPolicyRequest> BuildHostSetRequest(const Fla
 // `plimsollctl reclaim BYTES [--dry-run] [--hold=5m] [--require-full]`.
 absl::StatusOr<plimsoll::v1::ReclaimRequest> BuildReclaimRequest(const std::string& bytes, const Flags& flags);
 
-// `plimsollctl watch [--guest=NAME ...] [--kinds=decision,guest,host,override,reclaim]
+// `plimsollctl watch [--guest=NAME ...] [--kinds=decision,guest,host,override,reclaim,line]
 // [--holds] [--snapshot]`.
 absl::StatusOr<plimsoll::v1::WatchRequest> BuildWatchRequest(const Flags& flags);
 

@@ -127,14 +127,15 @@ TEST(BuildReclaimRequestTest, SizeHoldAndFlags) {
 }
 
 TEST(BuildWatchRequestTest, GuestsKindsAndOptions) {
-  auto r = BuildWatchRequest({{"guest", "web"}, {"guest", "db"}, {"kinds", "decision,host,override"},
+  auto r = BuildWatchRequest({{"guest", "web"}, {"guest", "db"}, {"kinds", "decision,host,override,line"},
                               {"holds", ""}, {"snapshot", ""}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->guests_size(), 2);
-  ASSERT_EQ(r->kinds_size(), 3);
+  ASSERT_EQ(r->kinds_size(), 4);
   EXPECT_EQ(r->kinds(0), v1::WATCH_EVENT_KIND_DECISION);
   EXPECT_EQ(r->kinds(1), v1::WATCH_EVENT_KIND_HOST_POLICY);
   EXPECT_EQ(r->kinds(2), v1::WATCH_EVENT_KIND_GUEST_OVERRIDE);
+  EXPECT_EQ(r->kinds(3), v1::WATCH_EVENT_KIND_HOST_LINE);
   EXPECT_TRUE(r->include_holds());
   EXPECT_TRUE(r->initial_snapshot());
   EXPECT_THAT(std::string(BuildWatchRequest({{"kinds", "gossip"}}).status().message()),

@@ -113,7 +113,8 @@ for f in docs/*.md; do
   [ -e "$f" ] && install -m 0644 "$f" "$DOC/"
 done
 install -m 0644 deploy/prometheus/prometheus.yml deploy/prometheus/alerts.yml \
-                deploy/prometheus/alerts_test.yml "$DOC/prometheus/"
+                deploy/prometheus/alerts_test.yml deploy/prometheus/fleet_rules.yml \
+                deploy/prometheus/fleet_rules_test.yml "$DOC/prometheus/"
 install -m 0644 deploy/grafana/plimsoll-dashboard.json "$DOC/grafana/"
 
 # Depends of a package, from what its binaries link: depends_of PACKAGE BINARY...

@@ -300,6 +300,10 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!a->has_channel_autoattach()) a->set_channel_autoattach(false);
   if (!a->has_channel_socket_dir()) a->set_channel_socket_dir("");
   if (!a->has_vsock_port()) a->set_vsock_port(0);
+  auto* line = c.mutable_line();
+  if (!line->has_new_guest_room_bytes()) line->set_new_guest_room_bytes(512 * kMiB);
+  if (!line->has_burst_reserve_bytes()) line->set_burst_reserve_bytes(1 * kGiB);
+  if (!line->has_offer_hold()) line->set_offer_hold("5m");
   return c;
 }
 
@@ -422,6 +426,18 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
   if (o.agent_vsock_port == 0xffffffffu) {
     return FieldError("agent.vsock_port", "4294967295 is VMADDR_PORT_ANY, not a port agents can dial");
   }
+  const auto& line = c.line();
+  o.line_new_guest_room_bytes = line.new_guest_room_bytes();
+  if (o.line_new_guest_room_bytes < 0) {
+    return FieldError("line.new_guest_room_bytes", absl::StrCat(o.line_new_guest_room_bytes, " is negative"));
+  }
+  o.line_burst_reserve_bytes = line.burst_reserve_bytes();
+  if (o.line_burst_reserve_bytes < 0) {
+    return FieldError("line.burst_reserve_bytes", absl::StrCat(o.line_burst_reserve_bytes, " is negative"));
+  }
+  auto hold = ParsePositiveDuration("line.offer_hold", line.offer_hold(), absl::ZeroDuration(), absl::Hours(24));
+  if (!hold.ok()) return hold.status();
+  o.line_offer_hold = *hold;
   if (o.stale_after < absl::Seconds(2 * o.stats_period_seconds)) {
     return FieldError("guest_defaults.stale_after",
                       absl::StrCat("\"", g.stale_after(), "\" must be at least twice stats_period_seconds (",

@@ -49,6 +49,10 @@ struct Options {
   bool agent_channel_autoattach = false;
   std::string agent_channel_socket_dir;  // empty: libvirt chooses
   uint32_t agent_vsock_port = 0;  // 0: no vsock listener
+  // The Plimsoll line (config block `line`, docs/line.md).
+  int64_t line_new_guest_room_bytes = 0;
+  int64_t line_burst_reserve_bytes = 0;
+  absl::Duration line_offer_hold;
 };
 
 // True when a "host:port" listen address is a loopback IP literal: 127.0.0.0/8, ::1 (also

@@ -74,6 +74,9 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   loop |= Compare(live, "guest_defaults.stats_period_seconds", a.stats_period_seconds, b.stats_period_seconds,
                   num);
   loop |= Compare(live, "guest_defaults.stale_after", a.stale_after, b.stale_after, dur);
+  loop |= Compare(live, "line.new_guest_room_bytes", a.line_new_guest_room_bytes, b.line_new_guest_room_bytes, num);
+  loop |= Compare(live, "line.burst_reserve_bytes", a.line_burst_reserve_bytes, b.line_burst_reserve_bytes, num);
+  loop |= Compare(live, "line.offer_hold", a.line_offer_hold, b.line_offer_hold, dur);
   c.loop = loop;
   const RoleRules& ar = ac.roles;
   const RoleRules& br = bc.roles;
@@ -125,6 +128,9 @@ Options MergeReloadable(const Options& running, const Options& next) {
   o.min_fraction = next.min_fraction;
   o.stats_period_seconds = next.stats_period_seconds;
   o.stale_after = next.stale_after;
+  o.line_new_guest_room_bytes = next.line_new_guest_room_bytes;
+  o.line_burst_reserve_bytes = next.line_burst_reserve_bytes;
+  o.line_offer_hold = next.line_offer_hold;
   return o;
 }
 

@@ -7,7 +7,7 @@
 // step changes nothing.
 //
 // Applied live: policy, tick, min_wake_interval, block_stats_interval, dry_run, host.host_reserve_bytes,
-// host.guest_memory_budget_bytes, guest_defaults.* and the control API's role
+// host.guest_memory_budget_bytes, guest_defaults.*, line.* and the control API's role
 // rules. Everything else (listeners, libvirt, the balloon worker pool, /proc root, the agent channel,
 // the state file, TLS files and socket access) is read once at startup: a
 // changed value is reported as needing a restart and the running one is kept.
@@ -51,7 +51,7 @@ struct ConfigChanges {
   std::vector<ConfigChange> restart;  // ignored until a restart
   bool policy = false;
   bool dry_run = false;
-  bool loop = false;   // anything the control loop reads (policy, tick, host, guest_defaults, dry_run)
+  bool loop = false;   // anything the control loop reads (policy, tick, host, guest_defaults, line, dry_run)
   bool roles = false;  // control API role rules
 
   bool empty() const { return live.empty() && restart.empty(); }

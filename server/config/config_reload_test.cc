@@ -60,6 +60,8 @@ TEST(ConfigReloadTest, DiffSortsEveryChangeIntoLiveOrRestart) {
        {"guest_defaults.min_bytes", "guest_defaults.min_fraction", "guest_defaults.stats_period_seconds",
         "guest_defaults.stale_after"},
        {}, true, false, false, false},
+      {"line", R"(line { new_guest_room_bytes: 1 burst_reserve_bytes: 2 offer_hold: "1m" })",
+       {"line.new_guest_room_bytes", "line.burst_reserve_bytes", "line.offer_hold"}, {}, true, false, false, false},
       {"roles", R"(control { admin_common_names: "ops" reader_organizational_units: "viewers" })",
        // Any role set replaces all the defaults, so the default admin OU goes too.
        {"control.admin_common_names", "control.admin_organizational_units", "control.reader_organizational_units"},
@@ -126,6 +128,7 @@ TEST(ConfigReloadTest, MergeTakesLiveSettingsAndKeepsRestartOnes) {
     log_every_decision: true min_wake_interval: "250ms" block_stats_interval: "20s"
     host { host_reserve_bytes: 5 guest_memory_budget_bytes: 6 proc_root: "/x" }
     guest_defaults { min_bytes: 7 min_fraction: 0.5 stats_period_seconds: 3 stale_after: "9s" }
+    line { new_guest_room_bytes: 10 burst_reserve_bytes: 11 offer_hold: "12s" }
     agent { agent_listen: "127.0.0.1:2" }
     control { admin_common_names: "ops" state_file: "/s" })");
   const Options o = MergeReloadable(a.options, b.options);
@@ -141,6 +144,9 @@ TEST(ConfigReloadTest, MergeTakesLiveSettingsAndKeepsRestartOnes) {
   EXPECT_DOUBLE_EQ(o.min_fraction, 0.5);
   EXPECT_EQ(o.stats_period_seconds, 3);
   EXPECT_EQ(o.stale_after, absl::Seconds(9));
+  EXPECT_EQ(o.line_new_guest_room_bytes, 10);
+  EXPECT_EQ(o.line_burst_reserve_bytes, 11);
+  EXPECT_EQ(o.line_offer_hold, absl::Seconds(12));
   EXPECT_EQ(o.libvirt_uri, a.options.libvirt_uri);
   EXPECT_EQ(o.metrics_listen, a.options.metrics_listen);
   EXPECT_EQ(o.proc_root, a.options.proc_root);

@@ -36,6 +36,31 @@ TEST(ConfigTest, DefaultsAreValidAndDocumented) {
   EXPECT_DOUBLE_EQ(o->min_fraction, 0.25);
   EXPECT_EQ(o->stats_period_seconds, 2);
   EXPECT_EQ(o->stale_after, absl::Seconds(30));
+  EXPECT_EQ(o->line_new_guest_room_bytes, 512LL << 20);
+  EXPECT_EQ(o->line_burst_reserve_bytes, 1LL << 30);
+  EXPECT_EQ(o->line_offer_hold, absl::Minutes(5));
+}
+
+TEST(ConfigTest, TheLineBlock) {
+  auto o = ResolveText(R"(line { new_guest_room_bytes: 0 burst_reserve_bytes: 2147483648 offer_hold: "0s" })");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->line_new_guest_room_bytes, 0);
+  EXPECT_EQ(o->line_burst_reserve_bytes, 2LL << 30);
+  EXPECT_EQ(o->line_offer_hold, absl::ZeroDuration()) << "0s: the offer follows the headroom";
+  // Flags reach the block by leaf name, as every nested field.
+  auto flags = ConfigFromFlags({{"offer_hold", "90s"}, {"line.burst_reserve_bytes", "0"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto f = Resolve(WithDefaults(*flags));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->line_offer_hold, absl::Seconds(90));
+  EXPECT_EQ(f->line_burst_reserve_bytes, 0);
+  EXPECT_EQ(f->line_new_guest_room_bytes, 512LL << 20);
+  // --check_config prints the effective block.
+  const std::string text = ToText(WithDefaults(DaemonConfig()));
+  EXPECT_NE(text.find("line {\n  new_guest_room_bytes: 536870912\n  burst_reserve_bytes: 1073741824\n  "
+                      "offer_hold: \"5m\"\n}"),
+            std::string::npos)
+      << text;
 }
 
 TEST(ConfigTest, ParsesAFullFile) {
@@ -95,6 +120,12 @@ TEST(ConfigTest, BadValuesNameTheField) {
       {R"(guest_defaults { min_bytes: -5 })", "guest_defaults.min_bytes"},
       {R"(guest_defaults { stats_period_seconds: 0 })", "guest_defaults.stats_period_seconds"},
       {R"(guest_defaults { stale_after: "3s" stats_period_seconds: 2 })", "guest_defaults.stale_after"},
+      {R"(line { new_guest_room_bytes: -1 })", "line.new_guest_room_bytes"},
+      {R"(line { burst_reserve_bytes: -1 })", "line.burst_reserve_bytes"},
+      {R"(line { offer_hold: "-1s" })", "line.offer_hold"},
+      {R"(line { offer_hold: "25h" })", "line.offer_hold"},
+      {R"(line { offer_hold: "a while" })", "line.offer_hold"},
+      {R"(line { offered_bytes: 5 })", "offered_bytes"},
   };
   for (const BadCase& c : cases) {
     auto o = ResolveText(c.text);

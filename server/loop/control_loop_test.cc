@@ -819,6 +819,39 @@ TEST_F(ControlLoopTest, LogEveryDecisionLogsHoldsEveryTick) {
   EXPECT_NE(log.find("direction=hold"), std::string::npos) << log;
 }
 
+// A reload's line settings take effect from the next tick: the terms at once, a shorter hold
+// on the offer at its next update.
+TEST_F(ControlLoopTest, ReconfigureChangesTheLineFromTheNextTick) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 700 * kMiB);
+  offer_hold_ = absl::Hours(1);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host_line().headroom_bytes(), (2048 - 700 - 256 - 256) * kMiB);
+  EXPECT_EQ(loop_->Published()->host_line().offered_bytes(), 0) << "an hour's hold";
+  LoopReconfig r;
+  r.options.tick = absl::Seconds(2);
+  r.options.host_reserve_bytes = 1024 * kMiB;
+  r.options.guest_memory_budget_bytes = 2048 * kMiB;
+  r.options.rules.min_bytes = 256 * kMiB;
+  r.options.rules.min_fraction = 0.25;
+  r.options.rules.stale_after = absl::Seconds(10);
+  r.options.rules.no_balloon_after = absl::Seconds(6);
+  r.options.line = LineParams{128 * kMiB, 64 * kMiB};
+  r.options.offer_hold = absl::Seconds(2);
+  loop_->Reconfigure(std::move(r));
+  TickWithFreshStats({kA});
+  const plimsoll::v1::HostLine line = loop_->Published()->host_line();
+  EXPECT_EQ(line.new_guest_room_bytes(), 128 * kMiB);
+  EXPECT_EQ(line.burst_reserve_bytes(), 64 * kMiB);
+  EXPECT_EQ(line.headroom_bytes(), (2048 - 700 - 64 - 128) * kMiB);
+  EXPECT_EQ(line.offered_bytes(), (2048 - 700 - 256 - 256) * kMiB)
+      << "the old headroom held the 2 s before; the new one not yet";
+  EXPECT_NE(line.explanation().find("offer_hold=2s"), std::string::npos) << line.explanation();
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host_line().offered_bytes(), (2048 - 700 - 64 - 128) * kMiB);
+}
+
 // A config reload (Reconfigure) replaces the configured layer from the next tick; the
 // host policy set through the control API still wins over it.
 TEST_F(ControlLoopTest, ReconfigureIsTheBaseLayerBeneathTheHostPolicy) {

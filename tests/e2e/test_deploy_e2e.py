@@ -49,6 +49,8 @@ PROM_DIR = os.path.join(REPO, "deploy", "prometheus")
 PROM_CONFIG = os.path.join(PROM_DIR, "prometheus.yml")
 ALERTS = os.path.join(PROM_DIR, "alerts.yml")
 ALERTS_TEST = os.path.join(PROM_DIR, "alerts_test.yml")
+FLEET_RULES = os.path.join(PROM_DIR, "fleet_rules.yml")
+FLEET_RULES_TEST = os.path.join(PROM_DIR, "fleet_rules_test.yml")
 DASHBOARD = os.path.join(REPO, "deploy", "grafana", "plimsoll-dashboard.json")
 BUILD_DEB = os.path.join(REPO, "tools", "build_deb.sh")
 
@@ -82,6 +84,7 @@ TRIGGERED = {
     "PlimsollLibvirtDisconnected": "a plimsolld whose libvirt socket does not exist",
     "PlimsollLibvirtErrors": "the same plimsolld failing to connect again and again",
     "PlimsollHostOverBudget": "a dry-run plimsolld with a %d MiB guest budget" % DRYRUN_BUDGET_MIB,
+    "PlimsollHostOverLine": "the same dry-run plimsolld: its guests' sizes alone are over its %d MiB" % DRYRUN_BUDGET_MIB,
     "PlimsollGuestStatsStale": "guest %s paused: its balloon stats stop" % PAUSED_GUEST,
     "PlimsollAgentDisconnected": "guest %s's agent stopped" % AGENT_STOPPED_GUEST,
 }
@@ -232,13 +235,24 @@ class PromtoolChecks(unittest.TestCase):
     def test_check_rules(self):
         out = self.promtool("check", "rules", ALERTS)
         self.assertIn("SUCCESS: %d rules found" % len(alert_names()), out)
-        self.assertEqual(len(alert_names()), 8)
+        self.assertEqual(len(alert_names()), 9)
 
     def test_rule_unit_tests_fire_every_alert(self):
         self.promtool("test", "rules", ALERTS_TEST)
         with open(ALERTS_TEST) as f:
             tested = set(re.findall(r"alertname:\s*(\w+)", f.read()))
         self.assertEqual(tested, set(alert_names()), "every alert needs a unit test")
+
+    def test_fleet_rules_check_and_unit_tests(self):
+        # The fleet view's recording rules (not loaded by prometheus.yml: a fleet Prometheus's).
+        out = self.promtool("check", "rules", FLEET_RULES)
+        with open(FLEET_RULES) as f:
+            records = re.findall(r"^\s*- record:\s*(\S+)", f.read(), re.M)
+        self.assertIn("SUCCESS: %d rules found" % len(records), out)
+        self.promtool("test", "rules", FLEET_RULES_TEST)
+        with open(FLEET_RULES_TEST) as f:
+            tested = set(re.findall(r"^\s*- expr:\s*(\S+)", f.read(), re.M))
+        self.assertEqual(tested, set(records), "every fleet rule needs a unit test")
 
     def test_lab_config_rewrite(self):
         # The e2e lab rewrites prometheus.yml; the rewrite must keep it valid.
@@ -279,7 +293,7 @@ class DashboardStructure(unittest.TestCase):
                 self.assertEqual(t["datasource"]["uid"], "${DS_PROMETHEUS}", p["title"])
         titles = " | ".join(p["title"] for p in all_panels(d["panels"]))
         for needed in ("budget", "PSI", "target vs actual", "Stats age", "Decisions", "libvirt errors",
-                       "Tick duration"):
+                       "Tick duration", "Plimsoll line"):
             self.assertIn(needed, titles)
         repeated = [p for p in all_panels(d["panels"]) if p.get("repeat")]
         self.assertEqual([p["repeat"] for p in repeated], ["domain"])
@@ -517,6 +531,7 @@ class DeployLabE2E(unittest.TestCase):
                          {(inst["nolibvirt"], "connect")})
         self.assertEqual(rules["PlimsollLibvirtErrors"]["state"], "firing")  # for: 0m
         self.assertIn(inst["dryrun"], [a["instance"] for a in alerts_of("PlimsollHostOverBudget")])
+        self.assertIn(inst["dryrun"], [a["instance"] for a in alerts_of("PlimsollHostOverLine")])
         self.assertEqual({(a["instance"], a["domain"]) for a in alerts_of("PlimsollAgentDisconnected")},
                          {(inst["main"], AGENT_STOPPED_GUEST)})
         stale = {(a["instance"], a["domain"]) for a in alerts_of("PlimsollGuestStatsStale")}
@@ -640,6 +655,7 @@ class DebPackage(unittest.TestCase):
                      "/etc/default/plimsolld", "/usr/share/doc/plimsoll/README.md",
                      "/usr/share/doc/plimsoll/grafana/plimsoll-dashboard.json",
                      "/usr/share/doc/plimsoll/prometheus/alerts.yml",
+                     "/usr/share/doc/plimsoll/prometheus/fleet_rules.yml",
                      "/usr/share/doc/plimsoll/prometheus/prometheus.yml"):
             self.assertEqual(entries.get(path, ("?",))[0], "-rw-r--r--", path)
         for _, owner in entries.values():

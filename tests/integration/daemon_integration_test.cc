@@ -214,6 +214,39 @@ TEST_F(DaemonIntegrationTest, ServesTheRequiredMetricsWithCorrectValues) {
   EXPECT_GT(SeriesValue(*body, "plimsoll_tick_duration_seconds_count"), 0);
 }
 
+// The test driver's stats never advance, so every guest counts at its ceiling: 2 + 4 + 1 GiB,
+// plus the default 1 GiB burst reserve, on a 1 GiB budget. The host is far over its line and
+// offers nothing; the same figures are on /metrics.
+TEST_F(DaemonIntegrationTest, GetHostLineAnswersWithTheFiguresAndTheMetricsCarryThem) {
+  plimsoll::v1::HostLine line;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub_->GetHostLine(&ctx, {}, &line);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(line.tick(), 0);
+  EXPECT_FALSE(line.stale()) << line.stale_reason();
+  EXPECT_EQ(line.capacity_bytes(), 1024 * kMiB);
+  EXPECT_EQ(line.guests(), 3);
+  EXPECT_EQ(line.guests_at_ceiling(), 3);
+  EXPECT_EQ(line.burst_reserve_bytes(), 1024 * kMiB);
+  EXPECT_EQ(line.new_guest_room_bytes(), 512 * kMiB);
+  EXPECT_EQ(line.committed_bytes(), (2048 + 4096 + 1024 + 1024) * kMiB);
+  EXPECT_EQ(line.headroom_bytes(), (1024 - 8192 - 512) * kMiB);
+  EXPECT_TRUE(line.over_line());
+  EXPECT_EQ(line.offered_bytes(), 0);
+  EXPECT_NE(line.explanation().find("at_ceiling=3"), std::string::npos) << line.explanation();
+  const absl::Duration age = absl::Now() - absl::FromUnixMicros(line.computed_unix_micros());
+  EXPECT_LT(age, absl::Seconds(10)) << "computed by a recent tick";
+
+  auto body = testing::HttpGet(daemon_->metrics_port(), "/metrics");
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_EQ(SeriesValue(*body, "plimsoll_host_line_capacity_bytes "), 1024.0 * kMiB);
+  EXPECT_EQ(SeriesValue(*body, "plimsoll_host_line_committed_bytes "), 8192.0 * kMiB);
+  EXPECT_EQ(SeriesValue(*body, "plimsoll_host_line_headroom_bytes "), -7680.0 * kMiB);
+  EXPECT_EQ(SeriesValue(*body, "plimsoll_host_line_offered_bytes "), 0);
+  EXPECT_EQ(SeriesValue(*body, "plimsoll_host_over_line "), 1);
+  EXPECT_EQ(SeriesValue(*body, "plimsoll_host_line_stale "), 0);
+}
+
 TEST_F(DaemonIntegrationTest, SocketIsOwnerOnlyAndASecondDaemonIsRefused) {
   struct stat st;
   ASSERT_EQ(stat(socket_path_->c_str(), &st), 0);

@@ -208,6 +208,19 @@ class ControlClientTest(unittest.TestCase):
         self.assertEqual(host.policy, "mom")
         self.assertFalse(host.paused)
 
+    def test_host_line_figures_add_up(self):
+        line = self.call("GetHostLine", control_pb2.GetHostLineRequest())
+        host = self.call("GetHostStatus", control_pb2.GetHostStatusRequest())
+        self.assertGreater(line.tick, 0)
+        self.assertEqual(line.capacity_bytes, host.guest_budget_bytes)
+        self.assertEqual(line.headroom_bytes,
+                         line.capacity_bytes - line.committed_bytes - line.new_guest_room_bytes)
+        self.assertEqual(line.over_line, line.committed_bytes > line.capacity_bytes)
+        self.assertLessEqual(line.offered_bytes, max(0, line.headroom_bytes))
+        if line.stale:
+            self.assertEqual(line.offered_bytes, 0)
+            self.assertTrue(line.stale_reason)
+
     def test_watch_starts_with_a_snapshot_of_every_guest(self):
         view = self.call("ListGuests", control_pb2.ListGuestsRequest())
         stream = self.stub.Watch(control_pb2.WatchRequest(initial_snapshot=True), timeout=15)
@@ -216,6 +229,9 @@ class ControlClientTest(unittest.TestCase):
             if event.HasField("snapshot_complete"):
                 self.assertEqual(event.snapshot_complete.guests, len(view.guests))
                 break
+            if event.HasField("host_line"):  # the host's line is part of the snapshot
+                self.assertEqual(event.host_line.capacity_bytes, view.host_line.capacity_bytes)
+                continue
             self.assertEqual(event.guest.change, types_pb2.GuestEvent.CHANGE_SNAPSHOT)
             seen.append(event.guest.guest.name)
         stream.cancel()

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -54,8 +55,13 @@ int main(int argc, char** argv) {
              management_state: MANAGEMENT_STATE_STALE_STATS max_bytes: 2147483648 min_bytes: 536870912
              target_bytes: 2147483648 actual_bytes: 2147483648 stats { stats_age_seconds: 60 } }
     host { mem_total_bytes: 17179869184 mem_available_bytes: 12884901888 guest_budget_bytes: 4294967296
-           psi_memory_some_avg10: 1.5 policy: "mom" libvirt_connected: true tick: 5 tick_seconds: 0.2 })",
+           psi_memory_some_avg10: 1.5 policy: "mom" libvirt_connected: true tick: 5 tick_seconds: 0.2 }
+    host_line { capacity_bytes: 4294967296 committed_bytes: 3221225472 burst_reserve_bytes: 1073741824
+                new_guest_room_bytes: 536870912 headroom_bytes: 536870912 offered_bytes: 536870912
+                guests: 2 guests_at_ceiling: 1 tick: 5 })",
                                                 &view);
+  // As fresh as the daemon's own line; GetHostLine serves it stale once it is 15 s old.
+  view.mutable_host_line()->set_computed_unix_micros(absl::ToUnixMicros(clock.Now()));
   core.SetView(view);
   plimsoll::server::ControlServiceOptions options;
   options.policy_names = {"mom", "static"};
