@@ -5,7 +5,10 @@
 # plimsoll_<version>_<arch>.deb, for the host: /usr/bin/plimsolld, /usr/bin/plimsollctl,
 # /lib/systemd/system/plimsolld.service, the default config /etc/plimsoll/plimsolld.textproto
 # and /etc/default/plimsolld (conffiles), and /usr/share/doc/plimsoll (README, docs,
-# Prometheus rules, Grafana dashboard).
+# Prometheus rules, Grafana dashboard); and plimsoll-placement (docs/placement.md):
+# /usr/bin/plimsoll-placement, its Python code and the gRPC stubs generated here from the
+# protos in /usr/lib/plimsoll-placement, its unit and /etc/plimsoll/placement.conf (conffile);
+# its Python modules are Suggests (only OpenStack hosts run it).
 # plimsoll-agent_<version>_<arch>.deb, for guests (when the //agent:plimsoll-agent target
 # exists): /usr/bin/plimsoll-agent, /lib/systemd/system/plimsoll-agent.service, the udev rule
 # /lib/udev/rules.d/60-plimsoll-agent.rules that starts it when the domain's virtio-serial port
@@ -156,6 +159,20 @@ depends_of() {
 }
 DEPENDS="$(depends_of plimsoll "$PKG"/usr/bin/*)"
 
+# plimsoll-placement: Python, so after the Depends of the binaries above. Its gRPC stubs are
+# generated from the protos now, never committed.
+PLIB="$PKG/usr/lib/plimsoll-placement"
+mkdir -p "$PLIB/plimsoll_placement"
+install -m 0755 placement/plimsoll-placement "$PLIB/"
+for f in placement/plimsoll_placement/*.py; do
+  case "$f" in *_test.py) ;; *) install -m 0644 "$f" "$PLIB/plimsoll_placement/" ;; esac
+done
+placement/gen_stubs.sh "$PLIB/gen" proto
+ln -s ../lib/plimsoll-placement/plimsoll-placement "$PKG/usr/bin/plimsoll-placement"
+install -m 0644 deploy/systemd/plimsoll-placement.service "$PKG/lib/systemd/system/"
+install -m 0644 deploy/config/placement.conf "$PKG/etc/plimsoll/"
+CONFFILES+=(/etc/plimsoll/placement.conf)
+
 INSTALLED_SIZE="$(du -sk --exclude=DEBIAN "$PKG" | cut -f1)"
 DESCRIPTION_EXTRA=""
 if [ "$AGENT" = 1 ]; then
@@ -168,7 +185,8 @@ Architecture: $ARCH
 Maintainer: ${DEB_MAINTAINER:-plimsoll developers <plimsoll@localhost>}
 Installed-Size: $INSTALLED_SIZE
 Depends: $DEPENDS
-Suggests: libvirt-daemon-system, prometheus
+Suggests: libvirt-daemon-system, prometheus, python3, python3-grpcio, python3-protobuf, python3-openstacksdk,
+ python3-keystoneauth1
 Section: admin
 Priority: optional
 Description: page-cache-aware memory balloon controller for KVM hosts
@@ -183,7 +201,7 @@ Description: page-cache-aware memory balloon controller for KVM hosts
 EOF
 printf '%s\n' "${CONFFILES[@]}" > "$PKG/DEBIAN/conffiles"
 
-UNITS="plimsolld.service"
+UNITS="plimsolld.service plimsoll-placement.service"
 cat > "$PKG/DEBIAN/postinst" <<EOF
 #!/bin/sh
 # Installing starts nothing: review /etc/plimsoll/plimsolld.textproto and /etc/default/plimsolld,

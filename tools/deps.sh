@@ -16,6 +16,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # tests and tools
   python3 python3-grpcio python3-protobuf curl openssl prometheus
+  # plimsoll-placement (placement/) and its end-to-end test against a real Placement
+  python3-openstacksdk python3-keystoneauth1 placement-api
 )
 
 missing=()
