@@ -1,4 +1,4 @@
-// Load benchmark of the daemon's virtio-serial agent channels (issue 16; run it, it is not a test):
+// Load benchmark of the daemon's virtio-serial agent channels (run it, it is not a test):
 //   bazel run -c opt //bench:channel_load_bench -- --channels=N --seconds=10 [--interval=1s]
 //
 // The daemon side is plimsolld's own channel code: AgentChannels::Start with a real AgentStore,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scores one policy against another on corpus runs (issue 14's targets), from the JSON that
+"""Scores one policy against another on corpus runs (the targets in docs/benchmarks.md), from the JSON that
 `simulate --corpus --json=FILE` writes (sim/corpus_report.h), one file per seed.
 
   python3 bench/corpus_compare.py --policy=pagecache_law --against=pagecache /tmp/law/seed*.json
@@ -13,7 +13,7 @@ Per seed, over all cases (and the cache-heavy ones where the target is about the
   oracle     median oracle share on the cache-heavy cases, for both
   x mom      median over the cache-heavy cases of reclaimed / MoM's reclaimed, and of stall - MoM's
              stall (negative: less stall than MoM)
-and the same split by agent / no agent (point 5: the agentless path is not an afterthought).
+and the same split by agent / no agent (the agentless path is not an afterthought).
 """
 
 import argparse

@@ -2,7 +2,7 @@
 """The most any policy could reclaim on a real-guest lab run, and where each policy falls short.
 
 Reads the JSON of bench/lab_policy_bench.py and bounds each guest's reclaimed GiB*s from above
-with sizes no policy run in that lab can go below without breaking issue 14's promises (no OOM
+with sizes no policy run in that lab can go below without breaking the real-guest targets (no OOM
 kill, every hot guest within 5% of its unconstrained throughput) or plimsolld's floor:
 
   bound(t) = max(min, needed(t) + reserve, collapse)

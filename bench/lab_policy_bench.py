@@ -26,7 +26,7 @@ Mixes of TCG guests under a private libvirtd (--mix, comma-separated):
 --agent=on, none with off, and both modes are run with both (--no-agent is --agent=off). The
 agents report over their guests' virtio-serial ports (the packaged default; the guests then have
 no network interface); --agent-transport=tcp runs them over QEMU user networking with tokens
-instead (the runs before session 11 did).
+instead.
 
 For each mix, agent mode and repetition (--repeat) it runs an unconstrained baseline (static
 policy, no budget) and then each policy, each on a fresh lab for --seconds; samples libvirt's

@@ -98,8 +98,8 @@ void PerGuestCounter(benchmark::State& state) {
 void BM_Decide(benchmark::State& state, const char* policy_name) {
   std::unique_ptr<Warm> w = WarmUp(policy_name);
   // A tick of its own, as every decision in the daemon: a snapshot at the warm-up's last time
-  // repeats that decision's readings (no time has passed: no rate of anything), which made the
-  // law's pass look 9% cheaper than a real tick's until session 20.
+  // repeats that decision's readings (no time has passed: no rate of anything), which makes the
+  // law's pass look 9% cheaper than a real tick's.
   w->sim->Step(5);
   const policy::Snapshot snapshot = w->sim->MakeSnapshot();
   for (auto _ : state) {

@@ -6,7 +6,7 @@ plimsoll-agent (2 s interval):
   stream  reads a 700 MiB file through its page cache in a loop
   hot     re-reads a 128 MiB file
   anon    idles, then allocates 400 MiB after 60 s and keeps it
-plimsolld runs --policy (default `pagecache_law`; the runs before session 15 ran `pagecache`) with
+plimsolld runs --policy (default `pagecache_law`) with
 a guest budget (--budget-mib, 2048 MiB) under the guests' 3072 MiB, at --tick (1 s: more ticks
 per minute than the 5 s default).
 
@@ -22,7 +22,7 @@ and at the end reports the three criteria of a soak:
   drift  balloon moves per minute per guest and per window, direction reversals (a target
          that goes down, up, down... oscillates; one that stops moving has settled), the
          range of each guest's target over the second half
-  settle reversals per guest per window; issue 14's criterion: after the first window (the
+  settle reversals per guest per window; the criterion: after the first window (the
          anon guest's allocation is in it) no guest reverses more than once per window
   error  warning/error log lines by message, libvirt errors, rejected reports, OOM kills,
          guests lost, agent disconnections
@@ -377,7 +377,7 @@ def analyse(samples, follower, t_end, args):
         "load_avg": {"first": first["loadavg"], "last": last["loadavg"],
                      "mean_1min": round(sum(s["loadavg"][0] for s in samples) / len(samples), 2)},
         "guests": drift,
-        # Issue 14: after the first window, at most one reversal per guest per window.
+        # After the first window, at most one reversal per guest per window.
         "settle": {n: max(drift[n]["reversals_per_window"][1:], default=0) for n in NAMES},
         "settled": all(max(drift[n]["reversals_per_window"][1:], default=0) <= 1 for n in NAMES),
     }

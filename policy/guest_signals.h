@@ -77,7 +77,7 @@ std::optional<std::string> ImplausibleStatsReason(const GuestView& guest);
 // Whether libvirt's own numbers show the hard demand `signals` reads, given the headroom a
 // floor keeps over it (`room_bytes`). Hard demand is what the neighbours pay for
 // in a share-out, so when it rests on the agent's word alone (its AnonPages, which a hostile
-// guest can inflate: issue 15 point 11) the balloon driver's MemAvailable must be below that
+// guest can inflate; docs/security.md) the balloon driver's MemAvailable must be below that
 // room too. Libvirt's own hard demand (A - MemAvailable) is always seen. An honest guest pays
 // with at most one libvirt stats period in which libvirt's numbers lag the agent's.
 bool HostSeesHardDemand(const GuestView& guest, const GuestSignals& signals, double room_bytes);

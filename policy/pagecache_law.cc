@@ -108,9 +108,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const double headroom = LawHeadroom(guest, p);
   // Without the agent H = A - usable, and A is libvirt's now while usable is the guest's at its
   // report: a balloon move between the two would read as demand. So the burst takes A at the
-  // report's time. Measuring the fall of usable memory instead (sessions 12-17) read our own
-  // takes as bursts: on sizes4 every agentless guest's floor held its first take, 165-486 MiB
-  // (docs/benchmarks.md run 18).
+  // report's time. Measuring the fall of usable memory instead reads our own takes as bursts:
+  // on sizes4 every agentless guest's floor held its first take, 165-486 MiB
+  // (docs/benchmarks.md "What each part of the law buys").
   const double size_at_report = SizeAtReport(now_s, actual, s.report_s, m);
   const double burst_demand =
       s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual + size_at_report;
@@ -247,7 +247,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
       // the corpus and 1.03x on the trio, but on sizes4 an idle guest sent to its min in one
       // step reported a stall over the target 2 s later (cause not shown), and the edge then
       // held it near its ceiling for the run: 1.06x MoM (0.99-1.31) against 1.30x (1.21-1.31),
-      // one binary (docs/benchmarks.md run 14).
+      // one binary (docs/benchmarks.md "What each part of the law buys").
       const double take = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
       a = std::max(stop, base - std::max(step, take));
       m->probed_s = now_s;

@@ -1,4 +1,4 @@
-// The page-cache-aware policy rebuilt as a small law (issue 14): each guest's proposal from the
+// The page-cache-aware policy rebuilt as a small law: each guest's proposal from the
 // per-guest law (pagecache_law.h), the host's say from the one share-out (share_out.h), and the
 // safety rules every policy applies (guest_safety.h). Registered as "pagecache_law" while it is
 // measured against today's "pagecache" on the corpus; docs/policy.md writes it as equations.

@@ -201,7 +201,7 @@ TEST(PagecacheLawPolicyTest, DistressIsSaid) {
   EXPECT_EQ(d.guests[2].distress, "oom_kill");
 }
 
-// Issue 15 point 11: hard-demand growth is paid for by the neighbours, so an agent's AnonPages
+// Hard-demand growth is paid for by the neighbours, so an agent's AnonPages
 // alone do not buy it: libvirt's MemAvailable must show the shortage too.
 TEST(PagecacheLawPolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
   const PagecacheLawPolicy policy;

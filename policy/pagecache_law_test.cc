@@ -304,9 +304,9 @@ TEST(PagecacheLawTest, WithoutTheAgentABurstIsUsableMemoryFallingNotABalloonMove
 }
 
 // Our own inflation lowers usable memory as an allocation does. Measured as the fall of usable
-// memory (sessions 12-17) a take read as a burst and kept its size as headroom: on sizes4
-// without the agent every guest's floor held its first take (165-486 MiB, docs/benchmarks.md
-// run 18). With A at the report's time it is none, the report before the take or after it.
+// memory, a take reads as a burst and keeps its size as headroom: on sizes4 without the agent
+// every guest's floor held its first take (165-486 MiB, docs/benchmarks.md "What each part of
+// the law buys"). With A at the report's time it is none, the report before the take or after it.
 TEST(PagecacheLawTest, WithoutTheAgentOurInflationIsNoBurst) {
   GuestView g = Agentless(2000, 1200);
   g.agent_age_seconds.reset();

@@ -36,7 +36,7 @@ const char* StateName(int code) {
 }
 
 // This policy's memory is still string-keyed doubles (the keys are listed in the header); it
-// lives in this policy's own slot type until the policy is retired (issue 14).
+// lives in this policy's own slot type until the policy is retired.
 struct GuestPolicyState {
   absl::flat_hash_map<std::string, double> values;
 };
@@ -143,7 +143,7 @@ struct Work {
   bool cooling = false;     // backed off recently: not a donor except for hard demand
   bool hard_unconfirmed = false;  // a floor over actual on the agent's word, libvirt not agreeing
   // Hard demand the neighbours pay for, at most up to this size: on the agent's word, what
-  // libvirt sees of it (actual - MemAvailable + headroom); issue 15 point 11.
+  // libvirt sees of it (actual - MemAvailable + headroom).
   double hard_cap = HUGE_VAL;
   double granted = 0;
   double taken = 0;

@@ -52,7 +52,7 @@
 //   implausible stats, nor before a report newer than its last target change has been seen.
 //
 // Memory kept between ticks, per guest in this policy's own slot type (policy_state.h): string-keyed
-// doubles, times unix seconds, sizes bytes (to be replaced by a typed struct, issue 14):
+// doubles, times unix seconds, sizes bytes (to be replaced by a typed struct):
 //   allow       allowance: the size the guest is believed to be calm at
 //   probe_t     when the allowance was last probed down
 //   move_t      when this policy last changed the guest's target

@@ -1185,7 +1185,7 @@ TEST(PagecachePolicyTest, FreeBeforeGrow) {
   EXPECT_GT(h2.TargetMib(0), 2048);
 }
 
-// Issue 15 point 11: a floor over the guest's size on its agent's AnonPages alone is not paid
+// A floor over the guest's size on its agent's AnonPages alone is not paid
 // for by a neighbour; libvirt's MemAvailable must show the shortage too.
 TEST(PagecachePolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
   auto run = [](int64_t anon_mib, int64_t libvirt_usable_mib) {
@@ -1215,8 +1215,8 @@ TEST(PagecachePolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly)
 
 // The neighbours pay for hard demand on the agent's word only up to what libvirt sees: its
 // hard demand (actual - MemAvailable) plus the headroom, whether the claim is a floor or an OOM
-// kill the agent counted (issue 15 point 11; a liar squeezed under the headroom was believed in
-// full before the cap).
+// kill the agent counted (without the cap a liar squeezed under the headroom is believed in
+// full; docs/security.md).
 TEST(PagecachePolicyTest, TheNeighboursPayForTheAgentsHardDemandOnlyUpToWhatLibvirtSees) {
   auto run = [](int64_t libvirt_usable_mib, bool oom) {
     GuestView c = BusyGuest("c");

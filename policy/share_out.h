@@ -1,4 +1,4 @@
-// The host's say over what guests propose: the one share-out (issue 14, point 4).
+// The host's say over what guests propose: the one share-out.
 //
 // With L = min(guest budget, host MemAvailable - reserve + sum of actual) the memory all guests
 // may hold together, and each guest's commitment max(actual, target) (a balloon deflating towards
@@ -43,7 +43,7 @@ struct ShareOutGuest {
   double shares = 1000;
   GrowClass grow = GrowClass::kNone;
   // Hard demand is paid for by the others only up to this size: what the host itself sees of
-  // the guest's hard demand when its floor rests on the agent's word (issue 15 point 11). Above
+  // the guest's hard demand when its floor rests on the agent's word. Above
   // it, the growth waits for free memory like pressure's.
   double hard_cap = std::numeric_limits<double>::infinity();
   bool may_shrink = true;  // false: held (never shrunk below its commitment by the host)

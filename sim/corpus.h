@@ -1,4 +1,4 @@
-// The scenario corpus (issue 13): every policy on `count` generated cases of one seed
+// The scenario corpus: every policy on `count` generated cases of one seed
 // (scenario_generator.h), and the oracle beside them, measured the same way for all, so that a
 // policy is judged on many cases and against the limit (oracle_policy.h), not on a handful.
 //

@@ -1,4 +1,4 @@
-// The oracle: the limit a balloon policy is measured against (issue 13). For the simulator
+// The oracle: the limit a balloon policy is measured against. For the simulator
 // only: plimsolld cannot have it (policy::MakePolicy does not know it; sim/runner.cc builds it
 // by name, "oracle").
 //

@@ -59,7 +59,7 @@ const char* BehaviourName(Behaviour b);
 // (the agentless pressure signal): pgmajfault counts faults on mapped pages only, so a page a
 // read() brings back from disk is no major fault, however often it is evicted and read again.
 // The lab's readers use read() (a hot1536 guest squeezed to its floor refaulted 1.7-2.5 M
-// pages while its major faults said x = 0.00-0.05: docs/benchmarks.md "Run 15").
+// pages while its major faults said x = 0.00-0.05: docs/benchmarks.md "The access mode").
 enum class FileAccess {
   kRead,  // read()/pread(): most databases' files, cp, the lab's workloads
   kMmap,  // mapped files: every miss is a major fault (Lucene indexes, LMDB, binaries)

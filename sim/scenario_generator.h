@@ -1,4 +1,4 @@
-// The scenario generator: a seeded, endless supply of hosts for the corpus (issue 13), so that
+// The scenario generator: a seeded, endless supply of hosts for the corpus, so that
 // a policy is judged on many cases it was not written for, not on the 14 bundled ones.
 //
 // Case `index` of seed `seed` is a pure function of the two (its own PRNG stream, rng.h): the

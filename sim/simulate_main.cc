@@ -4,7 +4,7 @@
 //   bazel run //sim:simulate -- --scenarios=sim/scenarios/lab_trio.scenario
 //       --policies=pagecache,mom --svg_dir=/tmp/plots --guests       (one command line)
 //
-// The scenario corpus (issue 13; sim/corpus.h, docs/policy.md "Scenario corpus"):
+// The scenario corpus (sim/corpus.h, docs/policy.md "Scenario corpus"):
 //
 //   bazel run //sim:simulate -- --corpus --seed=1 --count=200 --policies=pagecache,mom,proxmox
 //       --json=/tmp/corpus1.json            # tables on stdout, every case's measures as JSON

@@ -6,8 +6,8 @@
 #   tools/test.sh            everything
 #   tools/test.sh --unit     the Bazel tests only, without the sanitizers (quick)
 # The full run builds everything once under the sanitizers and, without them, only the
-# binaries the end-to-end suite runs: the Bazel tests ran twice before (plain, then under the
-# sanitizers), and the second build of all of it cost minutes of the 25-minute aim.
+# binaries the end-to-end suite runs: the sanitizer run is the Bazel tests' only run, so the
+# tree is built in full once, not twice.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

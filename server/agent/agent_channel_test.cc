@@ -88,8 +88,8 @@ struct Daemon {
 };
 
 // A guest stalled on memory all the time (its PSI "some" total grows with wall time, as on a
-// thrashing guest) whose agent, on one read, stalls for `stall` after reading PSI: what the soak
-// saw on real guests under pressure (docs/benchmarks.md, "Soak").
+// thrashing guest) whose agent, on one read, stalls for `stall` after reading PSI, as an agent in a thrashing guest
+// does (docs/agent.md, "What the agent sends": a sample and its stamp are at most 250 ms apart).
 class StallingSource : public SampleSource {
  public:
   StallingSource(const std::string& proc_root, int stall_on_read, absl::Duration stall)
@@ -195,7 +195,7 @@ TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
   EXPECT_LT(reconnect, absl::Seconds(5));
   EXPECT_GE(agent.reporter().stats().connections, 2u);
   // As above: the first report of the new stream may be seen before the stream is marked open
-  // (failed once under ASan in a fresh-clone run, session 15).
+  // (a race that shows under ASan).
   EXPECT_TRUE(WaitUntil([&] { return daemon->store->IsConnected(kVictim); }));
 }
 

@@ -1,4 +1,4 @@
-// plimsolld's vsock agent listener (docs/agent.md, "vsock"; issue 16 point 2).
+// plimsolld's vsock agent listener (docs/agent.md, "vsock").
 //
 // Guests with a virtio vsock device (<vsock model='virtio'><cid address=N/></vsock>) dial the
 // host (CID 2) on agent.vsock_port. gRPC 1.51 cannot listen on AF_VSOCK, so this class runs the

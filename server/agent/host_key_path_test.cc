@@ -1,6 +1,5 @@
-// One default host key path everywhere (issue 15, point 12). The docs once told operators to mint
-// tokens from /etc/plimsoll/agent.key while the daemon read /var/lib/plimsoll/agent-host.key, so
-// every token minted by following them was rejected as bad_proof. This test fails when the
+// One default host key path everywhere: a token minted from any other key than the daemon's
+// is rejected as bad_proof. This test fails when the
 // daemon's default, plimsoll-agent-token's default or any path the docs and the packaged config
 // give for the key disagree with server/config/default_paths.h.
 #include <sys/wait.h>

@@ -156,7 +156,7 @@ TEST_F(LoopControlCoreTest, SetGuestPolicyPersistsPublishesAndActsOnTheNextTick)
   EXPECT_EQ(view_->host().guest_overrides(), 1);
 }
 
-// Issue 15 point 6 at the API: what the envelope will do differently is in the reply and the
+// The safety envelope at the API: what the envelope will do differently is in the reply and the
 // event; force needs a note, applies at once, and the event says who and why.
 TEST_F(LoopControlCoreTest, AnOverrideBelowTheEnvelopeSaysSoAndForceIsAudited) {
   Make();

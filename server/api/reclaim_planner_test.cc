@@ -86,7 +86,7 @@ TEST(PlanReclaimTest, SkipsWithReasons) {
 }
 
 }  // namespace
-// Issue 15 point 1: with the policy's estimates, hot cache is not spare. Guest a: MemAvailable
+// With the policy's estimates, hot cache is not spare. Guest a: MemAvailable
 // says 1200 MiB could go, but its working set (hard demand + hot cache + headroom) is 1800 of
 // its 2048 MiB; b reports its policy floor above the configured one.
 TEST(PlanReclaimTest, ThePolicysWorkingSetBoundsWhatAGuestCanSpare) {

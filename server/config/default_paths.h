@@ -1,7 +1,7 @@
 // The files plimsolld and its host-side tools use when the configuration names none. One
 // definition, so the daemon (config.cc's defaults), plimsoll-agent-token and plimsoll-agent-sink
-// cannot drift apart again: an operator who mints guest tokens with the tool's default key must
-// get tokens the daemon accepts (issue 15, point 12). docs/security.md, the README,
+// cannot drift apart: an operator who mints guest tokens with the tool's default key must
+// get tokens the daemon accepts. docs/security.md, the README,
 // deploy/config/plimsolld.textproto and config.proto name the same path;
 // //server/agent:host_key_path_test fails when any of them disagrees.
 #ifndef PLIMSOLL_SERVER_CONFIG_DEFAULT_PATHS_H_

@@ -124,7 +124,7 @@ class Hypervisor {
   // Every active domain and the balloon stats of each (what one tick reads). UNAVAILABLE when
   // the connection is lost. Not pure: the default lists the domains, then reads their stats
   // (ListActiveDomains + GetBalloonStats); LibvirtHypervisor answers with one bulk call where
-  // the driver fills it (issue 15 point 9). With `with_block_stats` false the call may leave
+  // the driver fills it. With `with_block_stats` false the call may leave
   // the guests' disk reads out, which costs QEMU a block-stats query per domain (+1.3 ms a
   // domain idle, +12.5 ms busy on TCG: docs/benchmarks.md "The block group's cost"); the
   // survey's block_stats_read says whether it did. The default reads what GetBalloonStats reads.

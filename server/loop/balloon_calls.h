@@ -1,4 +1,4 @@
-// Balloon calls off the loop thread (issue 15 point 2). A small, bounded pool of workers runs the
+// Balloon calls off the loop thread. A small, bounded pool of workers runs the
 // calls that change a domain (a balloon target through the actuator, the stats period through the
 // hypervisor), so a domain stuck in a long libvirt job (a migration, a save, a hung QEMU monitor)
 // costs one worker and never the loop: the loop submits, goes on with the other guests, and

@@ -26,7 +26,7 @@
 //     pin (clamped to [64 MiB, <memory>]), PINNED. The policy sees a pinned
 //     guest with its floor at the pin (floor = ceiling = pin when forced) and
 //     an excluded one with floor = ceiling = its current target.
-//   - the envelope over overrides (issue 15 point 6): without the override's
+//   - the envelope over overrides: without the override's
 //     `force`, a pin, or a policy target under the configured floor that only
 //     a lowered min_bytes allows, moves the guest down at most
 //     OverrideStepBytes(<memory>) per tick and never below the envelope floor:
@@ -42,7 +42,7 @@
 //     the policy's GuestDecision::distress (pressure over target, an OOM kill,
 //     a self-deflation), or, whatever the policy, a balloon that rose above
 //     the held target by itself (the guest deflated it on OOM).
-// Balloon calls never run on the loop thread (issue 15 point 2): Apply and Collect submit them to
+// Balloon calls never run on the loop thread: Apply and Collect submit them to
 // a BalloonCalls pool (balloon_calls.h) and the loop takes what returned after Collect and at
 // the end of Apply, without waiting. A guest's target is what its last successful call set, once
 // that call has returned; a call in flight or timed out moves nothing the loop believes. A guest
@@ -195,7 +195,7 @@ class ControlLoop {
   // /metrics), at most once per min_wake_interval: the view's actual sizes follow the balloon
   // within about a second instead of a tick, and the tracker's lowest actual since the target
   // changed sees a balloon that went down and came back up between two ticks (a guest
-  // deflating it on OOM), which the tick's own look would miss (issue 15 point 9). A tick's
+  // deflating it on OOM), which the tick's own look would miss. A tick's
   // bulk survey supersedes what was kept before it.
   void NoteBalloonChange(const std::string& uuid, int64_t actual_bytes);
   // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
@@ -304,7 +304,7 @@ class ControlLoop {
   GuestTracker tracker_;
   bool agents_told_ = false;  // the agent store has been given the tracked guests once
   policy::PolicyState policy_state_;
-  // Issue 15 point 7b: the policy never remembers a move the balloon never made. Before a
+  // The policy never remembers a move the balloon never made. Before a
   // decision's new state is committed, the state of every guest whose decision proposes a move
   // is kept here (an empty slot: it had none); Apply puts it back when the move is not made
   // (envelope, pause, busy), or keeps it in before_move_ while the move's call is in flight,

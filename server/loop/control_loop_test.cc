@@ -288,7 +288,7 @@ TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
   EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_holds_released_total 0"), std::string::npos);
 }
 
-// Issue 15 point 9: a balloon-change event between two ticks reaches the tracker. Here the
+// A balloon-change event between two ticks reaches the tracker. Here the
 // balloon reached the held 600 MiB between ticks and the guest deflated it to 800 MiB before the
 // next one: the ticks alone saw 974 then 800 (falling: no self-deflation); with the event the
 // tracker knows it was at 600, so the rise ends the hold.
@@ -561,7 +561,7 @@ TEST_F(ControlLoopTest, GuestThatGoesAwayLeavesViewAndMetrics) {
   EXPECT_NE(text.find("plimsoll_guest_balloon_actual_bytes{domain=\"a\""), std::string::npos);
 }
 
-// Issue 15 point 7: a guest missing from one listing without a stop event (a transient
+// A guest missing from one listing without a stop event (a transient
 // per-domain error) keeps what the daemon knows and is not moved; after three it is forgotten.
 TEST_F(ControlLoopTest, AGuestMissingFromAListingIsKeptHeldThenForgotten) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
@@ -1001,7 +1001,7 @@ class ReclaimHoldTest : public ControlLoopTest {
   std::unique_ptr<WatchSubscription> sub_;
 };
 
-// Issue 15 point 1: a hold must not override pressure.
+// A hold must not override pressure.
 TEST_F(ReclaimHoldTest, PressureEndsTheHoldAtOnce) {
   HoldA();
   policy_.distress[kA] = "pressure x=2.00";
@@ -1318,7 +1318,7 @@ int TargetCallsTo(const FakeHypervisor& hv, const std::string& uuid) {
   return n;
 }
 
-// Issue 15 point 2: a SetTarget that hangs for 30 s on one guest holds up neither the loop nor
+// A SetTarget that hangs for 30 s on one guest holds up neither the loop nor
 // the other guests; the hung guest is reported busy and not re-issued while in flight; once the
 // call returns it is recorded (and only then), and the guest is handled as usual again.
 TEST_F(ControlLoopTest, OneBusyDomainDoesNotStallTheOthers) {
@@ -1465,7 +1465,7 @@ class FlooredPolicy : public policy::Policy {
   const ScriptedPolicy* const scripted_;
 };
 
-// Issue 15 point 6: a pin 2 GiB below the guest's size moves one envelope step per tick; a pin
+// A pin 2 GiB below the guest's size moves one envelope step per tick; a pin
 // above it is applied at once (growth is never stepped).
 TEST_F(ControlLoopTest, APinFarBelowTheGuestMovesOneStepPerTick) {
   hv_.AddDomain(kA, "a", 4096 * kMiB, 4096 * kMiB);
@@ -1600,7 +1600,7 @@ class CountingPolicy : public policy::Policy {
   const ScriptedPolicy* const scripted_;
 };
 
-// Issue 15 point 7b: the policy's state never describes a move that did not happen. A move the
+// The policy's state never describes a move that did not happen. A move the
 // envelope held (stale stats) or whose call failed leaves the guest's state as it was before the
 // decision; a move made keeps it.
 TEST_F(ControlLoopTest, PolicyStateForgetsMovesThatWereNotMade) {

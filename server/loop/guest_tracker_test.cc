@@ -66,7 +66,7 @@ TEST(GuestTrackerTest, ReconcileAddsRemovesRenamesAndKeepsTheNameOrder) {
   EXPECT_TRUE(t.guests().empty());
 }
 
-// Issue 15 point 7: one listing without a guest (a transient per-domain libvirt error) does not
+// One listing without a guest (a transient per-domain libvirt error) does not
 // erase it; absent_listings in a row, or a stop event, do.
 TEST(GuestTrackerTest, AGuestLeavesAfterNListingsWithoutItOrAStopEvent) {
   GuestTracker t(GuestRules{});  // absent_listings = 3

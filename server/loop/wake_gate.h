@@ -4,8 +4,7 @@
 // reclaim) and Spike() (a guest agent's PSI spike report) ask for an early tick. An early tick
 // starts no sooner than `min_interval` after the previous tick started; every wake in between
 // coalesces into that one tick. Without this, each spike report bought a full tick: one guest
-// within its report budget (2/s) drove two ticks a second and a log line each (issue 15,
-// point 10). The guests that spiked are handed to the coalesced tick in the order they first
+// within its report budget (2/s) drove two ticks a second and a log line each. The guests that spiked are handed to the coalesced tick in the order they first
 // spiked, so the tick applies their decisions before anyone else's.
 //
 // Spike log lines are limited per guest: the first spike after a quiet `log_every` is logged at

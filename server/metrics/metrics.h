@@ -27,7 +27,7 @@ namespace plimsoll::server {
 // The libvirt calls whose failures are counted, as plimsoll_libvirt_errors_total{operation}. A
 // closed set, so that every operation's series exists at 0 from the start: Prometheus'
 // increase() cannot see a counter's first increment when the series is born with it, and the
-// PlimsollLibvirtErrors alert would miss the first failure (issue 15).
+// PlimsollLibvirtErrors alert would miss the first failure.
 enum class LibvirtOperation {
   kConnect,       // "connect"
   kListDomains,   // "list_domains"

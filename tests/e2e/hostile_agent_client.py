@@ -295,8 +295,8 @@ async def case_absurd(a):
 async def case_inflate(a):
     """Authenticated as H, one plausible report a second until --until-file appears: an idle
     guest's numbers (40 MiB AnonPages) while --lie-file is absent, and while it exists AnonPages
-    of --anon-mib with little free or available: hard demand on the agent's word alone (issue 15
-    point 11). Reconnects if plimsolld ends the stream."""
+    of --anon-mib with little free or available: hard demand on the agent's word alone.
+    Reconnects if plimsolld ends the stream."""
     h = Guest(a.uuid, a.token, a.max_bytes)
     out = {"accepted": 0, "lying_accepted": 0, "rejected": {}, "streams": 0}
     total = a.max_bytes - 32 * MIB

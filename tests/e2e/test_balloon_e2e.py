@@ -10,7 +10,7 @@ order and build on each other:
   4. plimsolld restarted with room to spare grows the balloons back, in MoM's 5% steps;
   5. a guest destroyed mid-run leaves the API and the metrics; the others stay managed;
   6. with a 60 s tick, QEMU's balloon-change events carry a pinned balloon's travel into the
-     API's view and /metrics between ticks (issue 15 point 9).
+     API's view and /metrics between ticks.
 """
 
 import math
@@ -154,7 +154,7 @@ class BalloonE2E(unittest.TestCase):
             self.assertAlmostEqual(unused, stats["unused"] * 1024, delta=0.15 * value)
             (_, age), = prom.query('plimsoll_guest_stats_age_seconds{domain="%s"}' % name)
             self.assertLess(age, 5)
-        # Disk reads as the host sees them (issue 14 point 5): the sum over the guest's one disk
+        # Disk reads as the host sees them: the sum over the guest's one disk
         # of libvirt's block stats, in Prometheus and GetGuest; the stream guest's keep rising.
         # plimsolld reads them every block_stats_interval (5 s) and the stream guest reads on:
         # after virsh's count, wait for two new reads of the stream guest in GetGuest (the
@@ -215,7 +215,7 @@ class BalloonE2E(unittest.TestCase):
         print("\n  tick p99 (histogram) <= %.4fs over %d ticks" % (p99, ticks))
         self.assertLess(p99, 1.0)
 
-        # One bulk libvirt call a tick for every domain's state and stats (issue 15 point 9): no
+        # One bulk libvirt call a tick for every domain's state and stats: no
         # per-domain stats calls, and virDomainGetInfo only from the agent channels' scans of the
         # running domains (every 5 s, 3 domains), none from the ticks.
         def calls():

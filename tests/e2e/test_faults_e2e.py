@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Faults on real QEMU guests (issue 6, "Faults, on real lab guests").
+"""Faults on real QEMU guests.
 
 One lab for the class (private libvirtd, 1 GiB TCG guests) and plimsolld under the default
 `pagecache` policy with tick=1s, stats every 1 s, stale_after=5s and an explicit state file.
@@ -68,7 +68,7 @@ def decisions(log_text, start_line=0):
         for k in ("prev", "target", "actual", "max", "min", "age"):
             d[k] = float(d[k])
         d["tick"] = int(d["tick"])
-        # "in-flight": the move was handed to the balloon call pool (issue 15 point 2); its
+        # "in-flight": the move was handed to the balloon call pool; its
         # result lands on a later tick. For these tests it is a move issued.
         d["applied"] = d["applied"] in ("true", "in-flight")
         d["line"] = no
@@ -337,7 +337,7 @@ class FaultsE2E(unittest.TestCase):
         self.lab.wait_ready("oom", timeout=90)
         wait_for("oom adopted", lambda: "oom" in self.guests(), timeout=15, interval=0.2)
         # Forced: a pin below the guest's floor (its 600 MiB allocation to come) is what this test
-        # needs, and without force a pin stops at the floor (issue 15 point 6).
+        # needs, and without force a pin stops at the floor.
         d.ctl("set", "oom", "--pin=300M", "--force", "--note=faults-e2e oom")
         self.lab.wait_actual("oom", 300, tolerance=0.05, timeout=anon_after - (time.monotonic() - t0) - 2)
         t_pin = time.monotonic() - t0

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""Hostile agents and agent faults on real QEMU guests (issue 6, "Bad and hostile input" and
-the agent part of "Faults").
+"""Hostile agents and agent faults on real QEMU guests (docs/security.md).
 
 One lab for the class, two 512 MiB guests, both running the real plimsoll-agent:
   victim   the guest the attacker would like to hurt; its agent must stay connected and fresh,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A lying agent cannot make plimsolld shrink a neighbour for it (issue 15 point 11), on real
+"""A lying agent cannot make plimsolld shrink a neighbour for it, on real
 QEMU guests under pagecache_law.
 
 Two 1 GiB guests under a private libvirtd:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""plimsoll-agent inside real QEMU guests, reporting over vsock (issue 16 point 2): guests with a
+"""plimsoll-agent inside real QEMU guests, reporting over vsock: guests with a
 virtio vsock device of a fixed CID and no network interface, agents dialling vsock:2:PORT
 without a token, plimsolld with only agent.vsock_port (no TCP listener, no virtio-serial).
 

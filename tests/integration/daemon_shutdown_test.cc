@@ -1,4 +1,4 @@
-// plimsolld shutting down while libvirt events keep arriving (issue 15, point 8).
+// plimsolld shutting down while libvirt events keep arriving.
 //
 // The event callback the daemon registers with its hypervisor points at the control loop, and
 // the loop is destroyed before the hypervisor (members die in reverse order; the loop borrows the
