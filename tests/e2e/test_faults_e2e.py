@@ -37,7 +37,7 @@ from harness import MIB, wait_for
 ROOM_MIB = 8192  # a budget with room for every guest
 ALLOC_STEPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alloc_steps.sh")
 FLAGS = dict(tick="1s", stats_period_seconds=1, stale_after="5s", host_reserve_bytes=0,
-             policy="pagecache")
+             policy="pagecache", **{"line.offer_hold": "2s"})
 STALE_AFTER_S = 5.0
 # docs/policy.md, "Reclaim rounds": at most max(256 MiB, 25%) per guest per decision.
 STEP_MIN_MIB, STEP_FRACTION = 256.0, 0.25
@@ -515,6 +515,7 @@ class FaultsE2E(unittest.TestCase):
             self.lab.wait_actual("held", held_mib, tolerance=0.05, timeout=60)
             start_line = len(d.read_log().splitlines())
             released_before = sum(metric_values(d.metrics(), "plimsoll_reclaim_holds_released_total"))
+            line_before = json.loads(d.ctl("line", "--json"))
             t0 = time.monotonic()
             with open(go, "w") as f:
                 f.write("go\n")
@@ -526,6 +527,16 @@ class FaultsE2E(unittest.TestCase):
                      lambda: self.lab.console("held").count("allocated_mib=100") >= 5, timeout=150, interval=1)
             harness.wait_heartbeats(self.lab, ["held"])
             hb = self.lab.heartbeat("held")
+            # The Plimsoll line saw the growth: held's 500 MiB are committed now, and the host
+            # offers that much less (within a few ticks of the last allocation's stats).
+            def line_grew():
+                line = json.loads(d.ctl("line", "--json"))
+                grew = (int(line.get("committed_bytes", 0)) - int(line_before.get("committed_bytes", 0))) / MIB
+                return grew >= 400 and line
+            line_after = wait_for("the line's committed memory up by 400 MiB", line_grew, timeout=10, interval=0.5)
+            self.assertFalse(line_after.get("stale", False), line_after)
+            self.assertLessEqual(int(line_after.get("offered_bytes", 0)),
+                                 max(0, int(line_before.get("offered_bytes", 0)) - 400 * MIB), (line_before, line_after))
             released = [l for l in d.read_log().splitlines()[start_line:] if "reclaim hold released" in l]
             self.assertIn("floor_above_hold", released[0])
             self.assertEqual(sum(metric_values(d.metrics(), "plimsoll_reclaim_holds_released_total")),
@@ -533,8 +544,11 @@ class FaultsE2E(unittest.TestCase):
             g = self.guests()["held"]
             self.assertNotIn("reclaim_hold", g)
             print("\n  held: hold at %.0f MiB; released %.1fs after the first allocation began (%s); "
-                  "5 x 100 MiB allocated, actual now %.0f MiB, oom_kill=%d" % (
-                      held_mib, t_release, released[0].split(": ", 1)[-1], mib(g["actual_bytes"]), hb["oom_kill"]))
+                  "5 x 100 MiB allocated, actual now %.0f MiB, oom_kill=%d; the line: committed %.0f -> %.0f MiB, "
+                  "offered %.0f -> %.0f MiB" % (
+                      held_mib, t_release, released[0].split(": ", 1)[-1], mib(g["actual_bytes"]), hb["oom_kill"],
+                      mib(line_before.get("committed_bytes", 0)), mib(line_after.get("committed_bytes", 0)),
+                      mib(line_before.get("offered_bytes", 0)), mib(line_after.get("offered_bytes", 0))))
             self.assertEqual(hb["oom_kill"], 0, hb)
         finally:
             for n in others:
