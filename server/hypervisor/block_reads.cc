@@ -9,13 +9,15 @@
 namespace plimsoll::hypervisor {
 namespace {
 
-// "block.<digits>.<rest>" -> rest; "" for anything else ("block.count", "balloon.current").
-absl::string_view PerDiskField(absl::string_view field) {
+// "block.<digits>.<rest>" -> rest, with *disk = digits; "" for anything else ("block.count",
+// "balloon.current").
+absl::string_view PerDiskField(absl::string_view field, absl::string_view* disk) {
   constexpr absl::string_view kPrefix = "block.";
   if (!absl::ConsumePrefix(&field, kPrefix)) return "";
   size_t digits = 0;
   while (digits < field.size() && absl::ascii_isdigit(static_cast<unsigned char>(field[digits]))) ++digits;
   if (digits == 0 || digits >= field.size() || field[digits] != '.') return "";
+  *disk = field.substr(0, digits);
   return field.substr(digits + 1);
 }
 
@@ -27,20 +29,26 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
 }  // namespace
 
 void BlockReadSum::Add(absl::string_view field, uint64_t value) {
-  const absl::string_view rest = PerDiskField(field);
+  absl::string_view disk;
+  const absl::string_view rest = PerDiskField(field, &disk);
   if (rest == "rd.bytes") {
-    bytes_ = SaturatingAdd(bytes_, value);
+    disks_[disk].bytes = value;
     seen_bytes_ = true;
   } else if (rest == "rd.reqs") {
-    requests_ = SaturatingAdd(requests_, value);
+    disks_[disk].requests = value;
     seen_requests_ = true;
   }
 }
 
 void BlockReadSum::StoreInto(BalloonStats* out) const {
   if (!seen_bytes_) return;
-  out->disk_read_bytes = bytes_;
-  if (seen_requests_) out->disk_read_requests = requests_;
+  uint64_t bytes = 0, requests = 0;
+  for (const auto& [disk, reads] : disks_) {
+    bytes = SaturatingAdd(bytes, reads.bytes);
+    requests = SaturatingAdd(requests, reads.requests);
+  }
+  out->disk_read_bytes = bytes;
+  if (seen_requests_) out->disk_read_requests = requests;
 }
 
 }  // namespace plimsoll::hypervisor

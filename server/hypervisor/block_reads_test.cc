@@ -41,6 +41,12 @@ TEST(BlockReadSumTest, SumsReadsOverDisksAndIgnoresEverythingElse) {
       {"a sum that would wrap saturates",
        {{"block.0.rd.bytes", std::numeric_limits<uint64_t>::max() - 1}, {"block.1.rd.bytes", 5}},
        std::numeric_limits<uint64_t>::max(), std::nullopt},
+      {"a disk's field twice counts once, its last value",
+       {{"block.0.rd.bytes", 100}, {"block.1.rd.bytes", 1}, {"block.0.rd.bytes", 40}, {"block.0.rd.reqs", 9},
+        {"block.0.rd.reqs", 2}},
+       41, 2},
+      {"block.count does not limit the disks summed",
+       {{"block.count", 1}, {"block.0.rd.bytes", 1}, {"block.1.rd.bytes", 2}}, 3, std::nullopt},
   };
   for (const Case& c : cases) {
     BlockReadSum sum;

@@ -7,7 +7,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,7 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "server/hypervisor/agent_channel_xml.h"
-#include "server/hypervisor/block_reads.h"
+#include "server/hypervisor/bulk_stats.h"
 #include "server/hypervisor/libvirt_errors.h"
 
 namespace plimsoll::hypervisor {
@@ -300,87 +302,85 @@ struct StatsRecordsDeleter {
   void operator()(virDomainStatsRecordPtr* records) const { virDomainStatsRecordListFree(records); }
 };
 
-// Stores one libvirt memory stat (tag from virDomainMemoryStatTags; KiB for
-// sizes, seconds for last_update, raw counts or KiB otherwise).
-void StoreMemoryStat(int tag, unsigned long long value, BalloonStats* out) {
-  const int64_t v = static_cast<int64_t>(value);
+// virDomainMemoryStats' tags by the names the bulk call gives the same stats after "balloon."
+// (libvirt's qemuDomainGetStatsBalloon), so that both paths store a stat through
+// StoreBalloonStat (bulk_stats.h) and read it alike. "" for the tags the daemon does not use
+// (hugetlb counters, future tags).
+absl::string_view BulkNameOfTag(int tag) {
   switch (tag) {
     case VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON:
-      out->actual_bytes = v * kKiB;
-      break;
-    case VIR_DOMAIN_MEMORY_STAT_UNUSED:
-      out->unused_bytes = v * kKiB;
-      break;
-    case VIR_DOMAIN_MEMORY_STAT_USABLE:
-      out->usable_bytes = v * kKiB;
-      break;
-    case VIR_DOMAIN_MEMORY_STAT_AVAILABLE:
-      out->available_bytes = v * kKiB;
-      break;
-    case VIR_DOMAIN_MEMORY_STAT_DISK_CACHES:
-      out->disk_caches_bytes = v * kKiB;
-      break;
-    case VIR_DOMAIN_MEMORY_STAT_RSS:
-      out->rss_bytes = v * kKiB;
-      break;
+      return "current";
     case VIR_DOMAIN_MEMORY_STAT_SWAP_IN:
-      out->swap_in = value;
-      break;
+      return "swap_in";
     case VIR_DOMAIN_MEMORY_STAT_SWAP_OUT:
-      out->swap_out = value;
-      break;
+      return "swap_out";
     case VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT:
-      out->major_fault = value;
-      break;
+      return "major_fault";
     case VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT:
-      out->minor_fault = value;
-      break;
+      return "minor_fault";
+    case VIR_DOMAIN_MEMORY_STAT_UNUSED:
+      return "unused";
+    case VIR_DOMAIN_MEMORY_STAT_AVAILABLE:
+      return "available";
+    case VIR_DOMAIN_MEMORY_STAT_USABLE:
+      return "usable";
+    case VIR_DOMAIN_MEMORY_STAT_RSS:
+      return "rss";
     case VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE:
-      out->last_update = v;
+      return "last-update";
+    case VIR_DOMAIN_MEMORY_STAT_DISK_CACHES:
+      return "disk_caches";
+    default:
+      return "";
+  }
+}
+
+// Stores one stat of virDomainMemoryStats (the per-domain path).
+void StoreMemoryStat(int tag, unsigned long long value, BalloonStats* out) {
+  const absl::string_view name = BulkNameOfTag(tag);
+  if (!name.empty()) StoreBalloonStat(name, value, out);
+}
+
+// One typed parameter as plain data for ParseBulkRecord. The views point into `p`, which must
+// outlive the result. The name is bounded by its array: libvirt terminates it, and a name that
+// were not terminated must not be read past the array.
+StatField PlainField(const virTypedParameter& p) {
+  StatField f;
+  f.name = absl::string_view(p.field, strnlen(p.field, VIR_TYPED_PARAM_FIELD_LENGTH));
+  switch (p.type) {
+    case VIR_TYPED_PARAM_INT:
+      f.value = static_cast<int32_t>(p.value.i);
+      break;
+    case VIR_TYPED_PARAM_UINT:
+      f.value = static_cast<uint32_t>(p.value.ui);
+      break;
+    case VIR_TYPED_PARAM_LLONG:
+      f.value = static_cast<int64_t>(p.value.l);
+      break;
+    case VIR_TYPED_PARAM_ULLONG:
+      f.value = static_cast<uint64_t>(p.value.ul);
+      break;
+    case VIR_TYPED_PARAM_DOUBLE:
+      f.value = p.value.d;
+      break;
+    case VIR_TYPED_PARAM_BOOLEAN:
+      f.value = p.value.b != 0;
+      break;
+    case VIR_TYPED_PARAM_STRING:
+      f.value = absl::string_view(p.value.s != nullptr ? p.value.s : "");
       break;
     default:
-      break;  // hugetlb counters and future tags: not used by the daemon.
+      break;  // a type this libvirt client does not know: std::monostate
   }
+  return f;
 }
 
-// Bulk-stats field names (after "balloon.") and the per-domain tag they match.
-// "maximum" has no tag: it is the <memory> ceiling, which ListActiveDomains reports.
-int TagForBulkField(absl::string_view field) {
-  static constexpr struct {
-    const char* name;
-    int tag;
-  } kFields[] = {
-      {"current", VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON},
-      {"swap_in", VIR_DOMAIN_MEMORY_STAT_SWAP_IN},
-      {"swap_out", VIR_DOMAIN_MEMORY_STAT_SWAP_OUT},
-      {"major_fault", VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT},
-      {"minor_fault", VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT},
-      {"unused", VIR_DOMAIN_MEMORY_STAT_UNUSED},
-      {"available", VIR_DOMAIN_MEMORY_STAT_AVAILABLE},
-      {"usable", VIR_DOMAIN_MEMORY_STAT_USABLE},
-      {"rss", VIR_DOMAIN_MEMORY_STAT_RSS},
-      {"last-update", VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE},
-      {"disk_caches", VIR_DOMAIN_MEMORY_STAT_DISK_CACHES},
-  };
-  for (const auto& f : kFields) {
-    if (field == f.name) return f.tag;
-  }
-  return -1;
-}
-
-std::optional<unsigned long long> TypedParamValue(const virTypedParameter& p) {
-  switch (p.type) {
-    case VIR_TYPED_PARAM_ULLONG:
-      return p.value.ul;
-    case VIR_TYPED_PARAM_LLONG:
-      return p.value.l < 0 ? 0 : static_cast<unsigned long long>(p.value.l);
-    case VIR_TYPED_PARAM_UINT:
-      return p.value.ui;
-    case VIR_TYPED_PARAM_INT:
-      return p.value.i < 0 ? 0 : static_cast<unsigned long long>(p.value.i);
-    default:
-      return std::nullopt;
-  }
+// Parses one bulk record (bulk_stats.h). `scratch` holds its plain fields; callers reuse it
+// across the records of one call.
+BulkRecord ParseRecord(const virDomainStatsRecord& record, std::vector<StatField>* scratch) {
+  scratch->clear();
+  for (int i = 0; i < record.nparams; ++i) scratch->push_back(PlainField(record.params[i]));
+  return ParseBulkRecord(*scratch);
 }
 
 DomainRunState RunStateOf(int state) {
@@ -399,59 +399,20 @@ DomainRunState RunStateOf(int state) {
   }
 }
 
-// The DomainInfo in a bulk record of the STATE and BALLOON groups: what virDomainGetInfo would
+// The DomainInfo in a parsed record of the STATE and BALLOON groups: what virDomainGetInfo would
 // say (state, <memory>, the live balloon size). False when the record lacks one of them.
-bool ParseDomainRecord(const virDomainStatsRecord& record, DomainInfo* out) {
-  bool state = false, maximum = false, current = false;
-  for (int i = 0; i < record.nparams; ++i) {
-    const virTypedParameter& p = record.params[i];
-    const absl::string_view name(p.field);
-    std::optional<unsigned long long> value = TypedParamValue(p);
-    if (!value.has_value()) continue;
-    if (name == "state.state") {
-      out->state = RunStateOf(static_cast<int>(*value));
-      state = true;
-    } else if (name == "balloon.maximum") {
-      out->max_bytes = static_cast<int64_t>(*value) * kKiB;
-      maximum = true;
-    } else if (name == "balloon.current") {
-      out->current_bytes = static_cast<int64_t>(*value) * kKiB;
-      current = true;
-    }
+bool FillDomainInfo(const BulkRecord& record, virDomainPtr dom, DomainInfo* out) {
+  if (record.state.has_value()) {
+    // A number past int is no virDomainState (casting it could land on one): kOther.
+    out->state = RunStateOf(*record.state <= static_cast<uint64_t>(std::numeric_limits<int>::max())
+                                ? static_cast<int>(*record.state)
+                                : -1);
   }
-  out->name = DomainName(record.dom);
-  out->uuid = DomainUuid(record.dom);
-  return state && maximum && current;
-}
-
-// Parses a bulk record's balloon.* fields; returns how many balloon fields it had.
-int ParseBulkRecord(const virDomainStatsRecord& record, BalloonStats* out) {
-  constexpr absl::string_view kPrefix = "balloon.";
-  int balloon_fields = 0;
-  for (int i = 0; i < record.nparams; ++i) {
-    const virTypedParameter& p = record.params[i];
-    absl::string_view name(p.field);
-    if (!absl::StartsWith(name, kPrefix)) continue;
-    ++balloon_fields;
-    const int tag = TagForBulkField(name.substr(kPrefix.size()));
-    std::optional<unsigned long long> value = TypedParamValue(p);
-    if (tag >= 0 && value.has_value()) StoreMemoryStat(tag, *value, out);
-  }
-  return balloon_fields;
-}
-
-// Parses a bulk record's block.<n>.rd.* fields into out->disk_read_* (block_reads.h).
-void ParseBlockReads(const virDomainStatsRecord& record, BalloonStats* out) {
-  BlockReadSum sum;
-  for (int i = 0; i < record.nparams; ++i) {
-    const virTypedParameter& p = record.params[i];
-    const absl::string_view name(p.field);
-    if (!absl::StartsWith(name, "block.")) continue;
-    if (std::optional<unsigned long long> value = TypedParamValue(p); value.has_value()) {
-      sum.Add(name, *value);
-    }
-  }
-  sum.StoreInto(out);
+  if (record.max_bytes.has_value()) out->max_bytes = *record.max_bytes;
+  if (record.stats.actual_bytes.has_value()) out->current_bytes = *record.stats.actual_bytes;
+  out->name = DomainName(dom);
+  out->uuid = DomainUuid(dom);
+  return record.state.has_value() && record.max_bytes.has_value() && record.stats.actual_bytes.has_value();
 }
 
 }  // namespace
@@ -831,14 +792,19 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
   absl::flat_hash_map<std::string, DomainPtr> doms;
   int with_balloon = 0;
   std::string incomplete;  // the uuid of a record that lacks its state or balloon size
+  std::vector<StatField> fields;
   for (int i = 0; i < *n; ++i) {
     const virDomainStatsRecord& record = *raw[i];
+    const BulkRecord parsed = ParseRecord(record, &fields);
     DomainInfo d;
-    if (!ParseDomainRecord(record, &d) && incomplete.empty()) incomplete = d.uuid;
-    BalloonStats stats;
-    if (ParseBulkRecord(record, &stats) > 0) {
+    if (!FillDomainInfo(parsed, record.dom, &d) && incomplete.empty()) incomplete = d.uuid;
+    if (parsed.balloon_fields > 0) {
       ++with_balloon;
-      if (with_block) ParseBlockReads(record, &stats);
+      BalloonStats stats = parsed.stats;
+      if (!with_block) {  // not asked for, so not in the record; never stale ones either
+        stats.disk_read_bytes.reset();
+        stats.disk_read_requests.reset();
+      }
       out.stats.emplace(d.uuid, stats);
     }
     // The record's handle is freed with the records: the listed map keeps its own reference.
@@ -882,22 +848,26 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
       const int n = *bulk;
       std::unique_ptr<virDomainStatsRecordPtr, StatsRecordsDeleter> records(raw);
       int with_balloon = 0;
+      std::vector<StatField> fields;
       for (int i = 0; i < n; ++i) {
         const virDomainStatsRecord& record = *raw[i];
         auto it = wanted.find(DomainUuid(record.dom));
         if (it == wanted.end()) continue;
-        BalloonStats stats;
-        if (ParseBulkRecord(record, &stats) > 0) {
+        const BulkRecord parsed = ParseRecord(record, &fields);
+        BalloonStats stats = parsed.stats;
+        if (parsed.balloon_fields > 0) {
           ++with_balloon;
         } else {
-          // An empty balloon record (the test driver): ask this domain directly.
+          // An empty balloon record (the test driver): ask this domain directly, and keep the
+          // record's disk reads.
           absl::StatusOr<std::optional<BalloonStats>> one =
               MemoryStatsLocked(record.dom, it->first);
           if (!one.ok()) return one.status();
           if (!one->has_value()) continue;
           stats = **one;
+          stats.disk_read_bytes = parsed.stats.disk_read_bytes;
+          stats.disk_read_requests = parsed.stats.disk_read_requests;
         }
-        ParseBlockReads(record, &stats);
         out.emplace(*it->second, stats);
       }
       if (n > 0 && with_balloon == 0) {
