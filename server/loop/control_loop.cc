@@ -730,8 +730,8 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
         // hold at once. The last is seen here too, whatever the policy: the balloon rose since
         // the previous tick, to above the held target, although its target was at or below it
         // (a balloon still travelling down to the held target is above it too, but falling).
-        // So is a guest whose hard demand + headroom no longer fits under the hold: without an
-        // agent and without autodeflate it shows no other sign before its OOM kills.
+        // So is a guest, landed at the hold, whose hard demand + headroom no longer fits under it:
+        // without an agent and without autodeflate it shows no other sign before its OOM kills.
         std::string why = d.distress;
         const int64_t held = c.hold->max_target_bytes();
         if (why.empty() && previous <= held && g->lowest_actual > 0 &&
@@ -739,8 +739,12 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
             g->actual_bytes > g->lowest_actual + kInflationSlackBytes) {
           why = absl::StrCat("self_deflated actual=", FormatMib(g->actual_bytes), " held=", FormatMib(held));
         }
+        // Judged only once the balloon has landed at the hold: while it travels, actual and
+        // the stats' MemAvailable are read at different moments, and their difference is not
+        // the guest's hard demand (a 1 GiB lab guest on its way down to 384 MiB read as 307 MiB
+        // of hard demand against its 167).
         if (const int64_t demand = std::max(d.floor_bytes, seen_floor);
-            why.empty() && demand > held + kInflationSlackBytes) {
+            why.empty() && g->actual_bytes <= held + kInflationSlackBytes && demand > held + kInflationSlackBytes) {
           why = absl::StrCat("floor_above_hold floor=", FormatMib(demand), " held=", FormatMib(held), " (",
                              seen_floor > d.floor_bytes ? "actual - MemAvailable + headroom" : "the policy's floor",
                              ")");

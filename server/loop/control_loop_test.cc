@@ -288,6 +288,28 @@ TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
   EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_holds_released_total 0"), std::string::npos);
 }
 
+// While the balloon travels down to a held target, actual and MemAvailable are read at different
+// moments, so a hard demand above the hold keeps it until the balloon has landed; landed, the
+// same reading ends it.
+TEST_F(SlowBalloonLoopTest, HardDemandEndsAHoldOnlyOnceTheBalloonLanded) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  policy_.targets[kA] = 1000 * kMiB;
+  TickMovingBalloon(true);
+  TickMovingBalloon(true);
+  loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
+  hard_demand_ = 520 * kMiB;  // + 128 MiB of headroom: 648 MiB, above the held 600 MiB
+  int64_t released_at = 0;
+  for (int i = 0; i < 12 && released_at == 0; ++i) {
+    TickMovingBalloon(true);
+    if (!Published(kA)->has_reclaim_hold()) released_at = hv_.GetDomain(kA)->current_bytes;
+  }
+  EXPECT_EQ(released_at, 600 * kMiB) << "released on the way down, or never";
+  EXPECT_NE(Published(kA)->last_decision().reason().find("released: floor_above_hold floor=648MiB held=600MiB"),
+            std::string::npos)
+      << Published(kA)->last_decision().reason();
+}
+
 // A balloon-change event between two ticks reaches the tracker. Here the
 // balloon reached the held 600 MiB between ticks and the guest deflated it to 800 MiB before the
 // next one: the ticks alone saw 974 then 800 (falling: no self-deflation); with the event the
