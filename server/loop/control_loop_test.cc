@@ -239,6 +239,17 @@ class SlowBalloonLoopTest : public ControlLoopTest {
       loop_->Tick();
     }
   }
+
+  // Guest a at 1024 MiB, its policy wanting 1000, and a hold at 600 MiB for 60 s: the balloon
+  // then travels down 50 MiB a tick.
+  void HoldAOnItsWayDown() {
+    hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+    MakeLoop();
+    policy_.targets[kA] = 1000 * kMiB;
+    TickMovingBalloon(true);
+    TickMovingBalloon(true);
+    loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
+  }
 };
 
 // A balloon still inflating when its guest's stats go stale is stopped where it is: holding
@@ -274,12 +285,7 @@ TEST_F(SlowBalloonLoopTest, StaleStatsStopABalloonInFlight) {
 // A balloon still travelling down to a held target is above it, but falling: not a
 // self-deflation, and the hold stays.
 TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
-  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
-  MakeLoop();
-  policy_.targets[kA] = 1000 * kMiB;
-  TickMovingBalloon(true);
-  TickMovingBalloon(true);
-  loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
+  HoldAOnItsWayDown();
   for (int i = 0; i < 10; ++i) {
     TickMovingBalloon(true);
     ASSERT_TRUE(Published(kA)->has_reclaim_hold()) << i << ": " << Published(kA)->last_decision().reason();
@@ -292,12 +298,7 @@ TEST_F(SlowBalloonLoopTest, ABalloonOnItsWayDownToAHoldIsNotASelfDeflation) {
 // moments, so a hard demand above the hold keeps it until the balloon has landed; landed, the
 // same reading ends it.
 TEST_F(SlowBalloonLoopTest, HardDemandEndsAHoldOnlyOnceTheBalloonLanded) {
-  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
-  MakeLoop();
-  policy_.targets[kA] = 1000 * kMiB;
-  TickMovingBalloon(true);
-  TickMovingBalloon(true);
-  loop_->AddReclaimHold(HoldAAt600(), clock_.Now() + absl::Seconds(60));
+  HoldAOnItsWayDown();
   hard_demand_ = 520 * kMiB;  // + 128 MiB of headroom: 648 MiB, above the held 600 MiB
   int64_t released_at = 0;
   for (int i = 0; i < 12 && released_at == 0; ++i) {

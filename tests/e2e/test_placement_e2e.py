@@ -137,6 +137,22 @@ class PlacementService:
         return set(out["provider_summaries"])
 
 
+def serve_on_loopback(handler_class):
+    """A threaded HTTP server for `handler_class` on a free loopback port, serving from a daemon
+    thread (its request log silenced): (server, its base URL)."""
+    class Quiet(handler_class):
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, "http://127.0.0.1:%d" % server.server_address[1]
+
+
+def stop_server(server):
+    server.shutdown()
+    server.server_close()
+
+
 class FaultProxy:
     """Loopback HTTP proxy in front of Placement: forwards, or answers `fail_status` to every
     request while set, and counts what it saw. A stopped Placement behind it closes the client's
@@ -186,16 +202,10 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = _any
 
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_on_loopback(Handler)
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        stop_server(self.server)
 
 
 DOMAIN = """  <domain type='test'>
@@ -573,16 +583,10 @@ class FakeKeystone:
                 self._send(401, {"error": {"code": 401, "title": "Unauthorized",
                                            "message": "The request you have made requires authentication."}})
 
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_on_loopback(Handler)
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        stop_server(self.server)
 
 
 if __name__ == "__main__":
