@@ -58,9 +58,6 @@ void ResetStatsEnabled(TrackedGuest* g) {
 
 // Retry window for switching balloon stats on after a failure: 10 s doubling to 10 min.
 constexpr absl::Duration kEnableStatsRetryMin = absl::Seconds(10);
-// A balloon within this of its target has arrived (the driver keeps a few pages; the policies'
-// landing tolerance, balloon_progress.h, starts at the same 16 MiB).
-constexpr int64_t kInflationSlackBytes = int64_t{16} << 20;
 constexpr absl::Duration kEnableStatsRetryMax = absl::Minutes(10);
 
 // The view before the first tick: no guests, and a line that offers nothing and says why.
@@ -343,10 +340,48 @@ void ControlLoop::ComputeControls() {
   }
 }
 
-const ControlLoop::GuestControl& ControlLoop::ControlOf(const std::string& uuid) const {
+const GuestControl& ControlLoop::ControlOf(const std::string& uuid) const {
   static const GuestControl* const kNone = new GuestControl();
   auto it = controls_.find(uuid);
   return it == controls_.end() ? *kNone : it->second;
+}
+
+EnvelopeGuest ControlLoop::EnvelopeOf(const TrackedGuest& g) {
+  EnvelopeGuest e;
+  e.target_bytes = g.target_bytes;
+  e.actual_bytes = g.actual_bytes;
+  e.lowest_actual_bytes = g.lowest_actual;
+  e.max_bytes = g.info.max_bytes;
+  e.configured_floor_bytes = g.min_bytes;
+  e.has_stats = g.has_stats;
+  e.stats_fresh = g.stats_fresh;
+  e.stats_seen_changing = g.last_update_changed_at.has_value();
+  e.stats_age_seconds = g.stats_age_seconds;
+  e.missed_listings = g.missed_listings;
+  e.target_unsure = g.target_unsure;
+  return e;
+}
+
+void ControlLoop::CountEnvelopeRule(EnvelopeRule rule) {
+  if (deps_.metrics == nullptr) return;
+  deps_.metrics->CountEnvelopeRule(rule);
+  // The safety net's rules keep their own series too (plimsoll_safety_holds_total).
+  switch (rule) {
+    case EnvelopeRule::kNoStats:
+      deps_.metrics->CountSafetyHold(SafetyRule::kNoStats);
+      break;
+    case EnvelopeRule::kStaleStats:
+      deps_.metrics->CountSafetyHold(SafetyRule::kStaleStats);
+      break;
+    case EnvelopeRule::kHostStale:
+      deps_.metrics->CountSafetyHold(SafetyRule::kHostStale);
+      break;
+    case EnvelopeRule::kInflationStopped:
+      deps_.metrics->CountSafetyHold(SafetyRule::kInflationStopped);
+      break;
+    default:
+      break;
+  }
 }
 
 void ControlLoop::CountError(LibvirtOperation operation) {
@@ -682,206 +717,70 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   return snap;
 }
 
+// Never waited for here: submitted to the pool, taken when it returns (TakeCallResults).
+std::string ControlLoop::SubmitTarget(const TrackedGuest& g, int64_t target, absl::Time now, BusyReason* why) {
+  if (const BalloonCalls::Call* p = calls_->Pending(g.info.uuid); p != nullptr) {
+    *why = BusyReason::kInFlight;
+    return absl::StrCat(BalloonCallKindName(p->kind),
+                        p->kind == BalloonCalls::Kind::kSetTarget ? absl::StrCat(" to ", FormatMib(p->value))
+                                                                  : std::string(),
+                        " issued ", absl::FormatDuration(absl::Trunc(now - p->submitted_at, absl::Milliseconds(100))),
+                        " ago has not returned; not re-issued");
+  }
+  BalloonCalls::Call call;
+  call.kind = BalloonCalls::Kind::kSetTarget;
+  call.uuid = g.info.uuid;
+  call.name = g.info.name;
+  call.value = target;
+  call.tick = tick_.load();
+  call.dry_run = deps_.actuator->dry_run();
+  Actuator* actuator = deps_.actuator;
+  switch (calls_->Submit(std::move(call), [actuator, uuid = g.info.uuid, name = g.info.name, target] {
+    return actuator->SetTarget(uuid, name, target);
+  })) {
+    case BalloonCalls::Submitted::kAccepted:
+      return "";
+    case BalloonCalls::Submitted::kBusy:
+      *why = BusyReason::kInFlight;
+      return "earlier balloon calls to this domain, past their deadline, are still running in libvirt";
+    case BalloonCalls::Submitted::kPoolFull:
+      *why = BusyReason::kPoolFull;
+      return absl::StrCat("every balloon worker is busy and ", BalloonCalls::kQueueLimit, " calls wait");
+  }
+  return "unknown submission result";
+}
+
 void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
                         absl::Time now) {
   std::vector<TrackedGuest*> decided;  // in apply order, for the counts and logs at the end
   decided.reserve(decisions.guests.size());
+  const EnvelopeHost host_facts{host_stale_, absl::ToDoubleSeconds(now - last_host_at_)};
   for (size_t i : ApplyOrder(decisions)) {
     const policy::GuestDecision& d = decisions.guests[i];
     TrackedGuest* g = tracker_.Find(d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
     const GuestControl& c = ControlOf(d.uuid);
     const int64_t previous = g->target_bytes;
-    int64_t target = d.target_bytes;
-    std::string reason = d.reason;
-    // The envelope over overrides: a pin or a lowered min moves the guest down at most `step` per
-    // tick and never below `floor`: hard demand + headroom as the policy measures it (its
-    // decision's floor), or the configured floor where it measures none, and never below what
-    // libvirt shows of it (actual - MemAvailable + headroom, under every policy, with or without
-    // an agent); unless the override says force (audited where it is set: the log and the Watch
-    // stream).
-    const bool force = c.override != nullptr && c.override->force();
     const policy::GuestView* view =
         i < snapshot.guests.size() && snapshot.guests[i].uuid == d.uuid ? &snapshot.guests[i] : nullptr;
-    const int64_t seen_floor = view != nullptr ? policy::SeenFloorBytes(*view).value_or(0) : 0;
-    const int64_t measured = d.floor_bytes > 0 ? d.floor_bytes : g->min_bytes;
-    const int64_t floor = std::min(std::max(measured, seen_floor), c.ceiling);
-    const char* floor_is = seen_floor > measured ? "hard demand + headroom as libvirt shows it"
-                           : d.floor_bytes > 0   ? "hard demand + headroom"
-                                                 : "the configured floor";
-    const int64_t step = OverrideStepBytes(g->info.max_bytes);
-    g->envelope_floor = floor;
-    const std::string forced =
-        force ? absl::StrCat(" (forced by=\"", c.override->updated_by(), "\": ", c.override->note(), ")") : "";
-    if (c.pin.has_value()) {
-      target = *c.pin;
-      reason = absl::StrCat("pinned at ", FormatMib(*c.pin), " by override", forced);
-      if (!force && target < floor) {
-        target = floor;
-        absl::StrAppend(&reason, " | raised to ", floor_is, " ", FormatMib(floor), ": the pin is below it (force goes lower)");
-      }
-      if (!force && target < previous - step) {
-        target = previous - step;
-        absl::StrAppend(&reason, " | towards the pin at the envelope's step of ", FormatMib(step), " per tick");
-      }
-    } else {
-      if (c.hold.has_value()) {
-        // A guest in distress is not held: pressure, an OOM kill or a self-deflation ends its
-        // hold at once. The last is seen here too, whatever the policy: the balloon rose since
-        // the previous tick, to above the held target, although its target was at or below it
-        // (a balloon still travelling down to the held target is above it too, but falling).
-        // So is a guest, landed at the hold, whose hard demand + headroom no longer fits under it:
-        // without an agent and without autodeflate it shows no other sign before its OOM kills.
-        std::string why = d.distress;
-        const int64_t held = c.hold->max_target_bytes();
-        if (why.empty() && previous <= held && g->lowest_actual > 0 &&
-            g->actual_bytes > held + kInflationSlackBytes &&
-            g->actual_bytes > g->lowest_actual + kInflationSlackBytes) {
-          why = absl::StrCat("self_deflated actual=", FormatMib(g->actual_bytes), " held=", FormatMib(held));
-        }
-        // Judged only once the balloon has landed at the hold: while it travels, actual and
-        // the stats' MemAvailable are read at different moments, and their difference is not
-        // the guest's hard demand (a 1 GiB lab guest on its way down to 384 MiB read as 307 MiB
-        // of hard demand against its 167).
-        if (const int64_t demand = std::max(d.floor_bytes, seen_floor);
-            why.empty() && g->actual_bytes <= held + kInflationSlackBytes && demand > held + kInflationSlackBytes) {
-          why = absl::StrCat("floor_above_hold floor=", FormatMib(demand), " held=", FormatMib(held), " (",
-                             seen_floor > d.floor_bytes ? "actual - MemAvailable + headroom" : "the policy's floor",
-                             ")");
-        }
-        if (!why.empty()) {
-          ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, why);
-          absl::StrAppend(&reason, " | reclaim ", c.hold->reclaim_id(), " released: ", why);
-          if (auto it = controls_.find(d.uuid); it != controls_.end()) it->second.hold.reset();
-        }
-      }
-      if (c.hold.has_value() && target > c.hold->max_target_bytes()) {
-        target = c.hold->max_target_bytes();
-        absl::StrAppend(&reason, " | reclaim ", c.hold->reclaim_id(), " holds it at <= ", FormatMib(target));
-      }
-      const int64_t wanted = target;
-      target = std::clamp(target, c.floor, c.ceiling);
-      if (target != wanted) {
-        absl::StrAppend(&reason, " | clamped to [", FormatMib(c.floor), ", ", FormatMib(c.ceiling), "]",
-                        c.override != nullptr && (c.override->has_min_bytes() || c.override->has_max_bytes())
-                            ? " (override)"
-                            : "");
-      }
-      // Below the configured floor only through an override's lowered min (not a lowered max:
-      // the ceiling wins): there the envelope holds the policy to its floor and a step per tick.
-      const bool lowered_min = c.override != nullptr && c.override->has_min_bytes() && c.floor < g->min_bytes &&
-                               c.ceiling >= g->min_bytes;
-      if (lowered_min && target < g->min_bytes && !force) {
-        if (target < floor) {
-          target = floor;
-          absl::StrAppend(&reason, " | clamped to ", floor_is, " ", FormatMib(floor), ": the override's min ",
-                          FormatMib(c.floor), " is below it (force goes lower)");
-        }
-        if (const int64_t stepped = std::min(g->min_bytes, previous - step); target < stepped) {
-          target = stepped;
-          absl::StrAppend(&reason, " | under the configured floor at the envelope's step of ", FormatMib(step),
-                          " per tick");
-        }
-      } else if (lowered_min && target < g->min_bytes) {
-        absl::StrAppend(&reason, " | override min ", FormatMib(c.floor), forced);
-      }
+    Move move = Constrain(d, view, EnvelopeOf(*g), c, host_facts);
+    for (EnvelopeRule rule : move.fired) CountEnvelopeRule(rule);
+    if (!move.hold_released.empty()) {
+      ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, move.hold_released);
+      if (auto it = controls_.find(d.uuid); it != controls_.end()) it->second.hold.reset();
     }
-    if (c.exclude) {
-      target = previous;
-      reason = "excluded by override: never moved";
-    }
-    // Safety net under every policy: no stats or stale stats, no shrink. Growing never needs
-    // stats: giving a guest memory back cannot hurt it, and a guest whose stats stopped (a busy
-    // domain, a stalled driver) may be exactly the one that needs it.
-    auto held = [&](SafetyRule rule) {
-      target = previous;
-      if (deps_.metrics) deps_.metrics->CountSafetyHold(rule);
-    };
-    if (!g->has_stats && target < previous) {
-      absl::StrAppend(&reason, " | held: no balloon stats from guest, never shrink without them");
-      held(SafetyRule::kNoStats);
-    } else if (!g->stats_fresh && target < previous) {
-      // Not yet seen to change (the first value proves nothing) is not old data: say which, as
-      // an operator reading "age=1.0s" would not see why that is stale.
-      absl::StrAppend(&reason, g->last_update_changed_at.has_value()
-                                   ? absl::StrFormat(" | held: stale stats (age=%.1fs), never shrink on them",
-                                                     g->stats_age_seconds)
-                                   : absl::StrFormat(" | held: stale stats (not seen to change in the %.1fs since "
-                                                     "first read: fresh once they do), never shrink on them",
-                                                     g->stats_age_seconds));
-      held(SafetyRule::kStaleStats);
-    }
-    if (host_stale_ && target < previous) {
-      absl::StrAppend(&reason, absl::StrFormat(" | held: host memory not read this tick (data age=%.1fs), "
-                                               "never shrink on it",
-                                               absl::ToDoubleSeconds(now - last_host_at_)));
-      held(SafetyRule::kHostStale);
-    }
-    // Holding the target is not enough while the balloon is still inflating towards it: it
-    // would go on shrinking the guest on the data that went bad. Stop it where it is (never
-    // above the guest's ceiling; a pin is the operator's and stays).
-    const bool data_bad = !g->has_stats || !g->stats_fresh || host_stale_;
-    if (data_bad && !c.pin.has_value() && !c.exclude && g->actual_bytes > target + kInflationSlackBytes) {
-      const int64_t stop = std::min(g->actual_bytes, c.ceiling);
-      if (stop > target) {
-        absl::StrAppend(&reason, " | inflation stopped at ", FormatMib(stop), " (was heading for ",
-                        FormatMib(target), "): no shrinking on ",
-                        !g->has_stats ? "missing stats" : !g->stats_fresh ? "stale stats" : "stale host data");
-        target = stop;
-        if (deps_.metrics) deps_.metrics->CountSafetyHold(SafetyRule::kInflationStopped);
-      }
-    }
-    // Missing from the last listing(s) but not known to have stopped: kept, with what the
-    // policy knows, and not moved until it is listed again or forgotten.
-    if (g->missed_listings > 0 && target != previous) {
-      absl::StrAppend(&reason, " | held: absent from the last ", g->missed_listings,
-                      " listing(s) of running domains");
-      target = previous;
-    }
-    Direction direction = target < previous   ? plimsoll::v1::DIRECTION_INFLATE
-                          : target > previous ? plimsoll::v1::DIRECTION_DEFLATE
-                                              : plimsoll::v1::DIRECTION_HOLD;
-    // After two overlapping calls the domain's target is either one: set it again, alone.
-    const bool reassert = g->target_unsure && direction == plimsoll::v1::DIRECTION_HOLD && !c.exclude &&
-                          g->missed_listings == 0;
-    if (reassert) absl::StrAppend(&reason, " | re-asserting target ", FormatMib(target), " after overlapping calls");
+    g->envelope_floor = move.envelope_floor_bytes;
+    int64_t target = move.target_bytes;
+    std::string reason = std::move(move.reason);
+    Direction direction = move.direction;
+    const bool reassert = move.reassert;
     bool submitted = false;
     if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
       absl::StrAppend(&reason, " | management paused: not applied");
     } else if ((direction != plimsoll::v1::DIRECTION_HOLD || reassert) && !paused_) {
-      // Never waited for here: submitted to the pool, taken when it returns (TakeCallResults).
-      std::string busy;
       BusyReason why = BusyReason::kInFlight;
-      if (const BalloonCalls::Call* p = calls_->Pending(g->info.uuid); p != nullptr) {
-        busy = absl::StrCat(BalloonCallKindName(p->kind), p->kind == BalloonCalls::Kind::kSetTarget
-                                                               ? absl::StrCat(" to ", FormatMib(p->value))
-                                                               : std::string(),
-                            " issued ", absl::FormatDuration(absl::Trunc(now - p->submitted_at, absl::Milliseconds(100))),
-                            " ago has not returned; not re-issued");
-      } else {
-        BalloonCalls::Call call;
-        call.kind = BalloonCalls::Kind::kSetTarget;
-        call.uuid = g->info.uuid;
-        call.name = g->info.name;
-        call.value = target;
-        call.tick = tick_.load();
-        call.dry_run = deps_.actuator->dry_run();
-        Actuator* actuator = deps_.actuator;
-        switch (calls_->Submit(std::move(call), [actuator, uuid = g->info.uuid, name = g->info.name, target] {
-          return actuator->SetTarget(uuid, name, target);
-        })) {
-          case BalloonCalls::Submitted::kAccepted:
-            submitted = true;
-            break;
-          case BalloonCalls::Submitted::kBusy:
-            busy = "earlier balloon calls to this domain, past their deadline, are still running in libvirt";
-            break;
-          case BalloonCalls::Submitted::kPoolFull:
-            why = BusyReason::kPoolFull;
-            busy = absl::StrCat("every balloon worker is busy and ", BalloonCalls::kQueueLimit, " calls wait");
-            break;
-        }
-      }
+      const std::string busy = SubmitTarget(*g, target, now, &why);
+      submitted = busy.empty();
       if (!busy.empty()) {
         absl::StrAppend(&reason, " | busy: ", busy);
         NoteBusy(g, why, busy, now);
@@ -914,7 +813,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_reason(reason);
     rec.set_applied(false);  // until its call returns (TargetCallReturned)
     rec.set_policy_floor_bytes(d.floor_bytes);
-    rec.set_seen_floor_bytes(seen_floor);
+    rec.set_seen_floor_bytes(move.seen_floor_bytes);
     rec.set_working_set_bytes(d.working_set_bytes);
     g->lowest_actual = previous != g->target_bytes || g->lowest_actual == 0
                            ? g->actual_bytes
@@ -954,7 +853,6 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                 << rec.reason() << "\"";
     }
   }
-  (void)snapshot;
 }
 
 std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) const {

@@ -26,15 +26,11 @@
 //     pin (clamped to [64 MiB, <memory>]), PINNED. The policy sees a pinned
 //     guest with its floor at the pin (floor = ceiling = pin when forced) and
 //     an excluded one with floor = ceiling = its current target.
-//   - the envelope over overrides: without the override's
-//     `force`, a pin, or a policy target under the configured floor that only
-//     a lowered min_bytes allows, moves the guest down at most
-//     OverrideStepBytes(<memory>) per tick and never below the envelope floor:
-//     the policy's own floor (GuestDecision::floor_bytes: hard demand +
-//     headroom), or the configured floor where the policy reports none
-//     (Guest.envelope_floor_bytes). The decision's reason says which; with
-//     force it says who forced it and why. `priority` is not read by any policy yet: only the Reclaim
-//     planner uses it (lower gives first).
+//   - the envelope (envelope.h, a pure function the loop calls for every
+//     decision): pins, Reclaim holds, the floor and ceiling, a lowered min,
+//     exclusion, then the safety net below, each rule adding its reason and
+//     counted in plimsoll_envelope_rules_total{rule}. `priority` is not read
+//     by any policy yet: only the Reclaim planner uses it (lower gives first).
 //   - Reclaim holds (AddReclaimHold): until the hold expires the guest's
 //     target is min(policy target, held target); then ReclaimEvent EXPIRED.
 //     A guest in distress ends its hold at once (ReclaimEvent RELEASED, the
@@ -95,6 +91,7 @@
 #include "server/hypervisor/hypervisor.h"
 #include "server/loop/actuator.h"
 #include "server/loop/balloon_calls.h"
+#include "server/loop/envelope.h"
 #include "server/loop/guest_tracker.h"
 #include "server/loop/stored_controls.h"
 #include "server/loop/host_line.h"
@@ -233,15 +230,6 @@ class ControlLoop {
 
  private:
   // What the operator's settings make of one guest this tick.
-  struct GuestControl {
-    int64_t floor = 0;    // effective floor (override min_bytes or configured)
-    int64_t ceiling = 0;  // effective ceiling (override max_bytes or <memory>)
-    int64_t shares = 1000;  // in GuestView units
-    std::optional<int64_t> pin;  // clamped to [64 MiB, <memory>]
-    bool exclude = false;
-    const plimsoll::v1::GuestOverride* override = nullptr;  // into overrides_
-    std::optional<plimsoll::v1::ReclaimHold> hold;          // the tightest active hold
-  };
   struct ActiveReclaim {
     plimsoll::v1::ReclaimPlan plan;
     absl::Time until;
@@ -277,6 +265,12 @@ class ControlLoop {
   void AddAgentSignals(policy::GuestView& v) const;
   void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
   void CountError(LibvirtOperation operation);
+  // Submits a SetTarget call for the guest; "" when accepted, else why its domain is busy.
+  std::string SubmitTarget(const TrackedGuest& g, int64_t target, absl::Time now, BusyReason* why);
+  // A fired envelope rule's metrics (and the safety net's own series for its four rules).
+  void CountEnvelopeRule(EnvelopeRule rule);
+  // What the envelope reads of a tracked guest.
+  static EnvelopeGuest EnvelopeOf(const TrackedGuest& g);
   // Records the balloon calls that returned or timed out since the last time (never waits).
   void TakeCallResults(absl::Time now);
   void TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now);

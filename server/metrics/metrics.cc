@@ -127,6 +127,7 @@ struct Metrics::Impl {
   prometheus::Counter* host_stale_ticks;
   // By SafetyRule, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllSafetyRules)> safety_holds{};
+  std::array<prometheus::Counter*, std::size(kAllEnvelopeRules)> envelope_rules{};
   prometheus::Counter* reclaim_releases;
   // By BusyReason, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllBusyReasons)> busy_skips{};
@@ -399,6 +400,10 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   for (SafetyRule rule : kAllSafetyRules) {
     m.safety_holds[static_cast<size_t>(rule)] = &safety.Add({{"rule", SafetyRuleName(rule)}});
   }
+  auto& envelope = prometheus::BuildCounter().Name("plimsoll_envelope_rules_total").Help("Decisions the envelope changed, by rule, in the order it applies them: pin, pin_floor, pin_step, hold_released, hold, clamp, lowered_min_floor, lowered_min_step, exclude, the safety net's no_stats, stale_stats, host_stale, inflation_stopped, then absent and reassert.").Register(*m.registry);
+  for (EnvelopeRule rule : kAllEnvelopeRules) {
+    m.envelope_rules[static_cast<size_t>(rule)] = &envelope.Add({{"rule", EnvelopeRuleName(rule)}});
+  }
   m.reclaim_releases = &prometheus::BuildCounter().Name("plimsoll_reclaim_holds_released_total").Help("Reclaim holds ended early on a guest in distress (pressure over target, an OOM kill, a self-deflation); the rest of the plan held.").Register(*m.registry).Add({});
   auto& busy = prometheus::BuildCounter().Name("plimsoll_balloon_busy_skips_total").Help("Balloon moves skipped because the domain was busy, by reason: in_flight (an earlier balloon call to it has not returned), job (an active libvirt job such as a migration), pool_full (every balloon worker busy). Tried again next tick.").Register(*m.registry);
   for (BusyReason r : kAllBusyReasons) m.busy_skips[static_cast<size_t>(r)] = &busy.Add({{"reason", BusyReasonName(r)}});
@@ -612,6 +617,9 @@ void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
 void Metrics::CountReclaimRelease() { impl_->reclaim_releases->Increment(); }
 
 void Metrics::CountSafetyHold(SafetyRule rule) { impl_->safety_holds[static_cast<size_t>(rule)]->Increment(); }
+void Metrics::CountEnvelopeRule(EnvelopeRule rule) {
+  impl_->envelope_rules[static_cast<size_t>(rule)]->Increment();
+}
 
 void Metrics::CountBalloonBusySkip(BusyReason reason) { impl_->busy_skips[static_cast<size_t>(reason)]->Increment(); }
 

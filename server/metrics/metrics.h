@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "plimsoll/v1/control.pb.h"
+#include "server/metrics/envelope_rules.h"
 
 namespace prometheus {
 class Registry;
@@ -169,6 +170,8 @@ class Metrics {
   void CountHostStaleTick();
   // The safety net changed a decision (plimsoll_safety_holds_total{rule}).
   void CountSafetyHold(SafetyRule rule);
+  // A rule of the envelope (envelope_rules.h) that changed a decision.
+  void CountEnvelopeRule(EnvelopeRule rule);
   // A reclaim hold ended early on a guest in distress (plimsoll_reclaim_holds_released_total).
   void CountReclaimRelease();
   // A balloon move skipped because the domain is busy (plimsoll_balloon_busy_skips_total{reason}),

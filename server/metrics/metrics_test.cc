@@ -258,6 +258,18 @@ TEST(MetricsTest, DecisionsAreCountedByDirection) {
   EXPECT_TRUE(Has(text, R"(plimsoll_decisions_total{direction="hold"} 3)")) << text;
 }
 
+TEST(MetricsTest, EveryEnvelopeRuleHasItsSeriesFromTheStart) {
+  Metrics m;
+  m.CountEnvelopeRule(EnvelopeRule::kPinStep);
+  m.CountEnvelopeRule(EnvelopeRule::kPinStep);
+  const std::string text = m.Render();
+  for (EnvelopeRule rule : kAllEnvelopeRules) {
+    const int want = rule == EnvelopeRule::kPinStep ? 2 : 0;
+    EXPECT_TRUE(Has(text, absl::StrCat("plimsoll_envelope_rules_total{rule=\"", EnvelopeRuleName(rule), "\"} ", want)))
+        << EnvelopeRuleName(rule) << "\n" << text;
+  }
+}
+
 TEST(MetricsTest, TheLineIsStaleUntilAViewPublishesIt) {
   Metrics m;
   std::string text = m.Render();
