@@ -252,11 +252,15 @@ int OnLifecycleEvent(virConnectPtr /*conn*/, virDomainPtr dom, int event, int de
 
 void OnBalloonChangeEvent(virConnectPtr /*conn*/, virDomainPtr dom, unsigned long long actual_kib,
                           void* opaque) {
+  // A size no guest can have (it overflows in bytes) is not an event: the next stats read says
+  // what the balloon is.
+  const std::optional<int64_t> bytes = KiBToBytes(actual_kib);
+  if (!bytes.has_value()) return;
   DomainEvent e;
   e.kind = DomainEvent::Kind::kBalloonChange;
   e.uuid = DomainUuid(dom);
   e.name = DomainName(dom);
-  e.balloon_bytes = static_cast<int64_t>(actual_kib) * kKiB;
+  e.balloon_bytes = *bytes;
   (*static_cast<SinkRef*>(opaque))->Deliver(e);
 }
 
@@ -717,8 +721,15 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
       continue;
     }
     d.state = RunStateOf(info.state);
-    d.max_bytes = static_cast<int64_t>(info.maxMem) * kKiB;
-    d.current_bytes = static_cast<int64_t>(info.memory) * kKiB;
+    const std::optional<int64_t> max_bytes = KiBToBytes(info.maxMem);
+    const std::optional<int64_t> current_bytes = KiBToBytes(info.memory);
+    if (!max_bytes.has_value() || !current_bytes.has_value()) {
+      PLOG_WARNING << "skipping domain uuid=" << d.uuid << " name=" << d.name << ": sizes out of range maxMem="
+                   << info.maxMem << "KiB memory=" << info.memory << "KiB";
+      continue;
+    }
+    d.max_bytes = *max_bytes;
+    d.current_bytes = *current_bytes;
     listed.insert_or_assign(d.uuid, std::move(dom));
     out.push_back(std::move(d));
   }
