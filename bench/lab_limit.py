@@ -31,7 +31,7 @@ The bound is generous on purpose: balloons move instantly, no policy waits for a
 guest's allocation is met the moment it is made, and a hot guest sits just above the size where
 it collapses. No policy reaches it; a target close to it asks a policy to be an oracle.
 
-  cd docs/bench && python3 ../../bench/lab_limit.py --protect=hot=280 trio_law_agent_s19.json.gz
+  cd docs/bench && python3 ../../bench/lab_limit.py --protect=hot=280 trio_agent_law_vs_mom.json.gz
 
 prints, per mix and agent mode, each guest's bound, each policy's reclaimed GiB*s and its share
 of the bound (medians over the repetitions, with ranges), and 1.5x MoM's share.
