@@ -643,20 +643,31 @@ class DebPackage(unittest.TestCase):
             conffiles = f.read().split()
         self.assertIn("/etc/plimsoll/plimsolld.textproto", conffiles)
         self.assertIn("/etc/default/plimsolld", conffiles)
+        self.assertIn("/etc/plimsoll/placement.conf", conffiles)
 
         listing = self.run_ok(["dpkg-deb", "--contents", deb])
         entries = {}
         for line in listing.splitlines():
             parts = line.split()
             entries[parts[5].lstrip(".")] = (parts[0], parts[1])
-        for path in ("/usr/bin/plimsolld", "/usr/bin/plimsollctl"):
+        for path in ("/usr/bin/plimsolld", "/usr/bin/plimsollctl",
+                     "/usr/lib/plimsoll-placement/plimsoll-placement"):
             self.assertEqual(entries.get(path, ("?",))[0], "-rwxr-xr-x", path)
+        # plimsoll-placement (docs/placement.md): its command, code, generated stubs, unit, config.
+        self.assertEqual(entries.get("/usr/bin/plimsoll-placement", ("?",))[0][0], "l")
+        for module in ("main", "config", "sync", "placement_api", "line_source", "inventory", "metrics"):
+            path = "/usr/lib/plimsoll-placement/plimsoll_placement/%s.py" % module
+            self.assertEqual(entries.get(path, ("?",))[0], "-rw-r--r--", path)
+        self.assertFalse([p for p in entries if p.endswith("_test.py")], "unit tests are not shipped")
+        self.assertTrue([p for p in entries if p.startswith("/usr/lib/plimsoll-placement/gen/")
+                         and p.endswith("_pb2_grpc.py")], "the gRPC stubs are generated into the package")
         for path in ("/lib/systemd/system/plimsolld.service", "/etc/plimsoll/plimsolld.textproto",
                      "/etc/default/plimsolld", "/usr/share/doc/plimsoll/README.md",
                      "/usr/share/doc/plimsoll/grafana/plimsoll-dashboard.json",
                      "/usr/share/doc/plimsoll/prometheus/alerts.yml",
                      "/usr/share/doc/plimsoll/prometheus/fleet_rules.yml",
-                     "/usr/share/doc/plimsoll/prometheus/prometheus.yml"):
+                     "/usr/share/doc/plimsoll/prometheus/prometheus.yml",
+                     "/lib/systemd/system/plimsoll-placement.service", "/etc/plimsoll/placement.conf"):
             self.assertEqual(entries.get(path, ("?",))[0], "-rw-r--r--", path)
         for _, owner in entries.values():
             self.assertEqual(owner, "root/root")
@@ -685,8 +696,13 @@ class DebPackage(unittest.TestCase):
         self.assertIn('agent_listen: ""', out)
         self.assertIn('channel_name: "org.plimsoll.agent.0"', out)
         self.assertIn("Usage: plimsollctl", self.run_ok(["/usr/bin/plimsollctl", "--help"]))
+        # The packaged placement config is valid as shipped, and the command runs from /usr/bin.
+        out = self.run_ok(["/usr/bin/plimsoll-placement", "--config=/etc/plimsoll/placement.conf",
+                           "--check_config"])
+        self.assertIn("unix:/run/plimsoll/plimsolld.sock", out)
         if shutil.which("systemd-analyze"):
             self.run_ok(["systemd-analyze", "verify", "/lib/systemd/system/plimsolld.service"])
+            self.run_ok(["systemd-analyze", "verify", "/lib/systemd/system/plimsoll-placement.service"])
 
         self.run_ok(self.APT + ["remove", "plimsoll"])
         self.assertFalse(os.path.exists("/usr/bin/plimsolld"))
