@@ -31,10 +31,30 @@ The bound is generous on purpose: balloons move instantly, no policy waits for a
 guest's allocation is met the moment it is made, and a hot guest sits just above the size where
 it collapses. No policy reaches it; a target close to it asks a policy to be an oracle.
 
+Beside it, the reactive ceiling: what a policy that only reacts could reach on the same run. It
+sees each guest's demand one report period P late, keeps no headroom beyond the kernel's reserve,
+and cannot take memory the guest is using, nor memory freed less than P ago:
+
+  ceiling(t) = max(min, max(needed(t), needed(t - P)) + kreserve, collapse)
+    P          --period-s (default 2 s: the bench's tick and agent interval): a fall in demand
+               is taken P after it happened; a rise is held from the moment it is made (the
+               guest's allocation deflates its balloon; the policy could not have taken that
+               memory before it saw the allocation, nor can it take it while it is in use)
+    kreserve   the guest's kernel reserve by its size, a line through the two measured points
+               (58 MiB at 768 MiB, 79 MiB at 1536; bench/lab_mix_gen.py kernel_reserve_mib);
+               --reactive-reserve-mib sets one figure for every guest
+
+It is still generous (balloons move instantly, an allocation costs no stall, a hot guest sits
+just above its collapse) and it is at most the bound whenever --reserve-mib is at most kreserve.
+
+A generated mix's hot guest (--mix=gen:SEED; its description is in the JSON) that --protect does
+not name is protected at its hot set + 140 MiB (estimated: the measured collapse sizes sit 140-152
+MiB above the hot set, bench/size_cost.py: 280 MiB for 128, 268 for 128, 530 for 384).
+
   cd docs/bench && python3 ../../bench/lab_limit.py --protect=hot=280 trio_agent_law_vs_mom.json.gz
 
-prints, per mix and agent mode, each guest's bound, each policy's reclaimed GiB*s and its share
-of the bound (medians over the repetitions, with ranges), and 1.5x MoM's share.
+prints, per mix and agent mode, each guest's bound and reactive ceiling, each policy's reclaimed
+GiB*s and its share of both (medians over the repetitions, with ranges), and 1.5x MoM's share.
 """
 
 import argparse
@@ -45,7 +65,12 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lab_mix_gen import kernel_reserve_mib  # noqa: E402
 from lab_policy_bench import median_range  # noqa: E402  (the bench's own table format)
+
+# A generated mix's hot guest without --protect: its hot set plus this (see the docstring).
+HOT_COLLAPSE_GAP_MIB = 140.0
+DEFAULT_PERIOD_S = 2.0
 
 
 def guest_min_mib(max_mib):
@@ -86,6 +111,29 @@ def bound_gib_s(max_mib, series, collapse_mib, sample_times, reserve_mib=0.0, fl
                for t in sample_times) / 1024.0
 
 
+def reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor=True):
+    """The reactive ceiling's size for the guest at t (MiB): the demand it holds now or held
+    period_s ago (whichever is larger) plus the kernel's reserve, the floor, the collapse."""
+    lowest = max(guest_min_mib(max_mib) if floor else 0.0, collapse_mib or 0.0)
+    if series:
+        lowest = max(lowest, max(at(series, t), at(series, t - period_s)) + reserve_mib)
+    return min(max_mib, lowest)
+
+
+def reactive_gib_s(max_mib, series, collapse_mib, sample_times, period_s, reserve_mib, floor=True,
+                   dt=2.0):
+    """Reclaimed GiB*s of a guest held at its reactive ceiling, integrated as bound_gib_s is."""
+    return sum((max_mib - reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor))
+               * dt for t in sample_times) / 1024.0
+
+
+def generated_protect(run):
+    """{hot guest: estimated collapse MiB} of a generated mix's run (none for the named mixes)."""
+    desc = run.get("mix_desc") or {}
+    return {g["name"]: g["hot_mib"] + HOT_COLLAPSE_GAP_MIB
+            for g in desc.get("guests", []) if g.get("kind") == "hot" and g.get("hot_mib")}
+
+
 def parse_protect(items):
     out = {}
     for item in items or []:
@@ -99,9 +147,11 @@ def parse_protect(items):
     return out
 
 
-def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True):
+def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s=DEFAULT_PERIOD_S,
+            reactive_reserve_mib=None):
     """Prints the tables of every (mix, agent mode) in `runs` and returns their summaries;
-    adds to `used` the names of `protect` that are guests of an analysed mix."""
+    adds to `used` the names of `protect` that are guests of an analysed mix.
+    reactive_reserve_mib: the reactive ceiling's reserve for every guest; None: by guest size."""
     groups = {}
     for r in runs:
         groups.setdefault((r["mix"], r["agent"]), []).append(r)
@@ -116,6 +166,8 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True):
         guests = list(next(iter(static.values()))["guest_max_mib"])
         if used is not None:
             used.update(set(protect) & set(guests))
+        estimated = {g: mib for g, mib in generated_protect(group[0]).items() if g not in protect}
+        guard = dict(estimated, **{g: mib for g, mib in protect.items() if g in guests})
         series = {}  # rep -> guest -> needed(t)
         for rep, s in static.items():
             series[rep] = {}
@@ -126,62 +178,86 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True):
                           "bound is its floor alone" % (mix, agent, rep, g), file=sys.stderr)
                 series[rep][g] = needed_series(beats, s["guest_max_mib"][g])
 
-        def bounds_of(r):
-            """{guest: GiB*s, "total": ...} of the bound on run r's own samples."""
-            times = [row["t"] for row in r["samples"]]
-            b = {g: bound_gib_s(r["guest_max_mib"][g], series[r["rep"]][g], protect.get(g), times,
-                                reserve_mib, floor) for g in guests}
-            b["total"] = sum(b.values())
-            return b
+        def kres(g, max_mib):
+            return kernel_reserve_mib(max_mib) if reactive_reserve_mib is None else reactive_reserve_mib
 
-        # policy -> guest -> [(reclaimed, bound on the same run's samples)]
+        def limits_of(r):
+            """({guest: GiB*s, "total": ...} of the bound, the same of the reactive ceiling), on
+            run r's own samples."""
+            times = [row["t"] for row in r["samples"]]
+            b, c = {}, {}
+            for g in guests:
+                mx = r["guest_max_mib"][g]
+                b[g] = bound_gib_s(mx, series[r["rep"]][g], guard.get(g), times, reserve_mib, floor)
+                c[g] = reactive_gib_s(mx, series[r["rep"]][g], guard.get(g), times, period_s,
+                                      kres(g, mx), floor)
+            b["total"] = sum(b.values())
+            c["total"] = sum(c.values())
+            return b, c
+
+        # policy -> guest -> [(reclaimed, bound, ceiling) on the same run's samples]
         per_policy = {p: {g: [] for g in guests + ["total"]} for p in policies + ["static"]}
         for r in group:
             if r["rep"] not in series:
                 continue
-            b = bounds_of(r)
+            b, c = limits_of(r)
             for g in guests:
                 got = r["guests"].get(g, {}).get("reclaimed_gib_s")
                 if got is None:
                     print("%s agent=%s rep %d %s: no reclaimed_gib_s for %s (guest died?): counted 0"
                           % (mix, agent, r["rep"], r["policy"], g), file=sys.stderr)
                     got = 0.0
-                per_policy[r["policy"]][g].append((got, b[g]))
-            per_policy[r["policy"]]["total"].append((r["reclaimed_gib_s"], b["total"]))
+                per_policy[r["policy"]][g].append((got, b[g], c[g]))
+            per_policy[r["policy"]]["total"].append((r["reclaimed_gib_s"], b["total"], c["total"]))
         reps = sorted(series)
-        print("\n%s, %s agent (%d repetitions; reserve %.0f MiB; %s; bound: %s)" % (
-            mix, "with the" if agent else "without the", len(reps), reserve_mib,
-            "plimsolld's floor" if floor else "no floor",
-            ", ".join("%s >= %s" % (g, ("%.0f MiB" % protect[g]) if g in protect else "needed(t)")
-                      for g in guests)), file=out)
-        print("| guest | bound GiB*s (on the unconstrained run's samples) | " + " | ".join(policies)
-              + " |", file=out)
-        print("|" + "---|" * (2 + len(policies)), file=out)
+        print("\n%s, %s agent (%d repetitions; reserve %.0f MiB; %s; bound: %s; reactive ceiling: "
+              "period %g s, kernel reserve %s)" % (
+                  mix, "with the" if agent else "without the", len(reps), reserve_mib,
+                  "plimsolld's floor" if floor else "no floor",
+                  ", ".join("%s >= %s" % (g, ("%.0f MiB%s" % (guard[g], " (estimated)" if g in estimated
+                                                                   else "")) if g in guard else "needed(t)")
+                            for g in guests),
+                  period_s, "by guest size" if reactive_reserve_mib is None
+                  else "%.0f MiB" % reactive_reserve_mib), file=out)
+        print("| guest | bound GiB*s | reactive ceiling GiB*s (share of the bound) | "
+              + " | ".join("%s: GiB*s, share of bound / of ceiling" % p for p in policies) + " |", file=out)
+        print("|" + "---|" * (3 + len(policies)), file=out)
         shares = {}
         for g in guests + ["total"]:
             cells = []
             for p in policies:
-                pairs = per_policy[p][g]
-                share = [got / b for got, b in pairs if b > 0]
-                shares[(p, g)] = statistics.median(share) if share else None
-                cells.append("%s, %s of the bound" % (
-                    median_range([got for got, _ in pairs]),
-                    ("%.2f" % shares[(p, g)]) if share else "-"))
-            print("| %s | %s | %s |" % (g, median_range([b for _, b in per_policy["static"][g]]),
-                                        " | ".join(cells)), file=out)
+                trip = per_policy[p][g]
+                sb = [got / b for got, b, _ in trip if b > 0]
+                sc = [got / c for got, _, c in trip if c > 0]
+                shares[(p, g)] = (statistics.median(sb) if sb else None,
+                                  statistics.median(sc) if sc else None)
+                cells.append("%s, %s / %s" % (
+                    median_range([got for got, _, _ in trip]),
+                    ("%.2f" % shares[(p, g)][0]) if sb else "-",
+                    ("%.2f" % shares[(p, g)][1]) if sc else "-"))
+            base = per_policy["static"][g]
+            cb = [c / b for _, b, c in base if b > 0]
+            print("| %s | %s | %s (%s) | %s |" % (
+                g, median_range([b for _, b, _ in base]), median_range([c for _, _, c in base]),
+                ("%.2f" % statistics.median(cb)) if cb else "-", " | ".join(cells)), file=out)
         moms = per_policy.get("mom", {}).get("total", [])
+        entry = {"mix": mix, "agent": agent,
+                 "bound_gib_s": statistics.median(b for _, b, _ in per_policy["static"]["total"]),
+                 "ceiling_gib_s": statistics.median(c for _, _, c in per_policy["static"]["total"]),
+                 "period_s": period_s,
+                 "policies": {p: {"gib_s": statistics.median(got for got, _, _ in per_policy[p]["total"]),
+                                  "share_of_bound": shares[(p, "total")][0],
+                                  "share_of_ceiling": shares[(p, "total")][1]}
+                              for p in policies if per_policy[p]["total"]}}
         if moms:
-            need = statistics.median(1.5 * got for got, _ in moms)
-            share = statistics.median(1.5 * got / b for got, b in moms if b > 0)
-            print("1.5x MoM = %.1f GiB*s = %.2f of the bound (on MoM's own samples)" % (need, share),
-                  file=out)
-            summary.append({"mix": mix, "agent": agent,
-                            "bound_gib_s": statistics.median(b for _, b in per_policy["static"]["total"]),
-                            "mom_gib_s": statistics.median(got for got, _ in moms),
-                            "target_share_of_bound": share,
-                            "policies": {p: {"gib_s": statistics.median(got for got, _ in per_policy[p]["total"]),
-                                             "share_of_bound": shares[(p, "total")]}
-                                         for p in policies if per_policy[p]["total"]}})
+            need = statistics.median(1.5 * got for got, _, _ in moms)
+            share = statistics.median(1.5 * got / b for got, b, _ in moms if b > 0)
+            share_c = statistics.median(1.5 * got / c for got, _, c in moms if c > 0)
+            print("1.5x MoM = %.1f GiB*s = %.2f of the bound, %.2f of the reactive ceiling (on MoM's "
+                  "own samples)" % (need, share, share_c), file=out)
+            entry.update(mom_gib_s=statistics.median(got for got, _, _ in moms),
+                         target_share_of_bound=share, target_share_of_ceiling=share_c)
+        summary.append(entry)
     return summary
 
 
@@ -195,6 +271,11 @@ def main(argv):
                     help="free memory a guest's kernel keeps, added to needed(t) (default 0)")
     ap.add_argument("--no-floor", action="store_true",
                     help="leave plimsolld's default floor out of the bound")
+    ap.add_argument("--period-s", type=float, default=DEFAULT_PERIOD_S,
+                    help="the reactive ceiling's report period: how late it sees a fall in demand")
+    ap.add_argument("--reactive-reserve-mib", type=float, default=None,
+                    help="the reactive ceiling's kernel reserve for every guest (default: by size, "
+                    "58 MiB at 768 MiB, 79 at 1536)")
     ap.add_argument("--json", help="write the per-mix summary here")
     args = ap.parse_args(argv)
     protect = parse_protect(args.protect)
@@ -206,7 +287,8 @@ def main(argv):
         with (gzip.open(f, "rt") if f.endswith(".gz") else open(f)) as fh:
             runs = json.load(fh)
         print("\n## %s" % f)
-        for s in analyse(runs, protect, sys.stdout, args.reserve_mib, used, not args.no_floor):
+        for s in analyse(runs, protect, sys.stdout, args.reserve_mib, used, not args.no_floor,
+                         args.period_s, args.reactive_reserve_mib):
             s["file"] = f
             summary.append(s)
     unused = set(protect) - used

@@ -67,6 +67,57 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(lab_limit.at(series, 2), 200)
 
 
+class ReactiveCeilingTest(unittest.TestCase):
+    """The reactive ceiling on small synthetic series: needed(t) from heartbeats 2 s apart."""
+
+    def test_cases(self):
+        times = [0, 2, 4, 6, 8, 10, 12]  # seven samples, 2 s each
+        # (what, max MiB, needed points, collapse, period s, reserve MiB, floor, expected sizes)
+        cases = [
+            ("flat demand: needed + reserve, like the bound with that reserve", 1024,
+             [(0, 400)], None, 2, 50, True, [450] * 7),
+            ("below the floor: the floor", 1024, [(0, 100)], None, 2, 50, True, [256] * 7),
+            ("no floor: needed + reserve", 1024, [(0, 100)], None, 2, 50, False, [150] * 7),
+            ("a rise is held from the moment it is made (not a period late)", 1024,
+             [(0, 300), (6, 700)], None, 2, 0, True, [300, 300, 300, 700, 700, 700, 700]),
+            ("a fall is taken one period late", 1024,
+             [(0, 700), (6, 300)], None, 2, 0, True, [700, 700, 700, 700, 300, 300, 300]),
+            ("a fall with a 5 s period: taken at the first sample 5 s after it", 1024,
+             [(0, 700), (2, 300)], None, 5, 0, True, [700, 700, 700, 700, 300, 300, 300]),
+            ("a hot guest: never below its collapse", 1024, [(0, 100)], 300, 2, 50, True, [300] * 7),
+            ("never above the guest's memory", 1024, [(0, 1000)], None, 2, 79, True, [1024] * 7),
+            ("no heartbeats: the floor alone", 1024, [], None, 2, 50, True, [256] * 7),
+        ]
+        for what, mx, points, collapse, period, reserve, floor, sizes in cases:
+            with self.subTest(what):
+                series = lab_limit.needed_series(beats(points, mx), mx)
+                got = [lab_limit.reactive_mib(mx, series, collapse, t, period, reserve, floor)
+                       for t in times]
+                self.assertEqual(got, sizes)
+                self.assertAlmostEqual(
+                    lab_limit.reactive_gib_s(mx, series, collapse, times, period, reserve, floor),
+                    sum(mx - v for v in sizes) * 2.0 * GIB_S_PER_MIB_S, places=6)
+
+    def test_never_above_the_bound_with_the_same_reserve(self):
+        times = [2.1 * i for i in range(40)]
+        points = [(0, 150), (10, 650), (30, 200), (31, 600), (50, 120), (70, 900)]
+        series = lab_limit.needed_series(beats(points, 1024), 1024)
+        for reserve in (0, 58):
+            for period in (0.5, 2, 5, 20):
+                with self.subTest(reserve=reserve, period=period):
+                    c = lab_limit.reactive_gib_s(1024, series, None, times, period, reserve)
+                    b = lab_limit.bound_gib_s(1024, series, None, times, reserve)
+                    self.assertLessEqual(c, b + 1e-9)
+        # A zero period and no reserve: the ceiling is the bound.
+        self.assertAlmostEqual(lab_limit.reactive_gib_s(1024, series, None, times, 0, 0),
+                               lab_limit.bound_gib_s(1024, series, None, times, 0))
+
+    def test_kernel_reserve_by_size_goes_through_the_measured_points(self):
+        self.assertAlmostEqual(lab_limit.kernel_reserve_mib(768), 58)
+        self.assertAlmostEqual(lab_limit.kernel_reserve_mib(1536), 79)
+        self.assertTrue(50 < lab_limit.kernel_reserve_mib(512) < 58)
+
+
 class AnalyseTest(unittest.TestCase):
     MAXES = {"a": 1024, "b": 1024}
     HB = {"a": beats([(0, 100), (60, 600)], 1024), "b": beats([(0, 100)], 1024)}
@@ -104,6 +155,38 @@ class AnalyseTest(unittest.TestCase):
         self.assertAlmostEqual(s["mom_gib_s"], mom)
         self.assertAlmostEqual(s["bound_gib_s"], bound)
         self.assertAlmostEqual(s["target_share_of_bound"], 1.5 * mom / bound)
+
+    def test_a_run_at_the_reactive_ceiling_scores_one_of_it(self):
+        # Guest a's allocation (100 -> 600 MiB at t=60) is a rise: the ceiling holds it from then
+        # on, at needed + the kernel reserve (by size: 1024 MiB -> 65 MiB); b stays at its floor.
+        res = lab_limit.kernel_reserve_mib(1024)
+        a_at_ceiling = lambda t: 256 if t < 60 else 600 + res  # noqa: E731
+        runs = self.runs(a_at_ceiling, [2.0 * i for i in range(75)], law_b=lambda t: 256)
+        s = lab_limit.analyse(runs, {}, io.StringIO())[0]
+        self.assertAlmostEqual(s["policies"]["law"]["share_of_ceiling"], 1.0)
+        self.assertLess(s["policies"]["law"]["share_of_bound"], 1.0)
+        self.assertLess(s["ceiling_gib_s"], s["bound_gib_s"])
+        # One reserve for every guest, given: 0 makes the ceiling the bound (no fall in demand).
+        s = lab_limit.analyse(runs, {}, io.StringIO(), reactive_reserve_mib=0)[0]
+        self.assertAlmostEqual(s["ceiling_gib_s"], s["bound_gib_s"])
+
+    def test_a_generated_mix_protects_its_hot_guests(self):
+        runs = self.runs(lambda t: 1024, [0.0])
+        for r in runs:
+            r["mix_desc"] = {"guests": [{"name": "a", "kind": "hot", "hot_mib": 200},
+                                        {"name": "b", "kind": "idle"}]}
+        out = io.StringIO()
+        s = lab_limit.analyse(runs, {}, out)[0]
+        std = [2.1 * i for i in range(70)]
+        # a >= 200 + 140 = 340 MiB throughout (its allocation to 600 MiB at 60 s above that);
+        # b at its floor.
+        want = sum((1024 - (340 if t < 60 else 600)) + 768 for t in std) * 2.0 / 1024
+        self.assertAlmostEqual(s["bound_gib_s"], want)
+        self.assertIn("a >= 340 MiB (estimated)", out.getvalue())
+        # --protect wins over the estimate.
+        s = lab_limit.analyse(runs, {"a": 500}, io.StringIO())[0]
+        want = sum((1024 - (500 if t < 60 else 600)) + 768 for t in std) * 2.0 / 1024
+        self.assertAlmostEqual(s["bound_gib_s"], want)
 
     def test_protect_records_the_guests_it_names(self):
         used = set()

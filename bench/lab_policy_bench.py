@@ -22,6 +22,19 @@ Mixes of TCG guests under a private libvirtd (--mix, comma-separated):
             anon     idles, then allocates 40% of its memory (300 / 600 MiB) after --anon-after s
             idle     does nothing
           budget 62.5% of the guests' total (1920 / 3840 MiB)
+  gen:SEED  a generated mix nobody tuned on (bench/lab_mix_gen.py; several: gen:101,gen:102):
+            3-5 guests of 512-1536 MiB, each hot (re-reads 10-40% of its memory), stream (a
+            2048 MiB file), idle or anon (allocates 20-50% of its memory 20-60% into the run);
+            in half the mixes one guest that is not anon also spikes (30-50% of its memory, at
+            most 512 MiB, touched at full speed, 40-75% into the run); budget between the
+            guests' need (floor, or base + hot set + allocation + kernel reserve) and 85% of
+            their total. Deterministic from the seed (and --seconds, which scales the times);
+            printed before the runs and stored in every run's JSON ("mix_desc"). Its lab files
+            are fixed (stream 2048 MiB, hot 640 MiB: --stream-mib does not apply). Allocations
+            are made by bench/lab_mix_hook.sh (the run= hook; it starts the agent too), timed
+            from the measured run's start (a go file the bench writes), and their duration is
+            recorded (guests.NAME.alloc). Seeds >= 100 are held out for reports: tune nothing
+            on them.
 --budget-mib overrides a mix's budget. Every guest runs plimsoll-agent (2 s interval) with
 --agent=on, none with off, and both modes are run with both (--no-agent is --agent=off). The
 agents report over their guests' virtio-serial ports (the packaged default; the guests then have
@@ -36,11 +49,20 @@ policy, no budget) and then each policy, each on a fresh lab for --seconds; samp
   stall seconds and file refaults per guest, balloon inflate/deflate pages (churn), OOM kills in
   any guest, time until the guests' total first fits the budget.
 With --repeat > 1 the table gives each figure's median over the repetitions and its range.
+A second table gives each guest against itself in the unconstrained run of the same repetition
+(JSON "vs_unconstrained"): PSI stall and file refaults (the run's, the unconstrained run's, the
+difference), a hot guest's throughput change, its allocation's duration, OOM kills. A third, from
+bench/lab_limit.py, gives every policy's share of the bound (an oracle's reclaim) and of the
+reactive ceiling (what a policy that sees demand --period-s late and keeps only the kernel's
+reserve could reclaim); --protect GUEST=MIB sets a hot guest's collapse size for both.
 
   sudo python3 bench/lab_policy_bench.py --policies=mom,proxmox,pagecache --seconds=150 \
       --out=docs/bench/lab_policy.json
   sudo python3 bench/lab_policy_bench.py --mix=trio,sizes4 --agent=both --repeat=3 \
       --policies=mom,proxmox,pagecache --stream-mib=1536 --out=/tmp/mixes.json
+  sudo python3 bench/lab_policy_bench.py --mix=gen:101,gen:102 --repeat=3 \
+      --policies=pagecache_law,mom --out=/tmp/gen.json
+  python3 bench/lab_mix_gen.py 101 102     # what those mixes are, without running them
 
 Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per run.
 """
@@ -57,8 +79,13 @@ import time
 
 REPO = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
 import harness  # noqa: E402
 from harness import MIB  # noqa: E402
+import lab_mix_gen  # noqa: E402
+
+# The run= hook of the generated mixes' allocating guests (it starts the agent too).
+MIX_HOOK = os.path.join(REPO, "bench", "lab_mix_hook.sh")
 
 # name: (workload, memory MiB, hot set MiB or None, anonymous MiB allocated later or None)
 MIXES = {
@@ -111,8 +138,47 @@ def mix_hot_mib(mix):
     return max(g[3] or 0 for g in MIXES[mix]["guests"]) or 128
 
 
+def mix_desc(mix, args):
+    """A generated mix's description (bench/lab_mix_gen.py) for a run of --seconds; None for the
+    named mixes."""
+    seed = lab_mix_gen.parse_seed(mix)
+    return None if seed is None else lab_mix_gen.generate(seed, args.seconds)
+
+
+def lab_spec(mix, args):
+    """(guests [(name, add_guest kwargs, max bytes)], stream file MiB, hot file MiB, description
+    or None) of a named or a generated mix. A generated guest that allocates has "alloc":
+    (MiB, seconds after the measured run's start) in its kwargs, which run_policy turns into the
+    run= hook's arguments."""
+    desc = mix_desc(mix, args)
+    if desc is None:
+        return mix_guests(mix, args), args.stream_mib, mix_hot_mib(mix), None
+    guests = []
+    for g in desc["guests"]:
+        kw = dict(workload="idle" if g["kind"] == "anon" else g["kind"], memory_mib=g["memory_mib"])
+        if g.get("hot_mib"):
+            kw["hot_mib"] = g["hot_mib"]
+        if g.get("alloc_mib"):
+            kw["alloc"] = (g["alloc_mib"], g["alloc_at_s"])
+        guests.append((g["name"], kw, g["memory_mib"] * MIB))
+    return guests, desc["stream_file_mib"], desc["hot_file_mib"], desc
+
+
+def allocation(lines):
+    """The guest's first anonymous allocation from its PLIMSOLL-WL lines: {"mib", "start_t",
+    "done_t", "seconds"} (t on the workload's own clock), or None when it made none."""
+    start = next((w for w in lines if w.get("mode") == "anon" and "allocating_mib" in w), None)
+    done = next((w for w in lines if w.get("mode") == "anon" and "allocated_mib" in w), None)
+    if start is None and done is None:
+        return None
+    out = {"mib": (start or done).get("allocating_mib", (done or {}).get("allocated_mib")),
+           "start_t": start.get("t") if start else None, "done_t": done.get("t") if done else None}
+    out["seconds"] = (out["done_t"] - out["start_t"]) if start and done else None
+    return out
+
+
 def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
-    guests = mix_guests(mix, args)
+    guests, stream_mib, hot_file_mib, desc = lab_spec(mix, args)
     GUESTS = [g[0] for g in guests]
     maxb = {g[0]: g[2] for g in guests}
     # A law variant's name ("pagecache_law:profile_ratio=1.5") has characters libvirtd's log
@@ -122,19 +188,32 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     if len(name) > 24:
         name = "%s-%s" % (name[:16], hashlib.sha1(policy.encode()).hexdigest()[:8])
     workdir = tempfile.mkdtemp(prefix="plimsoll-bench-%s-" % name)
+    # The guests see the host root read-only, but not its /run, /var/tmp and /mnt (tmpfs there).
+    go_file = os.path.join(os.path.realpath(workdir), "go")
+    if any(go_file.startswith(p) for p in ("/run/", "/var/tmp/", "/mnt/", "/proc/", "/sys/", "/dev/")):
+        raise SystemExit("%s: a guest cannot see this path (set TMPDIR to a folder under /tmp)" % go_file)
     keys = harness.AgentKeys(workdir)
     lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD,
-                             stream_mib=args.stream_mib, hot_mib=mix_hot_mib(mix))
+                             stream_mib=stream_mib, hot_mib=hot_file_mib)
     daemon = None
     samples = []
     try:
         lab.start()
         for name, kw, _ in guests:
             kw = dict(kw)
+            alloc = kw.pop("alloc", None)
             if agent and args.agent_transport == "tcp":
                 kw.update(keys.guest_kwargs(interval="2s"))
             elif agent:
                 kw.update(network=False, **harness.channel_agent(interval="2s"))
+            elif desc is not None:
+                kw.update(network=False)  # none needed (the named mixes keep the lab's default)
+            if alloc:
+                # The hook starts the agent (when the command line has one) and then allocates.
+                kw["run"] = MIX_HOOK
+                kw["cmdline_extra"] = " ".join(x for x in (
+                    kw.get("cmdline_extra"), "plimsoll.go_file=" + go_file,
+                    "plimsoll.alloc_mib=%d" % alloc[0], "plimsoll.alloc_after=%d" % alloc[1]) if x)
             lab.add_guest(name, **kw)
         for name in GUESTS:
             lab.wait_ready(name, timeout=120)
@@ -146,6 +225,8 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
             flags["log_every_decision"] = "true"  # holds too: each guest's steps can be followed
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
         t0 = time.monotonic()
+        with open(go_file, "w"):  # the generated mixes' allocations count from here
+            pass
         first_hb = {n: lab.heartbeat(n) for n in GUESTS}
         first_disk = {n: disk_reads(lab, n) for n in GUESTS}
         while time.monotonic() - t0 < args.seconds:
@@ -210,9 +291,10 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         series = [w["mbps"] for w in wl[n] if "mbps" in w and w.get("t", 0) > 10]
         if series:
             mbps_by_guest[n] = statistics.mean(series)
-    # The first benchmark's single hot guest ("hot"), kept under its old keys.
-    first_hot = hot_guests[0]
-    hot_mbps = [w["mbps"] for w in wl[first_hot] if "mbps" in w and w.get("t", 0) > 10]
+    # The first benchmark's single hot guest ("hot"), kept under its old keys (a generated mix
+    # may have none).
+    first_hot = hot_guests[0] if hot_guests else None
+    hot_mbps = [w["mbps"] for w in wl[first_hot] if "mbps" in w and w.get("t", 0) > 10] if first_hot else []
     per_guest = {}
     for n in GUESTS:
         a, b = first_hb.get(n), last_hb.get(n)
@@ -231,6 +313,9 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
             "reclaimed_gib_s": sum((maxb[n] - (row[n] or maxb[n])) * dt for row in samples) / (1 << 30),
             "heartbeats": beats.get(n, []),
         }
+        alloc = allocation(wl[n])
+        if alloc:
+            per_guest[n]["alloc"] = alloc
         fd, ld = first_disk.get(n), last_disk.get(n)
         if fd and ld:
             per_guest[n]["disk_read_bytes"] = ld[0] - fd[0]
@@ -238,6 +323,8 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     return {
         "policy": policy,
         "mix": mix,
+        "mix_desc": desc,
+        "tick": args.tick,
         "agent": agent,
         "agent_transport": args.agent_transport if agent else None,
         "agent_reports": agent_reports,
@@ -249,7 +336,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         "hot_mbps_mean": statistics.mean(hot_mbps) if hot_mbps else None,
         "hot_mbps_samples": len(hot_mbps),
         # (guest seconds since the workload started, MB/s): where a policy costs throughput.
-        "hot_mbps_series": [[w.get("t"), w["mbps"]] for w in wl[first_hot] if "mbps" in w],
+        "hot_mbps_series": [[w.get("t"), w["mbps"]] for w in wl[first_hot] if "mbps" in w] if first_hot else [],
         "hot_mbps_by_guest": hot_mbps_by_guest,
         "mbps_by_guest": mbps_by_guest,
         "guest_max_mib": {n: maxb[n] / MIB for n in GUESTS},
@@ -323,6 +410,83 @@ def hot_change(r, base):
     return out
 
 
+def vs_unconstrained(r, base):
+    """Each guest's harm against itself in the unconstrained run of the same repetition:
+    {guest: {"psi_stall_s": [run, unconstrained, difference], "refaults": [...],
+    "mbps_change_pct": hot guests' throughput change}}; {} without a base."""
+    if not base:
+        return {}
+    out = {}
+    change = hot_change(r, base)
+    for n, g in r["guests"].items():
+        b = base["guests"].get(n, {})
+        d = {}
+        for k in ("psi_stall_s", "refaults"):
+            v, bv = g.get(k), b.get(k)
+            d[k] = [v, bv, v - bv if v is not None and bv is not None else None]
+        if n in change:
+            d["mbps_change_pct"] = change[n]
+        out[n] = d
+    return out
+
+
+def alloc_cell(runs, bases, n):
+    """Guest n's allocation time in the runs (seconds from its first page to its last), and in
+    the unconstrained runs of the same repetitions; "-" for a guest that allocates nothing."""
+    secs = lambda r: ((r or {}).get("guests", {}).get(n, {}).get("alloc") or {}).get("seconds")  # noqa: E731
+    got = [secs(r) for r in runs]
+    base = [secs(bases.get(r["rep"])) for r in runs]
+    if all(v is None for v in got + base):
+        return "-"
+    return "%s (%s)" % (median_range(got), median_range(base))
+
+
+def print_harm(results, repeat):
+    """Per guest, per policy: stall, refaults and (hot guests) throughput against the guest's own
+    unconstrained run of the same repetition, its allocation's duration, OOM kills."""
+    groups = {}
+    for r in results:
+        groups.setdefault((r["mix"], r["agent"]), []).append(r)
+    for (mix, agent), rs in groups.items():
+        names = list(rs[0]["guest_max_mib"])
+        by_policy = {}
+        for r in rs:
+            if r["budget_mib"] is not None:
+                by_policy.setdefault(r["policy"], []).append(r)
+        if not by_policy or not any(r.get("vs_unconstrained") for r in rs):
+            continue
+        bases = {r["rep"]: r for r in rs if r["budget_mib"] is None}
+        print("\n%s, %s: each guest against its unconstrained run (same repetition)%s\n" % (
+            mix, "agent" if agent else "no agent", ", median (min..max)" if repeat > 1 else ""))
+        print("| guest | policy | PSI stall s (unconstrained) | stall +s | file refaults (unconstrained) "
+              "| refaults + | MB/s vs unconstrained | allocation s (unconstrained) | OOM kills |")
+        print("|---" * 9 + "|")
+        for n in names:
+            for policy, runs in by_policy.items():
+                v = [r.get("vs_unconstrained", {}).get(n, {}) for r in runs]
+                cells = [n, policy,
+                         "%s (%s)" % (median_range([x.get("psi_stall_s", [None] * 3)[0] for x in v]),
+                                      median_range([x.get("psi_stall_s", [None] * 3)[1] for x in v])),
+                         median_range([x.get("psi_stall_s", [None] * 3)[2] for x in v], "%+.1f"),
+                         "%s (%s)" % (median_range([x.get("refaults", [None] * 3)[0] for x in v], "%.0f"),
+                                      median_range([x.get("refaults", [None] * 3)[1] for x in v], "%.0f")),
+                         median_range([x.get("refaults", [None] * 3)[2] for x in v], "%+.0f"),
+                         median_range([x.get("mbps_change_pct") for x in v], "%+.1f%%"),
+                         alloc_cell(runs, bases, n),
+                         median_range([r["guests"][n].get("oom_kill") for r in runs], "%.0f")]
+                print("| " + " | ".join(cells) + " |")
+
+
+def print_limits(results, protect, period_s):
+    """Every policy's share of bench/lab_limit.py's bound and reactive ceiling."""
+    import lab_limit  # here: it imports this module
+    if not any(r["policy"] == "static" for r in results):
+        print("\n(no unconstrained run: no bound or reactive ceiling)")
+        return []
+    print("\nThe bound and the reactive ceiling (bench/lab_limit.py), on each run's own samples:")
+    return lab_limit.analyse(results, protect, sys.stdout, period_s=period_s)
+
+
 def print_table(results, repeat):
     """One Markdown table per mix and agent mode; with several repetitions, medians and ranges."""
     groups = {}
@@ -333,9 +497,9 @@ def print_table(results, repeat):
         hot = [n for n in rs[0].get("hot_mbps_by_guest", {})]
         print("\n%s, %s, %d repetition(s)%s\n" % (mix, "agent" if agent else "no agent", repeat,
                                                   ": median (min..max)" if repeat > 1 else ""))
-        print("| policy | reclaimed GiB*s | x MoM | reclaimed at end MiB | fits budget after s | %s | PSI stall s (%s) "
+        print("| policy | reclaimed GiB*s | x MoM | reclaimed at end MiB | fits budget after s |%s PSI stall s (%s) "
               "| file refaults (%s) | balloon deflate pages | OOM kills |" % (
-                  " | ".join("%s MB/s vs unconstrained" % n for n in hot), "/".join(names), "/".join(names)))
+                  "".join(" %s MB/s vs unconstrained |" % n for n in hot), "/".join(names), "/".join(names)))
         print("|---" * (9 + len(hot)) + "|")
         by_policy = {}
         for r in rs:
@@ -364,7 +528,8 @@ def print_table(results, repeat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policies", default="mom,proxmox,pagecache")
-    ap.add_argument("--mix", default="trio", help="comma-separated: " + ", ".join(MIXES))
+    ap.add_argument("--mix", default="trio", help="comma-separated: " + ", ".join(MIXES)
+                    + ", gen:SEED (a generated mix, bench/lab_mix_gen.py)")
     ap.add_argument("--agent", default="on", choices=("on", "off", "both"))
     ap.add_argument("--agent-transport", default="virtio-serial", choices=("virtio-serial", "tcp"),
                     help="how the guests' agents reach plimsolld")
@@ -379,12 +544,22 @@ def main():
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent (--agent=off)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--protect", action="append", metavar="GUEST=MIB",
+                    help="for the bound and the reactive ceiling: the size a hot guest collapses at "
+                    "(bench/lab_limit.py --protect; a generated mix's hot guests default to hot set + 140)")
+    ap.add_argument("--period-s", type=float, default=2.0,
+                    help="the reactive ceiling's report period (bench/lab_limit.py --period-s)")
     ap.add_argument("--keep-logs", default=None, metavar="DIR", help="write each run's plimsolld log here (one file per mix, agent mode, policy and repetition), every decision included")
     args = ap.parse_args()
     mixes = [m for m in args.mix.split(",") if m]
     for m in mixes:
-        if m not in MIXES:
-            sys.exit("unknown mix %r (one of %s)" % (m, ", ".join(MIXES)))
+        if m not in MIXES and lab_mix_gen.parse_seed(m) is None:
+            sys.exit("unknown mix %r (one of %s, or gen:SEED)" % (m, ", ".join(MIXES)))
+        desc = mix_desc(m, args)
+        if desc:
+            print(lab_mix_gen.describe(desc), flush=True)
+    import lab_limit
+    protect = lab_limit.parse_protect(args.protect)
     if args.repeat < 1:
         sys.exit("--repeat must be at least 1")
     agent_modes = {"on": [True], "off": [False], "both": [True, False]}["off" if args.no_agent else args.agent]
@@ -394,18 +569,25 @@ def main():
     results = []
     t0 = time.monotonic()
     for mix in mixes:
-        budget = args.budget_mib or MIXES[mix]["budget_mib"]
+        desc = mix_desc(mix, args)
+        budget = args.budget_mib or (desc or MIXES.get(mix))["budget_mib"]
         for agent in agent_modes:
             for rep in range(args.repeat):
                 plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in args.policies.split(",")]
+                base = None
                 for policy, b in plan:
                     r = run_policy(policy, args, b, mix=mix, agent=agent, rep=rep)
                     r["rep"] = rep
+                    if b is None:
+                        base = r
+                    r["vs_unconstrained"] = vs_unconstrained(r, base)
                     results.append(r)
                     print("done: %s %s %s rep %d: %.1f GiB*s (%.0f s so far)" % (
                         mix, "agent" if agent else "no-agent", policy if b else "static (no budget)", rep,
                         r["reclaimed_gib_s"], time.monotonic() - t0), file=sys.stderr, flush=True)
     print_table(results, args.repeat)
+    print_harm(results, args.repeat)
+    print_limits(results, protect, args.period_s)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

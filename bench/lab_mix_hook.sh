@@ -1,0 +1,27 @@
+#!/bin/sh
+# The lab's run= hook of bench/lab_policy_bench.py's generated mixes (--mix=gen:SEED): runs inside
+# the guest, read from the host root over 9p. A guest has a single run= hook, so this one also
+# starts plimsoll-agent (tests/lab/run_agent.sh) when the command line asks for one.
+#   plimsoll.go_file=P      a host path the bench creates when the measured run starts
+#   plimsoll.alloc_mib=N    then, plimsoll.alloc_after=S seconds later, one allocation of N MiB of
+#   plimsoll.alloc_after=S  anonymous memory, touched at full speed and held for good, by
+#                           guest_workload anon (its "allocating_mib=" and "allocated_mib=" lines
+#                           on the console time it)
+#   plimsoll.wl=PATH        guest_workload (the lab puts it there)
+for x in $(cat /proc/cmdline); do
+  case "$x" in
+    plimsoll.go_file=*) GO=${x#*=} ;;
+    plimsoll.alloc_mib=*) MIB=${x#*=} ;;
+    plimsoll.alloc_after=*) AFTER=${x#*=} ;;
+    plimsoll.wl=*) WL=${x#*=} ;;
+    plimsoll.agent_bin=*) AGENT=1 ;;
+  esac
+done
+HERE=$(dirname "$0")
+[ -n "$AGENT" ] && "$HERE/../tests/lab/run_agent.sh" &
+[ -n "$MIB" ] || { wait; exit 0; }
+[ -n "$GO" ] && [ -n "$WL" ] || { echo "PLIMSOLL-MIX error=missing_cmdline"; wait; exit 1; }
+while [ ! -e "$GO" ]; do sleep 0.2; done
+echo "PLIMSOLL-MIX go alloc_mib=$MIB after=${AFTER:-0}"
+"$WL" anon --mib "$MIB" --after "${AFTER:-0}" &
+wait
