@@ -69,7 +69,7 @@ struct LawParams {
   double probe_fraction = 0.02;
   double probe_interval_seconds = 5;
   // A constant, not a tunable: the share of what lies above the working set taken per step.
-  // Whole takes (1) lost a guest to the edge on sizes4 (docs/policy.md).
+  // Half takes reclaim more than whole ones on sizes4 with the agent (docs/policy.md "Taking").
   double take_fraction = 0.5;
   // Pressure targets: at or above either, the guest is under pressure.
   double stall_target_pct = 0.5;

@@ -1,8 +1,9 @@
 // Component of the pagecache law (pagecache_law.h): pressure counts only as far as a larger
 // size would relieve it.
 //
-// A reader looping over a file larger than its guest stalls and refaults at any size (42-48% on
-// TCG guests, docs/policy.md "Calibration"): by the plain targets it is always under pressure
+// A reader looping over a file larger than its guest stalls and refaults at any size (on TCG
+// guests PSI counts 0.42-0.47 of a refault's read time as stall, docs/policy.md "Calibration against real guests"):
+// by the plain targets it is always under pressure
 // and the law would give it its ceiling, memory that buys it nothing. And without the agent the
 // host sees each guest's disk reads (GuestView::disk_read_bytes), which say nothing by
 // themselves (a guest may just be reading a file once) but which, when they rise as the
