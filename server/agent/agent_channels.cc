@@ -38,40 +38,17 @@ struct AgentChannels::Domain {
 
 namespace {
 
-// Channel log lines across all domains: at most ~2/s, bursts of 20 (a host of agent-less guests
-// whose links time out together must not flood the log); the rest are counted.
-class LogBudget {
- public:
-  bool Take(absl::Time now, uint64_t* suppressed) {
-    if (refilled_ != absl::InfinitePast()) {
-      tokens_ = std::min(20.0, tokens_ + 2.0 * std::max(0.0, absl::ToDoubleSeconds(now - refilled_)));
-    }
-    refilled_ = std::max(now, refilled_);
-    if (tokens_ < 1.0) {
-      ++*suppressed;
-      return false;
-    }
-    tokens_ -= 1.0;
-    return true;
-  }
-
- private:
-  double tokens_ = 20;
-  absl::Time refilled_ = absl::InfinitePast();
-};
-
-LogBudget& ChannelLogBudget() {
-  static LogBudget* budget = new LogBudget();
-  return *budget;
-}
-
 std::string FdPeer(int fd) { return absl::StrCat("fd:", fd); }
 
 }  // namespace
 
 AgentChannels::AgentChannels(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock,
                              AgentChannelsOptions options)
-    : hypervisor_(hypervisor), store_(store), clock_(clock), options_(std::move(options)) {}
+    : hypervisor_(hypervisor),
+      store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      lister_(hypervisor, "agent channels") {}
 
 absl::StatusOr<std::unique_ptr<AgentChannels>> AgentChannels::Start(hypervisor::Hypervisor* hypervisor,
                                                                     AgentStore* store, Clock* clock,
@@ -174,13 +151,7 @@ absl::Duration AgentChannels::BackoffLocked(int failures) const {
 void AgentChannels::LogOnChangeLocked(Domain& d, const std::string& key, const std::string& line) {
   if (d.log_key == key) return;
   d.log_key = key;
-  static uint64_t suppressed = 0;
-  if (!ChannelLogBudget().Take(clock_->Now(), &suppressed)) return;
-  if (suppressed > 0) {
-    PLOG_WARNING << suppressed << " agent channel log lines suppressed";
-    suppressed = 0;
-  }
-  PLOG_INFO << line;
+  if (log_budget_.Take(clock_->Now())) PLOG_INFO << line;
 }
 
 void AgentChannels::ManagerLoop() {
@@ -228,28 +199,13 @@ void AgentChannels::ManagerLoop() {
 }
 
 bool AgentChannels::Scan() {
-  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = hypervisor_->ListActiveDomains();
-  if (!listed.ok()) {
-    // The loop reconnects libvirt; channels already connected keep working meanwhile.
-    absl::MutexLock l(&mu_);
-    const std::string message(listed.status().message());
-    if (message != list_error_) {
-      // Before the first listing this is the daemon starting (the loop opens libvirt): no alarm.
-      if (listed_once_) {
-        PLOG_WARNING << "agent channels: cannot list domains: " << message;
-      } else {
-        PLOG_INFO << "agent channels: waiting for libvirt: " << message;
-      }
-    }
-    list_error_ = message;
-    return false;
-  }
+  // Not listed: the loop reconnects libvirt; channels already connected keep working meanwhile.
+  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = lister_.List();
+  if (!listed.ok()) return false;
   absl::flat_hash_set<std::string> alive;
   for (const hypervisor::DomainInfo& d : *listed) alive.insert(d.uuid);
   {
     absl::MutexLock l(&mu_);
-    list_error_.clear();
-    listed_once_ = true;
     for (auto it = domains_.begin(); it != domains_.end();) {
       if (alive.contains(it->first)) {
         ++it;

@@ -52,6 +52,8 @@
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/channel_pump.h"
+#include "server/agent/domain_lister.h"
+#include "server/agent/log_budget.h"
 #include "server/hypervisor/hypervisor.h"
 
 namespace plimsoll::server::agent {
@@ -158,6 +160,7 @@ class AgentChannels {
   AgentStore* const store_;
   Clock* const clock_;
   const AgentChannelsOptions options_;
+  DomainLister lister_;  // the manager thread's
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ChannelPump> pump_;
@@ -168,8 +171,6 @@ class AgentChannels {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool unsupported_logged_ ABSL_GUARDED_BY(mu_) = false;
-  std::string list_error_ ABSL_GUARDED_BY(mu_);
-  bool listed_once_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_ ABSL_GUARDED_BY(mu_);
   // "fd:N" -> (uuid, generation) of the link whose socketpair end gRPC has as N.
@@ -181,6 +182,9 @@ class AgentChannels {
   // Domains whose channel problem the store shows now, to clear it once they are gone.
   absl::flat_hash_set<std::string> shown_problems_ ABSL_GUARDED_BY(mu_);
   AgentChannelsCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Channel log lines across all domains (a host of agent-less guests whose links time out
+  // together must not flood the log).
+  LogBudget log_budget_ ABSL_GUARDED_BY(mu_){"agent channel"};
 };
 
 }  // namespace plimsoll::server::agent

@@ -323,22 +323,6 @@ AgentServiceCounters AgentService::counters() const {
   return c;
 }
 
-bool AgentService::MayLog() {
-  const absl::Time now = clock_->Now();
-  if (log_refilled_ != absl::InfinitePast()) {
-    log_tokens_ = std::min(20.0, log_tokens_ + 2.0 * std::max(0.0, absl::ToDoubleSeconds(now - log_refilled_)));
-  }
-  log_refilled_ = std::max(now, log_refilled_);
-  if (log_tokens_ < 1.0) {
-    ++logs_suppressed_;
-    return false;
-  }
-  log_tokens_ -= 1.0;
-  if (logs_suppressed_ > 0) {
-    PLOG_WARNING << logs_suppressed_ << " agent stream log lines suppressed";
-    logs_suppressed_ = 0;
-  }
-  return true;
-}
+bool AgentService::MayLog() { return log_budget_.Take(clock_->Now()); }
 
 }  // namespace plimsoll::server::agent

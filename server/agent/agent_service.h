@@ -40,6 +40,7 @@
 #include "grpcpp/grpcpp.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/log_budget.h"
 
 namespace plimsoll::server::agent {
 
@@ -99,8 +100,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   // Runs in the stream's read reaction; takes mu_ briefly, never the stream's lock.
   Outcome HandleFrame(Stream* stream, const v1::SignedAgentReport& frame);
   void Unregister(Stream* stream);
-  // True when a stream event may be logged now: a guest that reconnects in a loop must not be
-  // able to flood the daemon's log (at most ~2 lines/s, bursts of 20; the rest are counted).
+  // True when a stream event may be logged now (log_budget_).
   bool MayLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs a refused report of `stream` (reason, guest, sequence, detail), within MayLog.
   void LogRejected(const Stream& stream, const IngestResult& result) ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,9 +113,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   absl::flat_hash_set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Stream*> by_uuid_ ABSL_GUARDED_BY(mu_);
   AgentServiceCounters counters_ ABSL_GUARDED_BY(mu_);
-  double log_tokens_ ABSL_GUARDED_BY(mu_) = 20;
-  absl::Time log_refilled_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t logs_suppressed_ ABSL_GUARDED_BY(mu_) = 0;
+  LogBudget log_budget_ ABSL_GUARDED_BY(mu_){"agent stream"};
 };
 
 }  // namespace plimsoll::server::agent

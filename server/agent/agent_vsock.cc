@@ -27,7 +27,8 @@ AgentVsock::AgentVsock(hypervisor::Hypervisor* hypervisor, AgentStore* store, Cl
       clock_(clock),
       listener_(std::move(listener)),
       options_(std::move(options)),
-      port_(listener_->port()) {}
+      port_(listener_->port()),
+      lister_(hypervisor, "agent vsock") {}
 
 absl::StatusOr<std::unique_ptr<AgentVsock>> AgentVsock::Start(hypervisor::Hypervisor* hypervisor, AgentStore* store,
                                                                Clock* clock, std::unique_ptr<VsockListener> listener,
@@ -110,24 +111,6 @@ std::optional<std::string> AgentVsock::ChannelIdentity(const std::string& peer) 
   return it->second.uuid;
 }
 
-bool AgentVsock::MayLogLocked() {
-  const absl::Time now = clock_->Now();
-  if (log_refilled_ != absl::InfinitePast()) {
-    log_tokens_ = std::min(20.0, log_tokens_ + 2.0 * std::max(0.0, absl::ToDoubleSeconds(now - log_refilled_)));
-  }
-  log_refilled_ = std::max(now, log_refilled_);
-  if (log_tokens_ < 1.0) {
-    ++log_suppressed_;
-    return false;
-  }
-  log_tokens_ -= 1.0;
-  if (log_suppressed_ > 0) {
-    PLOG_WARNING << log_suppressed_ << " agent vsock log lines suppressed";
-    log_suppressed_ = 0;
-  }
-  return true;
-}
-
 void AgentVsock::AcceptLoop() {
   while (true) {
     absl::StatusOr<VsockConnection> c = listener_->Accept();
@@ -136,7 +119,7 @@ void AgentVsock::AcceptLoop() {
       {
         absl::MutexLock l(&mu_);
         ++counters_.accept_errors;
-        if (MayLogLocked()) PLOG_WARNING << "agent vsock: " << c.status().message();
+        if (log_budget_.Take(clock_->Now())) PLOG_WARNING << "agent vsock: " << c.status().message();
         auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
         mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.accept_error_pause);
         if (stopping_) return;
@@ -156,7 +139,7 @@ void AgentVsock::AcceptLoop() {
       close(c->fd);
       ++counters_.unknown_cid;
       refresh_wanted_ = true;
-      if (MayLogLocked()) {
+      if (log_budget_.Take(clock_->Now())) {
         PLOG_WARNING << "agent vsock connection refused: cid=" << c->cid
                      << " reason=unknown_cid (no running domain's <vsock><cid address=...> is it)";
       }
@@ -167,7 +150,7 @@ void AgentVsock::AcceptLoop() {
     peers_[FdPeer(c->fd)] = Peer{*uuid, c->cid};
     ++counters_.accepted;
     const auto d = domains_.find(*uuid);
-    if (MayLogLocked()) {
+    if (log_budget_.Take(clock_->Now())) {
       PLOG_INFO << "agent vsock connection accepted: cid=" << c->cid << " uuid=" << *uuid
                 << " domain=" << (d == domains_.end() ? std::string("?") : d->second.name);
     }
@@ -226,20 +209,8 @@ void AgentVsock::ManagerLoop() {
 }
 
 bool AgentVsock::Scan(bool full) {
-  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = hypervisor_->ListActiveDomains();
-  if (!listed.ok()) {
-    absl::MutexLock l(&mu_);
-    const std::string message(listed.status().message());
-    if (message != list_error_) {
-      if (scanned_once_) {
-        PLOG_WARNING << "agent vsock: cannot list domains: " << message;
-      } else {
-        PLOG_INFO << "agent vsock: waiting for libvirt: " << message;
-      }
-    }
-    list_error_ = message;
-    return false;
-  }
+  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = lister_.List();
+  if (!listed.ok()) return false;
   // The XML reads happen without mu_ (libvirt may be slow); accepts meanwhile use the old map.
   std::vector<const hypervisor::DomainInfo*> to_read;
   {
@@ -261,8 +232,6 @@ bool AgentVsock::Scan(bool full) {
     read[d->uuid] = Domain{d->name, info->vsock.cid};
   }
   absl::MutexLock l(&mu_);
-  list_error_.clear();
-  scanned_once_ = true;
   if (full) ++counters_.refreshes;
   absl::flat_hash_map<std::string, Domain> next;
   for (const hypervisor::DomainInfo& d : *listed) {
@@ -297,7 +266,7 @@ bool AgentVsock::Scan(bool full) {
   }
   if (ambiguous) {
     if (!full) refresh_wanted_ = true;
-    if (MayLogLocked()) PLOG_WARNING << "agent vsock: a CID is claimed by more than one running domain; refused until re-read";
+    if (log_budget_.Take(clock_->Now())) PLOG_WARNING << "agent vsock: a CID is claimed by more than one running domain; refused until re-read";
   }
   return true;
 }

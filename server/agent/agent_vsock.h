@@ -40,6 +40,8 @@
 #include "grpcpp/grpcpp.h"
 #include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/domain_lister.h"
+#include "server/agent/log_budget.h"
 #include "server/agent/vsock_listener.h"
 #include "server/hypervisor/hypervisor.h"
 
@@ -110,7 +112,6 @@ class AgentVsock {
   // CID map. False when the domains could not be listed (the old map stays).
   bool Scan(bool full);
   std::optional<std::string> DomainOfCidLocked(uint32_t cid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool MayLogLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   hypervisor::Hypervisor* const hypervisor_;
   AgentStore* const store_;
@@ -118,6 +119,7 @@ class AgentVsock {
   std::unique_ptr<VsockListener> listener_;
   const AgentVsockOptions options_;
   const uint32_t port_;
+  DomainLister lister_;  // Scan's: Start's first scan, then the manager thread's
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread accept_thread_;
@@ -127,8 +129,6 @@ class AgentVsock {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool refresh_wanted_ ABSL_GUARDED_BY(mu_) = false;
-  bool scanned_once_ ABSL_GUARDED_BY(mu_) = false;
-  std::string list_error_ ABSL_GUARDED_BY(mu_);
   // Per running domain: its CID from the XML (0: none usable) and its name, for logs.
   struct Domain {
     std::string name;
@@ -144,10 +144,8 @@ class AgentVsock {
   };
   absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   AgentVsockCounters counters_ ABSL_GUARDED_BY(mu_);
-  // Log budget of connection events (a stranger connecting in a loop must not flood the log).
-  double log_tokens_ ABSL_GUARDED_BY(mu_) = 20;
-  absl::Time log_refilled_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t log_suppressed_ ABSL_GUARDED_BY(mu_) = 0;
+  // Connection events (a stranger connecting in a loop must not flood the log).
+  LogBudget log_budget_ ABSL_GUARDED_BY(mu_){"agent vsock"};
 };
 
 }  // namespace plimsoll::server::agent
