@@ -171,61 +171,49 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     if (!options.agent_listen.empty()) {
       d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
     }
-    // Stream counts (TCP listener and channels together) are read at scrape time: a listener
-    // under attack shows in /metrics even while the loop is slow. Shutdown() detaches this
-    // before the services go away.
-    d->metrics_->SetAgentStreamSource([daemon = d.get()] {
-      Metrics::AgentStreamCounts out;
+    // Everything the agent side counts is read at scrape time, from one source: a listener
+    // under attack shows in /metrics even while the loop is slow. Shutdown() detaches it before
+    // the services go away.
+    d->metrics_->SetAgentSource([daemon = d.get()] {
+      Metrics::AgentCounts out;
       auto add = [&out](const agent::AgentServiceCounters& c) {
-        out.active += c.active_streams;
-        out.opened += c.streams_opened;
-        out.refused += c.streams_refused;
-        out.timed_out += c.streams_timed_out;
-        out.superseded += c.streams_superseded;
-        out.denied += c.streams_denied;
-        out.flooded += c.streams_flooded;
+        out.streams.active += c.active_streams;
+        out.streams.opened += c.streams_opened;
+        out.streams.refused += c.streams_refused;
+        out.streams.timed_out += c.streams_timed_out;
+        out.streams.superseded += c.streams_superseded;
+        out.streams.denied += c.streams_denied;
+        out.streams.flooded += c.streams_flooded;
       };
       if (daemon->agent_service_) add(daemon->agent_service_->counters());
-      if (agent::AgentChannels* c = daemon->channels_live_.load()) add(c->stream_counters());
-      if (agent::AgentVsock* v = daemon->vsock_live_.load()) add(v->stream_counters());
+      if (agent::AgentChannels* channels = daemon->channels_live_.load()) {
+        add(channels->stream_counters());
+        const agent::AgentChannelsCounters c = channels->counters();
+        out.channels.connected = c.connected;
+        out.channels.without_channel = c.without_channel;
+        out.channels.without_controller = c.without_controller;
+        out.channels.connects = c.connects;
+        out.channels.connect_failures = c.connect_failures;
+        out.channels.closed_guest = c.ended_guest;
+        out.channels.closed_daemon = c.ended_daemon;
+        out.channels.closed_error = c.ended_error;
+        out.channels.closed_domain_stopped = c.ended_gone;
+        out.channels.attached = c.attached;
+        out.channels.attach_failed = c.attach_failed;
+        out.channels.attach_no_controller = c.attach_no_controller;
+        out.channels.guest_bytes = c.pump.bytes_from_guests;
+        out.channels.throttled = c.pump.throttled;
+      }
+      if (agent::AgentVsock* vsock = daemon->vsock_live_.load()) {
+        add(vsock->stream_counters());
+        const agent::AgentVsockCounters c = vsock->counters();
+        out.vsock.domains_with_cid = c.domains_with_cid;
+        out.vsock.accepted = c.accepted;
+        out.vsock.unknown_cid = c.unknown_cid;
+        out.vsock.accept_errors = c.accept_errors;
+      }
       return out;
     });
-    if (vsock_agents) {
-      d->metrics_->SetAgentVsockSource([daemon = d.get()] {
-        Metrics::AgentVsockCounts out;
-        agent::AgentVsock* vsock = daemon->vsock_live_.load();
-        if (vsock == nullptr) return out;
-        const agent::AgentVsockCounters c = vsock->counters();
-        out.domains_with_cid = c.domains_with_cid;
-        out.accepted = c.accepted;
-        out.unknown_cid = c.unknown_cid;
-        out.accept_errors = c.accept_errors;
-        return out;
-      });
-    }
-    if (channel_agents) {
-      d->metrics_->SetAgentChannelSource([daemon = d.get()] {
-        Metrics::AgentChannelCounts out;
-        agent::AgentChannels* channels = daemon->channels_live_.load();
-        if (channels == nullptr) return out;
-        const agent::AgentChannelsCounters c = channels->counters();
-        out.connected = c.connected;
-        out.without_channel = c.without_channel;
-        out.without_controller = c.without_controller;
-        out.connects = c.connects;
-        out.connect_failures = c.connect_failures;
-        out.closed_guest = c.ended_guest;
-        out.closed_daemon = c.ended_daemon;
-        out.closed_error = c.ended_error;
-        out.closed_domain_stopped = c.ended_gone;
-        out.attached = c.attached;
-        out.attach_failed = c.attach_failed;
-        out.attach_no_controller = c.attach_no_controller;
-        out.guest_bytes = c.pump.bytes_from_guests;
-        out.throttled = c.pump.throttled;
-        return out;
-      });
-    }
   }
   const LoopOptions lo = LoopOptionsFrom(options);
   LoopDeps deps;
@@ -490,9 +478,7 @@ void Daemon::Shutdown() {
   if (loop_thread_.joinable()) loop_thread_.join();
   if (agent_server_) agent_server_->Shutdown();
   if (metrics_) {
-    metrics_->SetAgentStreamSource(nullptr);
-    metrics_->SetAgentChannelSource(nullptr);
-    metrics_->SetAgentVsockSource(nullptr);
+    metrics_->SetAgentSource(nullptr);
     metrics_->SetLibvirtCallSource(nullptr);
   }
   // The event callback is gone already; after the sources are detached nothing reads it.
