@@ -144,16 +144,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     d->agent_validator_ = std::make_unique<agent::ReportValidator>(std::string());
   }
   if (!options.agent_listen.empty()) {
-    auto key = agent::LoadHostKey(options.agent_host_key_file);
-    if (absl::IsNotFound(key.status())) {
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(options.agent_host_key_file).parent_path(), ec);
-      if (absl::Status s = agent::GenerateHostKey(options.agent_host_key_file); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("agent.agent_host_key_file: ", s.message()));
-      }
-      PLOG_INFO << "created agent host key " << options.agent_host_key_file;
-      key = agent::LoadHostKey(options.agent_host_key_file);
-    }
+    absl::StatusOr<std::string> key = agent::LoadOrCreateHostKey(options.agent_host_key_file);
     if (!key.ok()) {
       return absl::Status(key.status().code(), absl::StrCat("agent.agent_host_key_file: ", key.status().message()));
     }
