@@ -1,28 +1,22 @@
-// plimsolld's vsock agent listener (docs/agent.md, "vsock").
+// The vsock connector of the agent ingest (docs/agent.md, "vsock").
 //
 // Guests with a virtio vsock device (<vsock model='virtio'><cid address=N/></vsock>) dial the
 // host (CID 2) on agent.vsock_port. gRPC 1.51 cannot listen on AF_VSOCK, so this class runs the
-// accept loop itself and hands every accepted connection to a grpc::Server of its own that has
-// no listening port (grpc::AddInsecureChannelFromFd, as AgentChannels does for virtio-serial;
-// an accepted vsock socket supports sendmsg/recvmsg, so no pump is needed in between).
+// accept loop itself and hands every accepted connection, bound to its domain, to the ingest
+// (ConnectionSink::Serve; an accepted vsock socket supports sendmsg/recvmsg, so no pump is
+// needed in between).
 //
 // Identity: the peer's CID, which accept() reports and which the host gave the guest's device
 // (a guest cannot choose another's). A map CID -> domain is built from the running domains'
 // live XML (Hypervisor::GetAgentChannel, VsockDevice) and refreshed on lifecycle events (Wake)
 // and periodically. A connection whose CID no running domain has (or, after a stale read, more
-// than one) is closed at once and counted; it never reaches gRPC. Otherwise the connection's
-// descriptor N is recorded as "fd:N" -> (uuid, cid) before gRPC sees it, and every stream on it
-// is bound to that domain (StreamBinding::channel_uuid) exactly as on virtio-serial: no token,
-// and a report naming another uuid is rejected as channel_identity_mismatch and ends the stream.
-// Why "fd:N" cannot name the wrong connection: only this class hands descriptors to its server,
-// it overwrites N's entry before handing N over, and gRPC closes N (the only way the number can
-// come back from accept) only once the transport and every stream on it are gone. At each new
-// stream the CID's domain is checked again, so a stream is never bound to a domain that no
-// longer has that CID.
+// than one) is closed at once and counted; it never reaches gRPC. Otherwise it is bound to the
+// CID's domain (connection_bindings.h), and at each new stream on it the CID's domain is
+// checked again (Vouches), so a stream is never bound to a domain that no longer has that CID.
 //
-// Threads: an accept thread, a manager thread (scans, sweeps the service) and gRPC's. Thread-safe.
-#ifndef PLIMSOLL_SERVER_AGENT_AGENT_VSOCK_H_
-#define PLIMSOLL_SERVER_AGENT_AGENT_VSOCK_H_
+// Threads: an accept thread and a manager thread (scans). Thread-safe.
+#ifndef PLIMSOLL_SERVER_AGENT_VSOCK_CONNECTOR_H_
+#define PLIMSOLL_SERVER_AGENT_VSOCK_CONNECTOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -37,9 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "grpcpp/grpcpp.h"
-#include "server/agent/agent_service.h"
-#include "server/agent/agent_store.h"
+#include "server/agent/connector.h"
 #include "server/agent/domain_lister.h"
 #include "server/agent/log_budget.h"
 #include "server/agent/vsock_listener.h"
@@ -47,7 +39,9 @@
 
 namespace plimsoll::server::agent {
 
-struct AgentVsockOptions {
+struct VsockOptions {
+  // The port agents dial (agent.vsock_port); the ingest listens on it unless given a listener.
+  uint32_t port = 9588;
   // The name passed to Hypervisor::GetAgentChannel: the read returns the vsock device whatever
   // the name; this one also lets the XML read serve a virtio-serial channel of that name.
   std::string channel_name = "org.plimsoll.agent.0";
@@ -60,12 +54,9 @@ struct AgentVsockOptions {
   absl::Duration min_refresh_interval = absl::Seconds(1);
   // After an accept error (e.g. out of descriptors) the accept thread waits this long.
   absl::Duration accept_error_pause = absl::Milliseconds(100);
-  absl::Duration sweep_every = absl::Seconds(1);
-  // Stream limits of the vsock server (channel_identity is set by this class).
-  AgentServiceOptions service;
 };
 
-struct AgentVsockCounters {
+struct VsockCounters {
   int64_t domains_with_cid = 0;  // running domains whose XML gives a usable vsock CID now
   uint64_t accepted = 0;         // connections from a domain's CID, handed to gRPC
   uint64_t unknown_cid = 0;      // connections closed: no running domain (or more than one) has the CID
@@ -73,62 +64,57 @@ struct AgentVsockCounters {
   uint64_t refreshes = 0;        // full re-reads of every domain's XML
 };
 
-class AgentVsock {
+class VsockConnector final : public Connector {
  public:
-  // Builds the vsock server and starts the accept and manager threads. `hypervisor`, `store`
-  // and `clock` must outlive the object; it owns `listener`. The first scan runs before the
-  // first connection is accepted.
-  static absl::StatusOr<std::unique_ptr<AgentVsock>> Start(hypervisor::Hypervisor* hypervisor, AgentStore* store,
-                                                           Clock* clock, std::unique_ptr<VsockListener> listener,
-                                                           AgentVsockOptions options);
-  ~AgentVsock();
-  AgentVsock(const AgentVsock&) = delete;
-  AgentVsock& operator=(const AgentVsock&) = delete;
+  // Starts the accept and manager threads; the first scan runs before the first connection is
+  // accepted. `hypervisor`, `clock` and `sink` must outlive the object; it owns `listener`.
+  static absl::StatusOr<std::unique_ptr<VsockConnector>> Start(hypervisor::Hypervisor* hypervisor, Clock* clock,
+                                                               ConnectionSink* sink,
+                                                               std::unique_ptr<VsockListener> listener,
+                                                               VsockOptions options);
+  ~VsockConnector() override;
+  VsockConnector(const VsockConnector&) = delete;
+  VsockConnector& operator=(const VsockConnector&) = delete;
 
-  // Re-reads every running domain's CID soon (the daemon calls it on domain lifecycle events).
-  // Thread-safe, never blocks.
-  void Wake();
+  // Re-reads every running domain's CID soon (on domain lifecycle events).
+  void Wake() override;
+  // Stops accepting and scanning.
+  void Stop() override;
+  // True while the binding's CID is still its domain's.
+  bool Vouches(const ConnectionBinding& binding) const override;
 
-  // Stops accepting, ends every stream (grace, then cancel), and waits. Idempotent; the
-  // destructor calls it.
-  void Shutdown(absl::Duration grace = absl::Milliseconds(500));
-
-  AgentVsockCounters counters() const;
-  AgentServiceCounters stream_counters() const;
+  VsockCounters counters() const;
   uint32_t port() const { return port_; }
-
-  // The uuid of the domain behind the gRPC peer `peer` ("fd:N" of a connection this class
-  // accepted, whose CID that domain still has). The vsock service's identity function.
-  std::optional<std::string> ChannelIdentity(const std::string& peer) const;
   // The running domain whose vsock CID is `cid`, if exactly one is.
   std::optional<std::string> DomainOfCid(uint32_t cid) const;
 
  private:
-  AgentVsock(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock,
-             std::unique_ptr<VsockListener> listener, AgentVsockOptions options);
+  VsockConnector(hypervisor::Hypervisor* hypervisor, Clock* clock, ConnectionSink* sink,
+                 std::unique_ptr<VsockListener> listener, VsockOptions options);
   void AcceptLoop();
   void ManagerLoop();
   // Lists the running domains, reads the XML of new ones (of all with `full`), rebuilds the
   // CID map. False when the domains could not be listed (the old map stays).
   bool Scan(bool full);
   std::optional<std::string> DomainOfCidLocked(uint32_t cid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wants a full refresh, and wakes the manager to schedule it.
+  void AskRefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   hypervisor::Hypervisor* const hypervisor_;
-  AgentStore* const store_;
   Clock* const clock_;
+  ConnectionSink* const sink_;
   std::unique_ptr<VsockListener> listener_;
-  const AgentVsockOptions options_;
+  const VsockOptions options_;
   const uint32_t port_;
   DomainLister lister_;  // Scan's: Start's first scan, then the manager thread's
-  std::unique_ptr<AgentService> service_;
-  std::unique_ptr<grpc::Server> server_;
   std::thread accept_thread_;
   std::thread manager_;
-  bool shut_down_ = false;  // Shutdown() ran (owner's thread only)
+  bool stopped_ = false;  // Stop() ran (owner's thread only)
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool refresh_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool refresh_asked_ ABSL_GUARDED_BY(mu_) = false;  // since the manager last looked
   // Per running domain: its CID from the XML (0: none usable) and its name, for logs.
   struct Domain {
     std::string name;
@@ -137,17 +123,11 @@ class AgentVsock {
   absl::flat_hash_map<std::string, Domain> domains_ ABSL_GUARDED_BY(mu_);
   // CID -> uuid, of CIDs exactly one running domain has (rebuilt from domains_ by each scan).
   absl::flat_hash_map<uint32_t, std::string> by_cid_ ABSL_GUARDED_BY(mu_);
-  // "fd:N" -> the connection gRPC has as N.
-  struct Peer {
-    std::string uuid;
-    uint32_t cid = 0;
-  };
-  absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
-  AgentVsockCounters counters_ ABSL_GUARDED_BY(mu_);
+  VsockCounters counters_ ABSL_GUARDED_BY(mu_);
   // Connection events (a stranger connecting in a loop must not flood the log).
   LogBudget log_budget_ ABSL_GUARDED_BY(mu_){"agent vsock"};
 };
 
 }  // namespace plimsoll::server::agent
 
-#endif  // PLIMSOLL_SERVER_AGENT_AGENT_VSOCK_H_
+#endif  // PLIMSOLL_SERVER_AGENT_VSOCK_CONNECTOR_H_
