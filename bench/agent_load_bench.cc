@@ -3,7 +3,7 @@
 // 1. In-process: AgentStore::Ingest on pre-signed frames (parse, proof, checks, store), without
 //    gRPC, each guest's frames with a StreamBinding of its own as AgentService passes them.
 // 2. Loopback gRPC: --streams simulated agents, each on its own connection like a real agent,
-//    against a real AgentServer. --interval=0 is closed loop (send, wait for the ack, repeat:
+//    against a real ingest's TCP listener. --interval=0 is closed loop (send, wait for the ack, repeat:
 //    the daemon's ceiling); --interval=1s is open loop (each agent reports once a second).
 // Latency is per report, from Write() on the agent side to its ack arriving, so it includes
 // validation and storing on the daemon side and loopback transport both ways. Client and
@@ -41,8 +41,7 @@
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "protocol/report_proof.h"
-#include "server/agent/agent_server.h"
-#include "server/agent/agent_service.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/report_validator.h"
 #include "server/agent/testing/test_reports.h"
@@ -144,28 +143,21 @@ void InProcess(int guests, int iterations) {
       cpu * 1e6 / iterations, iterations / absl::ToDoubleSeconds(took), accepted);
 }
 
-// The daemon side: validator, store, service and listener, as plimsolld wires them.
+// The daemon side: validator, store and the ingest's TCP listener, as plimsolld wires them.
 struct Daemon {
   explicit Daemon(int streams) : validator(TestHostKey(), Unlimited()), store(&validator, RealClock::Get()) {
     store.SetKnownGuests(KnownGuests(streams));
-    AgentServiceOptions so;
-    so.max_streams = streams + 16;
-    so.frames_per_second = 1e9;
-    so.frame_burst = 1e9;
-    service = std::make_unique<AgentService>(&store, RealClock::Get(), so);
+    AgentIngestOptions o;
+    o.tcp_listen = "127.0.0.1:0";
+    o.streams.max_streams = streams + 16;
+    o.streams.frames_per_second = 1e9;
+    o.streams.frame_burst = 1e9;
+    ingest = std::make_unique<AgentIngest>(o, &store, RealClock::Get());
   }
-  absl::Status Start() {
-    AgentServerOptions options;
-    options.listen = "127.0.0.1:0";
-    absl::StatusOr<std::unique_ptr<AgentServer>> s = AgentServer::Start(options, service.get());
-    if (!s.ok()) return s.status();
-    server = *std::move(s);
-    return absl::OkStatus();
-  }
+  absl::Status Start() { return ingest->Start(/*hypervisor=*/nullptr); }
   ReportValidator validator;
   AgentStore store;
-  std::unique_ptr<AgentService> service;
-  std::unique_ptr<AgentServer> server;
+  std::unique_ptr<AgentIngest> ingest;
 };
 
 struct LoadResult {
@@ -469,8 +461,8 @@ void OneProcess(int streams, int seconds, absl::Duration interval, int threads) 
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return;
   }
-  LoadResult r = Generate(daemon.server->address(), streams, seconds, interval, threads, [] {}, [] {});
-  daemon.server->Shutdown();
+  LoadResult r = Generate(daemon.ingest->tcp_address(), streams, seconds, interval, threads, [] {}, [] {});
+  daemon.ingest->Shutdown();
   PrintResult(streams, interval, r, daemon.store.counters().accepted,
               "one process (daemon and generator together; the generator figure below is both)");
 }
@@ -485,7 +477,7 @@ using ::plimsoll::bench::WriteAll;
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     _exit(1);
   }
-  WriteAll(report_fd, absl::StrCat(daemon.server->address(), "\n"));
+  WriteAll(report_fd, absl::StrCat(daemon.ingest->tcp_address(), "\n"));
   char c = 0;
   if (read(control_fd, &c, 1) != 1) _exit(1);  // go
   const CpuTime start = CpuTime::Now();
@@ -494,7 +486,7 @@ using ::plimsoll::bench::WriteAll;
   const CpuTime cpu = CpuTime::Now() - start;
   const uint64_t accepted = daemon.store.counters().accepted - accepted_start;
   WriteAll(report_fd, absl::StrFormat("%.6f %.6f %llu\n", cpu.user, cpu.sys, static_cast<unsigned long long>(accepted)));
-  daemon.server->Shutdown();
+  daemon.ingest->Shutdown();
   _exit(0);
 }
 

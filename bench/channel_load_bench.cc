@@ -1,14 +1,15 @@
 // Load benchmark of the daemon's virtio-serial agent channels (run it, it is not a test):
 //   bazel run -c opt //bench:channel_load_bench -- --channels=N --seconds=10 [--interval=1s]
 //
-// The daemon side is plimsolld's own channel code: AgentChannels::Start with a real AgentStore,
+// The daemon side is plimsolld's own channel code: the ingest with its virtio-serial connector,
+// a real AgentStore,
 // the real clock, and a FakeHypervisor listing N running domains whose channel XML names a unix
 // socket. Each socket is a FakeQemuSocket (where QEMU would listen for the host end); what
-// AgentChannels connects to it is the guest end of that domain's channel, and a FakeGuest on it
+// the connector connects to it is the guest end of that domain's channel, and a FakeGuest on it
 // speaks the Agent service as the agent does over its port: a gRPC client over the connection,
 // one Report stream, the reports of agent.proto without a proof (the channel is the identity).
 // Every byte therefore goes the daemon's way: channel socket -> ChannelPump -> socketpair ->
-// the channel gRPC server -> AgentService -> AgentStore::Ingest, and the ack back.
+// the ingest's gRPC server -> AgentService -> AgentStore::Ingest, and the ack back.
 //
 // Each fake guest is a synchronous gRPC client on a thread of its own (FakeGuest, as the
 // channel tests use it). Once every channel is connected and its stream has had a first report
@@ -62,7 +63,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
-#include "server/agent/agent_channels.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/report_validator.h"
 #include "server/agent/testing/fake_guest.h"
@@ -164,7 +165,7 @@ struct DaemonFigures {
 };
 
 // plimsolld's channel side: the FakeHypervisor's N domains, each with its channel socket at
-// dir/NNNN.sock, the validator, the store, and AgentChannels as the daemon starts them.
+// dir/NNNN.sock, the validator, the store, and the ingest as the daemon starts it.
 class Daemon {
  public:
   Daemon(int channels, const std::string& dir, bool lifted)
@@ -181,12 +182,13 @@ class Daemon {
       known[uuid] = GuestLimits{kGiB};
     }
     store_.SetKnownGuests(std::move(known));
-    options_.service.max_streams = std::max(options_.service.max_streams, channels + 16);
+    options_.virtio_serial.emplace();
+    options_.streams.max_streams = std::max(options_.streams.max_streams, channels + 16);
     if (lifted) {
-      options_.service.frames_per_second = 1e9;
-      options_.service.frame_burst = 1e9;
-      options_.link.guest_bytes_per_second = 1e12;
-      options_.link.guest_burst_bytes = 1e12;
+      options_.streams.frames_per_second = 1e9;
+      options_.streams.frame_burst = 1e9;
+      options_.virtio_serial->link.guest_bytes_per_second = 1e12;
+      options_.virtio_serial->link.guest_burst_bytes = 1e12;
     }
   }
 
@@ -201,10 +203,8 @@ class Daemon {
 
   absl::Status Start() {
     if (absl::Status s = hv_.Connect(); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<AgentChannels>> c = AgentChannels::Start(&hv_, &store_, RealClock::Get(), options_);
-    if (!c.ok()) return c.status();
-    channels_ = *std::move(c);
-    return absl::OkStatus();
+    ingest_ = std::make_unique<AgentIngest>(options_, &store_, RealClock::Get());
+    return ingest_->Start(&hv_);
   }
 
   DaemonFigures Snapshot() const {
@@ -215,14 +215,15 @@ class Daemon {
     const AgentCounters s = store_.counters();
     f.accepted = s.accepted;
     f.rejected = s.rejected;
-    const AgentServiceCounters sc = channels_->stream_counters();
+    const AgentIngestCounters ic = ingest_->counters();
+    const AgentServiceCounters& sc = ic.streams;
     f.streams_opened = sc.streams_opened;
     f.streams_refused = sc.streams_refused;
     f.streams_timed_out = sc.streams_timed_out;
     f.streams_superseded = sc.streams_superseded;
     f.streams_denied = sc.streams_denied;
     f.streams_flooded = sc.streams_flooded;
-    const AgentChannelsCounters cc = channels_->counters();
+    const VirtioSerialCounters& cc = ic.virtio_serial;
     f.connected = static_cast<uint64_t>(cc.connected);
     f.connects = cc.connects;
     f.connect_failures = cc.connect_failures;
@@ -237,15 +238,15 @@ class Daemon {
   }
 
   void Shutdown() {
-    if (channels_ != nullptr) channels_->Shutdown();
+    if (ingest_ != nullptr) ingest_->Shutdown();
   }
 
  private:
   hypervisor::FakeHypervisor hv_;
   ReportValidator validator_;
   AgentStore store_;
-  AgentChannelsOptions options_;
-  std::unique_ptr<AgentChannels> channels_;
+  AgentIngestOptions options_;
+  std::unique_ptr<AgentIngest> ingest_;
 };
 
 // The daemon side as the guest side drives it: in this process, or in a child over two pipes.
@@ -476,7 +477,7 @@ int Run(int channels, int seconds, absl::Duration interval, bool lifted, int pro
   const absl::Duration ready_after = absl::Now() - started;
   const int ready = w.ready.load();
   std::printf("connect: %d/%d channels connected by the daemon in %s; %d/%d streams open with a first report "
-              "acked in %s (from AgentChannels::Start returning)\n",
+              "acked in %s (from AgentIngest::Start returning)\n",
               n_accepted, channels,
               all_accepted_after == absl::InfiniteDuration() ? "-" : absl::FormatDuration(all_accepted_after).c_str(),
               ready, channels, absl::FormatDuration(ready_after).c_str());

@@ -5,8 +5,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-// After sys/socket.h: it needs sa_family_t.
-#include <linux/vm_sockets.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,11 +16,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "server/agent/agent_channels.h"
-#include "server/agent/agent_server.h"
-#include "server/agent/agent_service.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_store.h"
-#include "server/agent/agent_vsock.h"
 #include "server/agent/host_key.h"
 #include "server/agent/report_validator.h"
 #include "server/agent/vsock_listener.h"
@@ -85,6 +80,58 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   return lo;
 }
 
+// The agent ingest as the config's `agent` section sets it up.
+agent::AgentIngestOptions AgentIngestOptionsFrom(const Options& options) {
+  agent::AgentIngestOptions o;
+  o.tcp_listen = options.agent_listen;
+  o.tls_cert_file = options.agent_tls_cert_file;
+  o.tls_key_file = options.agent_tls_key_file;
+  if (!options.agent_channel_name.empty()) {
+    o.virtio_serial.emplace();
+    o.virtio_serial->channel_name = options.agent_channel_name;
+    o.virtio_serial->autoattach = options.agent_channel_autoattach;
+    o.virtio_serial->socket_dir = options.agent_channel_socket_dir;
+  }
+  if (options.agent_vsock_port != 0) {
+    o.vsock.emplace();
+    o.vsock->port = options.agent_vsock_port;
+    if (!options.agent_channel_name.empty()) o.vsock->channel_name = options.agent_channel_name;
+  }
+  return o;
+}
+
+// The ingest's numbers as /metrics exports them.
+Metrics::AgentCounts AgentMetrics(const agent::AgentIngestCounters& c) {
+  Metrics::AgentCounts out;
+  out.streams.active = c.streams.active_streams;
+  out.streams.opened = c.streams.streams_opened;
+  out.streams.refused = c.streams.streams_refused;
+  out.streams.timed_out = c.streams.streams_timed_out;
+  out.streams.superseded = c.streams.streams_superseded;
+  out.streams.denied = c.streams.streams_denied;
+  out.streams.flooded = c.streams.streams_flooded;
+  const agent::VirtioSerialCounters& ch = c.virtio_serial;
+  out.channels.connected = ch.connected;
+  out.channels.without_channel = ch.without_channel;
+  out.channels.without_controller = ch.without_controller;
+  out.channels.connects = ch.connects;
+  out.channels.connect_failures = ch.connect_failures;
+  out.channels.closed_guest = ch.ended_guest;
+  out.channels.closed_daemon = ch.ended_daemon;
+  out.channels.closed_error = ch.ended_error;
+  out.channels.closed_domain_stopped = ch.ended_gone;
+  out.channels.attached = ch.attached;
+  out.channels.attach_failed = ch.attach_failed;
+  out.channels.attach_no_controller = ch.attach_no_controller;
+  out.channels.guest_bytes = ch.pump.bytes_from_guests;
+  out.channels.throttled = ch.pump.throttled;
+  out.vsock.domains_with_cid = c.vsock.domains_with_cid;
+  out.vsock.accepted = c.vsock.accepted;
+  out.vsock.unknown_cid = c.vsock.unknown_cid;
+  out.vsock.accept_errors = c.vsock.accept_errors;
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, DaemonOverrides overrides) {
@@ -134,32 +181,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     }
   }
   d->hub_ = std::make_unique<WatchHub>(d->clock_);
-  // Reports come over TCP (agent_listen, each proven with the guest's token) and/or over the
-  // domains' own virtio-serial channels (channel_name, whose identity is the channel's) and/or
-  // vsock (vsock_port, whose identity is the peer's CID); all feed one validator and store.
-  const bool channel_agents = !options.agent_channel_name.empty();
-  const bool vsock_agents = options.agent_vsock_port != 0;
-  if (options.agent_listen.empty() && (channel_agents || vsock_agents)) {
-    // No TCP listener: no token is ever checked, so no host key is needed.
-    d->agent_validator_ = std::make_unique<agent::ReportValidator>(std::string());
-  }
-  if (!options.agent_listen.empty()) {
-    auto key = agent::LoadHostKey(options.agent_host_key_file);
-    if (absl::IsNotFound(key.status())) {
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(options.agent_host_key_file).parent_path(), ec);
-      if (absl::Status s = agent::GenerateHostKey(options.agent_host_key_file); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("agent.agent_host_key_file: ", s.message()));
+  // Reports come over TCP (agent_listen, each proven with the guest's token), the domains' own
+  // virtio-serial channels (channel_name) and vsock (vsock_port), whose identity is the
+  // connection's: one ingest takes them all into one validator and store.
+  agent::AgentIngestOptions ingest = AgentIngestOptionsFrom(options);
+  if (!ingest.tcp_listen.empty() || ingest.virtio_serial.has_value() || ingest.vsock.has_value()) {
+    // Without a TCP listener no token is ever checked, so no host key is needed.
+    std::string key;
+    if (!ingest.tcp_listen.empty()) {
+      absl::StatusOr<std::string> loaded = agent::LoadOrCreateHostKey(options.agent_host_key_file);
+      if (!loaded.ok()) {
+        return absl::Status(loaded.status().code(),
+                            absl::StrCat("agent.agent_host_key_file: ", loaded.status().message()));
       }
-      PLOG_INFO << "created agent host key " << options.agent_host_key_file;
-      key = agent::LoadHostKey(options.agent_host_key_file);
+      key = *std::move(loaded);
     }
-    if (!key.ok()) {
-      return absl::Status(key.status().code(), absl::StrCat("agent.agent_host_key_file: ", key.status().message()));
-    }
-    d->agent_validator_ = std::make_unique<agent::ReportValidator>(*key);
-  }
-  if (d->agent_validator_) {
+    d->agent_validator_ = std::make_unique<agent::ReportValidator>(key);
     // Every rejection reason's series exists at 0 before the first report, so the first
     // rejection shows as an increase.
     std::vector<std::string> reasons;
@@ -168,64 +205,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     agent::AgentStoreOptions so;
     so.stale_after = options.agent_stale_after;
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
-    if (!options.agent_listen.empty()) {
-      d->agent_service_ = std::make_unique<agent::AgentService>(d->agent_store_.get(), d->clock_);
-    }
-    // Stream counts (TCP listener and channels together) are read at scrape time: a listener
-    // under attack shows in /metrics even while the loop is slow. Shutdown() detaches this
-    // before the services go away.
-    d->metrics_->SetAgentStreamSource([daemon = d.get()] {
-      Metrics::AgentStreamCounts out;
-      auto add = [&out](const agent::AgentServiceCounters& c) {
-        out.active += c.active_streams;
-        out.opened += c.streams_opened;
-        out.refused += c.streams_refused;
-        out.timed_out += c.streams_timed_out;
-        out.superseded += c.streams_superseded;
-        out.denied += c.streams_denied;
-        out.flooded += c.streams_flooded;
-      };
-      if (daemon->agent_service_) add(daemon->agent_service_->counters());
-      if (agent::AgentChannels* c = daemon->channels_live_.load()) add(c->stream_counters());
-      if (agent::AgentVsock* v = daemon->vsock_live_.load()) add(v->stream_counters());
-      return out;
-    });
-    if (vsock_agents) {
-      d->metrics_->SetAgentVsockSource([daemon = d.get()] {
-        Metrics::AgentVsockCounts out;
-        agent::AgentVsock* vsock = daemon->vsock_live_.load();
-        if (vsock == nullptr) return out;
-        const agent::AgentVsockCounters c = vsock->counters();
-        out.domains_with_cid = c.domains_with_cid;
-        out.accepted = c.accepted;
-        out.unknown_cid = c.unknown_cid;
-        out.accept_errors = c.accept_errors;
-        return out;
-      });
-    }
-    if (channel_agents) {
-      d->metrics_->SetAgentChannelSource([daemon = d.get()] {
-        Metrics::AgentChannelCounts out;
-        agent::AgentChannels* channels = daemon->channels_live_.load();
-        if (channels == nullptr) return out;
-        const agent::AgentChannelsCounters c = channels->counters();
-        out.connected = c.connected;
-        out.without_channel = c.without_channel;
-        out.without_controller = c.without_controller;
-        out.connects = c.connects;
-        out.connect_failures = c.connect_failures;
-        out.closed_guest = c.ended_guest;
-        out.closed_daemon = c.ended_daemon;
-        out.closed_error = c.ended_error;
-        out.closed_domain_stopped = c.ended_gone;
-        out.attached = c.attached;
-        out.attach_failed = c.attach_failed;
-        out.attach_no_controller = c.attach_no_controller;
-        out.guest_bytes = c.pump.bytes_from_guests;
-        out.throttled = c.pump.throttled;
-        return out;
-      });
-    }
+    d->agent_ = std::make_unique<agent::AgentIngest>(std::move(ingest), d->agent_store_.get(), d->clock_);
+    // Read at scrape time: a listener under attack shows in /metrics even while the loop is
+    // slow. Shutdown() detaches this before the ingest goes away.
+    d->metrics_->SetAgentSource([ingest = d->agent_.get()] { return AgentMetrics(ingest->counters()); });
   }
   const LoopOptions lo = LoopOptionsFrom(options);
   LoopDeps deps;
@@ -251,9 +234,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
       loop->NoteStopped(e.uuid);
     }
     loop->Wake();
-    if (agent::AgentChannels* c = daemon->channels_live_.load()) c->Wake();
-    // A domain that starts or stops gains or frees a vsock CID.
-    if (agent::AgentVsock* v = daemon->vsock_live_.load()) v->Wake();
+    // A domain that starts or stops gains or loses an agent channel, and a vsock CID.
+    if (daemon->agent_) daemon->agent_->Wake();
   });
   if (d->agent_store_) {
     // A PSI spike inside a guest must not wait for the next tick: the loop ticks early (no
@@ -386,64 +368,7 @@ absl::Status Daemon::StartGrpc() {
   return absl::OkStatus();
 }
 
-absl::Status Daemon::StartAgentChannel() {
-  if (!agent_service_) return absl::OkStatus();
-  agent::AgentServerOptions ao;
-  ao.listen = options_.agent_listen;
-  if (!options_.agent_tls_cert_file.empty()) {
-    // Checked here, not only at config time: the PEMs must parse and the key must match.
-    auto pem = agent::LoadAgentTlsFiles(options_.agent_tls_cert_file, options_.agent_tls_key_file);
-    if (!pem.ok()) return pem.status();
-    ao.tls_cert_pem = std::move(pem->cert_pem);
-    ao.tls_key_pem = std::move(pem->key_pem);
-  }
-  auto server = agent::AgentServer::Start(ao, agent_service_.get());
-  if (!server.ok()) {
-    return absl::Status(server.status().code(), absl::StrCat("agent.agent_listen: ", server.status().message()));
-  }
-  agent_server_ = std::move(*server);
-  return absl::OkStatus();
-}
-
-absl::Status Daemon::StartAgentChannels() {
-  if (options_.agent_channel_name.empty() || !agent_store_) return absl::OkStatus();
-  agent::AgentChannelsOptions co;
-  co.channel_name = options_.agent_channel_name;
-  co.autoattach = options_.agent_channel_autoattach;
-  co.socket_dir = options_.agent_channel_socket_dir;
-  auto channels = agent::AgentChannels::Start(hypervisor_.get(), agent_store_.get(), clock_, co);
-  if (!channels.ok()) {
-    return absl::Status(channels.status().code(), absl::StrCat("agent.channel_name: ", channels.status().message()));
-  }
-  agent_channels_ = std::move(*channels);
-  channels_live_.store(agent_channels_.get());
-  return absl::OkStatus();
-}
-
-absl::Status Daemon::StartAgentVsock() {
-  if (options_.agent_vsock_port == 0 || !agent_store_) return absl::OkStatus();
-  std::unique_ptr<agent::VsockListener> listener = std::move(vsock_listener_);
-  if (listener == nullptr) {
-    auto listened = agent::ListenVsock(VMADDR_CID_ANY, options_.agent_vsock_port);
-    if (!listened.ok()) {
-      return absl::Status(listened.status().code(),
-                          absl::StrCat("agent.vsock_port: ", listened.status().message(),
-                                       " (vsock needs the vhost_vsock module: /dev/vhost-vsock)"));
-    }
-    listener = *std::move(listened);
-  }
-  agent::AgentVsockOptions vo;
-  if (!options_.agent_channel_name.empty()) vo.channel_name = options_.agent_channel_name;
-  auto vsock = agent::AgentVsock::Start(hypervisor_.get(), agent_store_.get(), clock_, std::move(listener), vo);
-  if (!vsock.ok()) {
-    return absl::Status(vsock.status().code(), absl::StrCat("agent.vsock_port: ", vsock.status().message()));
-  }
-  agent_vsock_ = std::move(*vsock);
-  vsock_live_.store(agent_vsock_.get());
-  return absl::OkStatus();
-}
-
-std::string Daemon::agent_address() const { return agent_server_ ? agent_server_->address() : ""; }
+std::string Daemon::agent_address() const { return agent_ ? agent_->tcp_address() : ""; }
 
 absl::Status Daemon::Start() {
   RaiseFdLimit();
@@ -453,9 +378,9 @@ absl::Status Daemon::Start() {
     }
   }
   if (absl::Status s = StartGrpc(); !s.ok()) return s;
-  if (absl::Status s = StartAgentChannel(); !s.ok()) return s;
-  if (absl::Status s = StartAgentChannels(); !s.ok()) return s;
-  if (absl::Status s = StartAgentVsock(); !s.ok()) return s;
+  if (agent_) {
+    if (absl::Status s = agent_->Start(hypervisor_.get(), std::move(vsock_listener_)); !s.ok()) return s;
+  }
   PLOG_INFO << "plimsolld serving grpc=" << grpc_address_ << " metrics="
             << (options_.metrics_listen.empty()
                     ? std::string("off")
@@ -463,13 +388,7 @@ absl::Status Daemon::Start() {
                                    ":", metrics_port()))
             << " policy=" << options_.policy << " tick=" << absl::FormatDuration(options_.tick)
             << " dry_run=" << (options_.dry_run ? "true" : "false") << " libvirt_uri=" << options_.libvirt_uri
-            << " agent=" << (agent_server_ ? agent_server_->address() : std::string("off"))
-            << (agent_server_ ? (agent_server_->tls() ? " agent_transport=tls" : " agent_transport=plaintext") : "")
-            << " agent_channels="
-            << (agent_channels_ ? absl::StrCat("virtio-serial:", options_.agent_channel_name,
-                                                options_.agent_channel_autoattach ? " autoattach" : "")
-                                : std::string("off"))
-            << " agent_vsock=" << (agent_vsock_ ? absl::StrCat("port:", agent_vsock_->port()) : std::string("off"))
+            << " " << agent::DescribeAgentIngest(agent_.get())
             << " control=" << (control_.unix_socket ? "unix" : "mtls")
             << (control_.socket_group.empty() ? "" : absl::StrCat(" socket_group=", control_.socket_group))
             << " state_file=" << (control_.state_file.empty() ? std::string("memory-only") : control_.state_file);
@@ -488,18 +407,11 @@ void Daemon::Shutdown() {
   if (hypervisor_) hypervisor_->SetEventCallback(nullptr);
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
-  if (agent_server_) agent_server_->Shutdown();
   if (metrics_) {
-    metrics_->SetAgentStreamSource(nullptr);
-    metrics_->SetAgentChannelSource(nullptr);
-    metrics_->SetAgentVsockSource(nullptr);
+    metrics_->SetAgentSource(nullptr);
     metrics_->SetLibvirtCallSource(nullptr);
   }
-  // The event callback is gone already; after the sources are detached nothing reads it.
-  channels_live_.store(nullptr);
-  if (agent_channels_) agent_channels_->Shutdown();
-  vsock_live_.store(nullptr);
-  if (agent_vsock_) agent_vsock_->Shutdown();
+  if (agent_) agent_->Shutdown();
   // Ends every Watch stream (UNAVAILABLE) so the gRPC shutdown does not wait for them.
   if (hub_) hub_->Close();
   if (grpc_server_) {

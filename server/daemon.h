@@ -9,7 +9,6 @@
 #ifndef PLIMSOLL_SERVER_DAEMON_H_
 #define PLIMSOLL_SERVER_DAEMON_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,10 +34,7 @@ namespace plimsoll::server {
 
 class ControlService;
 namespace agent {
-class AgentChannels;
-class AgentServer;
-class AgentVsock;
-class AgentService;
+class AgentIngest;
 class AgentStore;
 class ReportValidator;
 }  // namespace agent
@@ -101,9 +97,6 @@ class Daemon {
  private:
   Daemon() = default;
   absl::Status StartGrpc();
-  absl::Status StartAgentChannel();
-  absl::Status StartAgentChannels();
-  absl::Status StartAgentVsock();
 
   Options options_;
   ControlApiOptions control_;
@@ -122,17 +115,10 @@ class Daemon {
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<agent::ReportValidator> agent_validator_;
   std::unique_ptr<agent::AgentStore> agent_store_;
-  std::unique_ptr<agent::AgentService> agent_service_;
-  std::unique_ptr<agent::AgentServer> agent_server_;
-  // The virtio-serial channels (agent.channel_name): started in Start(). The event callback and
-  // the metrics source read it through channels_live_, set once it runs and cleared before it
-  // stops.
-  std::unique_ptr<agent::AgentChannels> agent_channels_;
-  std::atomic<agent::AgentChannels*> channels_live_{nullptr};
-  // The vsock listener (agent.vsock_port), the same way.
-  std::unique_ptr<agent::VsockListener> vsock_listener_;  // until StartAgentVsock takes it
-  std::unique_ptr<agent::AgentVsock> agent_vsock_;
-  std::atomic<agent::AgentVsock*> vsock_live_{nullptr};
+  // Every agent transport (agent.agent_listen, channel_name, vsock_port); null when all are
+  // off. Built here, started by Start(); its Wake and counters may be called at any time.
+  std::unique_ptr<agent::AgentIngest> agent_;
+  std::unique_ptr<agent::VsockListener> vsock_listener_;  // until Start hands it to agent_
   Clock* clock_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;

@@ -1,6 +1,6 @@
 // Both ends of the agent channel in one process, over real gRPC on loopback: the real Reporter
-// (agent side, reading a captured /proc tree) against the real AgentServer/Service/Store
-// (daemon side).
+// (agent side, reading a captured /proc tree) against the real ingest's TCP listener and the
+// store (daemon side).
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -30,8 +30,8 @@
 #include "common/testing/test_certs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_server.h"
-#include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
@@ -61,7 +61,9 @@ std::string MakeProcTree() { return testing::MakeProcTree("channel_root"); }
 
 // Everything plimsolld owns for the agent channel; a "restart" builds a new one.
 struct Daemon {
-  explicit Daemon(const std::string& listen, const AgentTlsPem& tls = {}) {
+  // `tls_cert_file` and `tls_key_file`: TLS on the listener.
+  explicit Daemon(const std::string& listen, const std::string& tls_cert_file = "",
+                  const std::string& tls_key_file = "") {
     ValidatorOptions vo;
     vo.reports_per_second = 100;  // the test agents report every 100 ms
     vo.burst = 100;
@@ -69,22 +71,21 @@ struct Daemon {
     store = std::make_unique<AgentStore>(validator.get(), RealClock::Get());
     // The captured host has 24 GiB; these "guests" may be that large.
     store->SetKnownGuests({{kVictim, GuestLimits{32 * kGiB}}, {kAttacker, GuestLimits{32 * kGiB}}});
-    service = std::make_unique<AgentService>(store.get(), RealClock::Get());
-    AgentServerOptions so;
-    so.listen = listen;
-    so.tls_cert_pem = tls.cert_pem;
-    so.tls_key_pem = tls.key_pem;
-    absl::StatusOr<std::unique_ptr<AgentServer>> s = AgentServer::Start(so, service.get());
-    EXPECT_TRUE(s.ok()) << s.status();
-    if (s.ok()) server = *std::move(s);
+    AgentIngestOptions io;
+    io.tcp_listen = listen;
+    io.tls_cert_file = tls_cert_file;
+    io.tls_key_file = tls_key_file;
+    ingest = std::make_unique<AgentIngest>(io, store.get(), RealClock::Get());
+    const absl::Status s = ingest->Start(/*hypervisor=*/nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+    started = s.ok();
   }
-  ~Daemon() {
-    if (server) server->Shutdown(absl::Milliseconds(100));
-  }
+  ~Daemon() { ingest->Shutdown(absl::Milliseconds(100)); }
+  const std::string& address() const { return ingest->tcp_address(); }
   std::unique_ptr<ReportValidator> validator;
   std::unique_ptr<AgentStore> store;
-  std::unique_ptr<AgentService> service;
-  std::unique_ptr<AgentServer> server;
+  std::unique_ptr<AgentIngest> ingest;
+  bool started = false;
 };
 
 // A guest stalled on memory all the time (its PSI "some" total grows with wall time, as on a
@@ -163,8 +164,7 @@ class AgentChannelTest : public ::testing::Test {
 
 TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
   auto daemon = std::make_unique<Daemon>("127.0.0.1:0");
-  const int port = daemon->server->port();
-  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string address = daemon->address();
   Agent agent(proc_root_, address, kVictim, TokenFor(kVictim));
 
   ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim).has_value(); }));
@@ -188,7 +188,7 @@ TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
       << agent.reporter().stats().last_disconnect;
   const absl::Time restarted = absl::Now();
   daemon = std::make_unique<Daemon>(address);
-  ASSERT_NE(daemon->server, nullptr);
+  ASSERT_TRUE(daemon->started);
   ASSERT_TRUE(WaitUntil([&] { return daemon->store->FreshSignals(kVictim).has_value(); }));
   const absl::Duration reconnect = absl::Now() - restarted;
   std::cout << "reconnected and reporting " << absl::FormatDuration(reconnect) << " after the restart\n";
@@ -201,7 +201,7 @@ TEST_F(AgentChannelTest, ReportArrivesAndTheAgentSurvivesADaemonRestart) {
 
 TEST_F(AgentChannelTest, SpoofingAgentIsRejectedCountedAndTheVictimUntouched) {
   Daemon daemon("127.0.0.1:0");
-  const std::string address = daemon.server->address();
+  const std::string address = daemon.address();
   auto victim = std::make_unique<Agent>(proc_root_, address, kVictim, TokenFor(kVictim));
   ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim).has_value(); }));
   victim->Stop();
@@ -224,7 +224,7 @@ TEST_F(AgentChannelTest, SpoofingAgentIsRejectedCountedAndTheVictimUntouched) {
   EXPECT_EQ(after.last_reject_reason, "");
   EXPECT_FALSE(after.connected);
   EXPECT_EQ(daemon.store->counters().accepted, accepted_before);
-  EXPECT_GE(daemon.service->counters().streams_denied, 2u);
+  EXPECT_GE(daemon.ingest->counters().streams.streams_denied, 2u);
 
   // The same agent with the right token is welcome.
   Agent honest(proc_root_, address, kVictim, TokenFor(kVictim));
@@ -250,7 +250,7 @@ TEST_F(AgentChannelTest, TriggerSendsASpikeReportAtOnce) {
 
   Daemon daemon("127.0.0.1:0");
   // A long interval: only the first report (sent on connect) and the spike can arrive.
-  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Seconds(30),
+  Agent agent(proc_root_, daemon.address(), kVictim, TokenFor(kVictim), absl::Seconds(30),
               PsiTrigger::Adopt(watched, "test 1 1"));
   ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim).has_value(); }));
   EXPECT_FALSE(daemon.store->FreshSignals(kVictim)->spike);
@@ -275,7 +275,7 @@ TEST_F(AgentChannelTest, TriggerSendsASpikeReportAtOnce) {
 TEST_F(AgentChannelTest, AStallWhileSamplingIsReadAgainNotRejected) {
   Daemon daemon("127.0.0.1:0");
   StallingSource source(proc_root_, /*stall_on_read=*/3, absl::Milliseconds(1500));
-  Agent agent(&source, daemon.server->address(), kVictim, TokenFor(kVictim));
+  Agent agent(&source, daemon.address(), kVictim, TokenFor(kVictim));
   ASSERT_TRUE(WaitUntil([&] { return source.reads() >= 3; }));
   const uint64_t accepted_at_stall = daemon.store->counters().accepted;
   // Reports go on every 100 ms after the stall. Had the slow sample been sent, the ones after it
@@ -372,11 +372,6 @@ class AgentChannelTlsTest : public AgentChannelTest {
   }
   void SetUp() override { ASSERT_NE(pki_, nullptr); }
 
-  static AgentTlsPem ServerPem() {
-    absl::StatusOr<AgentTlsPem> pem = LoadAgentTlsFiles(pki_->server_cert, pki_->server_key);
-    EXPECT_TRUE(pem.ok()) << pem.status();
-    return pem.ok() ? *pem : AgentTlsPem{};
-  }
   static AgentTls TrustingCa(const std::string& ca_file, const std::string& server_name = "") {
     AgentTls tls;
     tls.ca_pem = ReadFileForTest(ca_file);
@@ -390,25 +385,25 @@ TestPki* AgentChannelTlsTest::pki_ = nullptr;
 
 TEST_F(AgentChannelTlsTest, ReportArrivesOverTls) {
   // The test PKI's server certificate names 127.0.0.1 and localhost.
-  Daemon daemon("127.0.0.1:0", ServerPem());
-  ASSERT_NE(daemon.server, nullptr);
-  EXPECT_TRUE(daemon.server->tls());
-  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
+  Daemon daemon("127.0.0.1:0", pki_->server_cert, pki_->server_key);
+  ASSERT_TRUE(daemon.started);
+  EXPECT_TRUE(daemon.ingest->tls());
+  Agent agent(proc_root_, daemon.address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->ca_cert));
   ASSERT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kVictim).has_value(); }));
   EXPECT_EQ(daemon.store->FreshSignals(kVictim)->mem_total_bytes, static_cast<int64_t>(24684092 * kKiB));
   EXPECT_TRUE(WaitUntil([&] { return agent.reporter().stats().acks_accepted >= 2; }));
 
   // --tls_server_name: dialled by address, verified against another name the certificate holds.
-  Agent named(proc_root_, daemon.server->address(), kAttacker, TokenFor(kAttacker), absl::Milliseconds(100),
+  Agent named(proc_root_, daemon.address(), kAttacker, TokenFor(kAttacker), absl::Milliseconds(100),
               nullptr, TrustingCa(pki_->ca_cert, "localhost"));
   EXPECT_TRUE(WaitUntil([&] { return daemon.store->FreshSignals(kAttacker).has_value(); }));
 }
 
 TEST_F(AgentChannelTlsTest, AgentTrustingAnotherCaDoesNotConnectAndSaysWhy) {
-  Daemon daemon("127.0.0.1:0", ServerPem());
-  ASSERT_NE(daemon.server, nullptr);
-  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
+  Daemon daemon("127.0.0.1:0", pki_->server_cert, pki_->server_key);
+  ASSERT_TRUE(daemon.started);
+  Agent agent(proc_root_, daemon.address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->other_ca_cert));
   ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
@@ -419,13 +414,13 @@ TEST_F(AgentChannelTlsTest, AgentTrustingAnotherCaDoesNotConnectAndSaysWhy) {
   EXPECT_THAT(stats.last_disconnect, HasSubstr("(TLS)"));
   EXPECT_THAT(stats.last_disconnect, AnyOf(HasSubstr("CERTIFICATE_VERIFY_FAILED"), HasSubstr("andshake")));
   EXPECT_FALSE(daemon.store->Signals(kVictim).has_value());
-  EXPECT_EQ(daemon.service->counters().streams_opened, 0u);
+  EXPECT_EQ(daemon.ingest->counters().streams.streams_opened, 0u);
 }
 
 TEST_F(AgentChannelTlsTest, AgentCheckingAnotherServerNameDoesNotConnect) {
-  Daemon daemon("127.0.0.1:0", ServerPem());
-  ASSERT_NE(daemon.server, nullptr);
-  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
+  Daemon daemon("127.0.0.1:0", pki_->server_cert, pki_->server_key);
+  ASSERT_TRUE(daemon.started);
+  Agent agent(proc_root_, daemon.address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->ca_cert, "plimsoll-host.example"));
   ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   std::cout << "wrong name: " << agent.reporter().stats().last_disconnect << "\n";
@@ -434,9 +429,9 @@ TEST_F(AgentChannelTlsTest, AgentCheckingAnotherServerNameDoesNotConnect) {
 }
 
 TEST_F(AgentChannelTlsTest, PlaintextAgentCannotTalkToATlsListener) {
-  Daemon daemon("127.0.0.1:0", ServerPem());
-  ASSERT_NE(daemon.server, nullptr);
-  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim));
+  Daemon daemon("127.0.0.1:0", pki_->server_cert, pki_->server_key);
+  ASSERT_TRUE(daemon.started);
+  Agent agent(proc_root_, daemon.address(), kVictim, TokenFor(kVictim));
   ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   const plimsoll::agent::ReporterStats stats = agent.reporter().stats();
   std::cout << "plaintext agent, TLS listener: " << stats.last_disconnect << "\n";
@@ -445,14 +440,14 @@ TEST_F(AgentChannelTlsTest, PlaintextAgentCannotTalkToATlsListener) {
   EXPECT_THAT(stats.last_disconnect, HasSubstr("UNAVAILABLE"));
   EXPECT_THAT(stats.last_disconnect, HasSubstr("--tls_ca_file"));
   EXPECT_FALSE(daemon.store->Signals(kVictim).has_value());
-  EXPECT_EQ(daemon.service->counters().streams_opened, 0u);
+  EXPECT_EQ(daemon.ingest->counters().streams.streams_opened, 0u);
 }
 
 TEST_F(AgentChannelTlsTest, TlsAgentCannotTalkToAPlaintextListener) {
   Daemon daemon("127.0.0.1:0");
-  ASSERT_NE(daemon.server, nullptr);
-  EXPECT_FALSE(daemon.server->tls());
-  Agent agent(proc_root_, daemon.server->address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
+  ASSERT_TRUE(daemon.started);
+  EXPECT_FALSE(daemon.ingest->tls());
+  Agent agent(proc_root_, daemon.address(), kVictim, TokenFor(kVictim), absl::Milliseconds(100), nullptr,
               TrustingCa(pki_->ca_cert));
   ASSERT_TRUE(WaitUntil([&] { return agent.reporter().stats().attempts >= 3; }));  // a few attempts
   std::cout << "TLS agent, plaintext listener: " << agent.reporter().stats().last_disconnect << "\n";
@@ -478,16 +473,16 @@ TEST_F(AgentChannelTlsTest, TlsFilesAreCheckedAndErrorsNameTheField) {
     EXPECT_EQ(pem.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(pem.status().message()), HasSubstr(b.field)) << pem.status();
   }
-  // Half a pair is refused by the server itself.
-  ValidatorOptions vo;
-  ReportValidator validator(TestHostKey(), vo);
+  // Half a pair is refused when the listener starts, naming the missing half.
+  ReportValidator validator(TestHostKey());
   AgentStore store(&validator, RealClock::Get());
-  AgentService service(&store, RealClock::Get());
-  AgentServerOptions so;
-  so.listen = "127.0.0.1:0";
-  so.tls_cert_pem = ServerPem().cert_pem;
-  absl::StatusOr<std::unique_ptr<AgentServer>> half = AgentServer::Start(so, &service);
-  EXPECT_EQ(half.status().code(), absl::StatusCode::kInvalidArgument);
+  AgentIngestOptions half;
+  half.tcp_listen = "127.0.0.1:0";
+  half.tls_cert_file = pki_->server_cert;
+  AgentIngest ingest(half, &store, RealClock::Get());
+  const absl::Status s = ingest.Start(/*hypervisor=*/nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("agent.agent_tls_key_file")) << s;
 }
 
 // Who carries a token: TCP proves every report with one; on virtio-serial and vsock the host

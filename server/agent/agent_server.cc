@@ -1,7 +1,6 @@
 #include "server/agent/agent_server.h"
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -67,80 +66,54 @@ absl::StatusOr<AgentTlsPem> LoadAgentTlsFiles(const std::string& cert_file, cons
   return pem;
 }
 
-void ConfigureAgentServerBuilder(grpc::ServerBuilder* builder) {
-  builder->SetMaxReceiveMessageSize(kAgentMaxReceiveMessageBytes);
-  builder->SetMaxSendMessageSize(kAgentMaxSendMessageBytes);
+absl::StatusOr<AgentServer> StartAgentServer(const AgentServerOptions& options, grpc::Service* service) {
+  AgentServer out;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  if (!options.listen.empty()) {
+    // Identity is proven inside every report either way (docs/security.md). TLS adds
+    // confidentiality and lets guests verify the host; it is server-authenticated only, so no
+    // client certificate is requested. Without it the config only allows a loopback address.
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+      // Checked here, not only at config time: the PEMs must parse and the key must match.
+      absl::StatusOr<AgentTlsPem> pem = LoadAgentTlsFiles(options.tls_cert_file, options.tls_key_file);
+      if (!pem.ok()) return pem.status();
+      grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+      ssl.pem_key_cert_pairs.push_back({pem->key_pem, pem->cert_pem});
+      credentials = grpc::SslServerCredentials(ssl);
+      out.tls = true;
+    }
+    builder.AddListeningPort(options.listen, credentials, &port);
+  }
+  builder.RegisterService(service);
+  builder.SetMaxReceiveMessageSize(kAgentMaxReceiveMessageBytes);
+  builder.SetMaxSendMessageSize(kAgentMaxSendMessageBytes);
   // An agent needs one stream per connection (it dials afresh for every stream); two leaves
   // room for a reconnect racing its old stream without letting one connection hog the limit.
-  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 2);
-  builder->AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 8 * 1024);
-  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
-  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 60'000);
-  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
-  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 2);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 8 * 1024);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  // Idle connections (no stream) are closed after 60 s.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
   // Agents ping every 30 s; tolerate pings down to 20 s apart.
-  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 20'000);
   grpc::ResourceQuota quota("plimsoll-agent-listener");
-  quota.Resize(64 << 20);
-  builder->SetResourceQuota(quota);
-}
-
-absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServerOptions& options,
-                                                                AgentService* service) {
-  std::unique_ptr<AgentServer> s(new AgentServer());
-  s->service_ = service;
-  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
-    return absl::InvalidArgumentError("agent listener: TLS needs both a certificate and a key");
+  quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
+  builder.SetResourceQuota(quota);
+  out.server = builder.BuildAndStart();
+  if (options.listen.empty()) {
+    if (out.server == nullptr) return absl::InternalError("agent ingest: cannot start the agent gRPC server");
+    return out;
   }
-  // Identity is proven inside every report either way (docs/security.md). TLS adds
-  // confidentiality and lets guests verify the host; it is server-authenticated only, so no
-  // client certificate is requested. Without it the config only allows a loopback address.
-  std::shared_ptr<grpc::ServerCredentials> credentials;
-  if (!options.tls_cert_pem.empty()) {
-    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
-    credentials = grpc::SslServerCredentials(ssl);
-    s->tls_ = true;
-  } else {
-    credentials = grpc::InsecureServerCredentials();
+  if (out.server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("agent.agent_listen: agent listener: cannot listen on ", options.listen));
   }
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, credentials, &s->port_);
-  builder.RegisterService(service);
-  ConfigureAgentServerBuilder(&builder);
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("agent listener: cannot listen on ", options.listen));
-  }
-  s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", s->port_);
-  const absl::Duration every = options.sweep_every;
-  s->sweeper_ = std::thread([server = s.get(), every] { server->SweepLoop(every); });
-  return s;
-}
-
-AgentServer::~AgentServer() { Shutdown(); }
-
-void AgentServer::SweepLoop(absl::Duration every) {
-  absl::MutexLock l(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), every)) {
-    mu_.Unlock();
-    service_->Sweep();
-    mu_.Lock();
-  }
-}
-
-void AgentServer::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
-  shut_down_ = true;
-  {
-    absl::MutexLock l(&mu_);
-    stopping_ = true;
-  }
-  if (sweeper_.joinable()) sweeper_.join();
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
-    server_->Wait();
-  }
+  out.address = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port);
+  return out;
 }
 
 }  // namespace plimsoll::server::agent

@@ -22,16 +22,17 @@ namespace plimsoll::server::agent {
 // TryCancel, so calling those under mu_ cannot re-enter it.
 class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply> {
  public:
-  Stream(AgentService* service, grpc::CallbackServerContext* context, absl::Time now, std::string channel_uuid)
+  Stream(AgentService* service, grpc::CallbackServerContext* context, absl::Time now, StreamOrigin origin)
       : service_(service),
         context_(context),
+        transport_(origin.transport),
         peer_(context->peer()),
         nonce_(NewNonce()),
         bucket_tokens_(service->options_.frame_burst),
         bucket_time_(now) {
     binding_.nonce = nonce_;
     binding_.proof_cache = &proof_cache_;
-    binding_.channel_uuid = std::move(channel_uuid);
+    binding_.channel_uuid = std::move(origin.channel_uuid);
   }
 
   // Sends the hello; its OnWriteDone starts the first read.
@@ -107,6 +108,7 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
   }
 
   const std::string& peer() const { return peer_; }
+  Transport transport() const { return transport_; }
 
   // What the stream's frames are checked against (the proven uuid once there is one, the nonce,
   // the prepared token). Only the read reaction in flight touches it, so no lock.
@@ -129,6 +131,7 @@ class AgentService::Stream final : public grpc::ServerBidiReactor<v1::SignedAgen
 
   AgentService* const service_;
   grpc::CallbackServerContext* const context_;
+  const Transport transport_;
   static std::string NewNonce() {
     unsigned char bytes[16];
     // RAND_bytes only fails when the kernel's entropy source is broken; an all-zero nonce then
@@ -187,26 +190,28 @@ AgentService::~AgentService() {
 grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* AgentService::Report(
     grpc::CallbackServerContext* context) {
   const absl::Time now = clock_->Now();
-  std::string channel_uuid;
-  if (options_.channel_identity) {
-    std::optional<std::string> uuid = options_.channel_identity(context->peer());
-    if (!uuid.has_value() || uuid->empty()) {
+  StreamOrigin origin;
+  if (options_.origin) {
+    std::optional<StreamOrigin> found = options_.origin(context->peer());
+    if (!found.has_value() || (found->transport != Transport::kTcp && found->channel_uuid.empty())) {
       absl::MutexLock l(&mu_);
       ++counters_.streams_denied;
       if (MayLog()) PLOG_WARNING << "agent stream denied: no domain's channel peer=" << context->peer();
       return new DeniedStream();
     }
-    channel_uuid = *std::move(uuid);
+    origin = *std::move(found);
   }
   Stream* stream = nullptr;
   {
     absl::MutexLock l(&mu_);
-    if (static_cast<int>(streams_.size()) >= options_.max_streams) {
+    int& active = active_[static_cast<int>(origin.transport)];
+    if (active >= options_.max_streams) {
       ++counters_.streams_refused;
       if (MayLog()) PLOG_WARNING << "agent stream refused: limit " << options_.max_streams << " peer=" << context->peer();
       return new RefusedStream();
     }
-    stream = new Stream(this, context, now, std::move(channel_uuid));
+    ++active;
+    stream = new Stream(this, context, now, std::move(origin));
     stream->opened = now;
     stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
     streams_.insert(stream);
@@ -287,6 +292,7 @@ void AgentService::LogRejected(const Stream& stream, const IngestResult& result)
 void AgentService::Unregister(Stream* stream) {
   absl::MutexLock l(&mu_);
   streams_.erase(stream);
+  --active_[static_cast<int>(stream->transport())];
   if (!stream->uuid.empty()) {
     auto it = by_uuid_.find(stream->uuid);
     if (it != by_uuid_.end() && it->second == stream) by_uuid_.erase(it);
@@ -323,22 +329,6 @@ AgentServiceCounters AgentService::counters() const {
   return c;
 }
 
-bool AgentService::MayLog() {
-  const absl::Time now = clock_->Now();
-  if (log_refilled_ != absl::InfinitePast()) {
-    log_tokens_ = std::min(20.0, log_tokens_ + 2.0 * std::max(0.0, absl::ToDoubleSeconds(now - log_refilled_)));
-  }
-  log_refilled_ = std::max(now, log_refilled_);
-  if (log_tokens_ < 1.0) {
-    ++logs_suppressed_;
-    return false;
-  }
-  log_tokens_ -= 1.0;
-  if (logs_suppressed_ > 0) {
-    PLOG_WARNING << logs_suppressed_ << " agent stream log lines suppressed";
-    logs_suppressed_ = 0;
-  }
-  return true;
-}
+bool AgentService::MayLog() { return log_budget_.Take(clock_->Now()); }
 
 }  // namespace plimsoll::server::agent

@@ -1,11 +1,12 @@
-// server/agent/: plimsolld's side of the agent channel (service, listener, validator, store, host
-// key, and the token and sink tools). It must not include the guest agent (agent/): what both
-// ends compute alike is in protocol/.
+// server/agent/: plimsolld's side of the agent channel (the ingest and its connectors, service,
+// validator, store, host key, and the token and sink tools). It must not include the guest agent
+// (agent/): what both ends compute alike is in protocol/.
 //
 // The gRPC face of the agent channel: a thin adapter from AgentChannel.Report streams to
 // AgentStore::Ingest, plus the stream-level defences the store cannot provide because they
 // concern connections, not guests:
-// - at most max_streams concurrent streams (more are refused with RESOURCE_EXHAUSTED);
+// - at most max_streams concurrent streams per transport (more are refused with
+//   RESOURCE_EXHAUSTED), so streams over one transport cannot take another's room;
 // - per-stream frame budget checked before any parsing or HMAC (a flooding stream is ended with
 //   RESOURCE_EXHAUSTED and counted as "flood");
 // - a stream must prove an identity within auth_timeout and then keep reporting at least every
@@ -40,12 +41,22 @@
 #include "grpcpp/grpcpp.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/log_budget.h"
+#include "server/agent/transport.h"
 
 namespace plimsoll::server::agent {
 
+// Where a stream comes from, as AgentServiceOptions::origin says when it opens.
+struct StreamOrigin {
+  Transport transport = Transport::kTcp;
+  // The guest whose connection the stream is on (virtio-serial, vsock): all its reports are this
+  // guest's, without a proof (StreamBinding::channel_uuid). Empty on TCP: proven per report.
+  std::string channel_uuid;
+};
+
 struct AgentServiceOptions {
-  // Concurrent streams, authenticated or not. One per guest is needed; the rest is headroom
-  // for reconnects racing their old stream.
+  // Concurrent streams per transport, authenticated or not. One per guest is needed; the rest
+  // is headroom for reconnects racing their old stream.
   int max_streams = 1024;
   // Per-stream frame budget (token bucket), before authentication work.
   double frames_per_second = 10;
@@ -54,14 +65,14 @@ struct AgentServiceOptions {
   absl::Duration auth_timeout = absl::Seconds(10);
   // A proven stream must send a report at least this often (agents default to 5 s).
   absl::Duration idle_timeout = absl::Minutes(2);
-  // Set for a server whose connections are domains' own channels (virtio-serial, AgentChannels):
-  // maps a stream's peer (grpc::ServerContext::peer()) to the uuid of the domain whose channel it
-  // arrived on. Every stream's reports are then that domain's, without a proof
-  // (StreamBinding::channel_uuid); a peer it does not know is refused (PERMISSION_DENIED,
-  // counted as denied). Called once per stream, on a gRPC thread; must be thread-safe.
-  std::function<std::optional<std::string>(const std::string& peer)> channel_identity;
+  // Says where the stream whose peer is `peer` (grpc::ServerContext::peer()) comes from; nullopt
+  // for a connection no guest is bound to, whose stream is refused (PERMISSION_DENIED, counted
+  // as denied). A StreamOrigin of a connector's transport must name its guest. Unset: every
+  // stream is a TCP one. Called once per stream, on a gRPC thread; must be thread-safe.
+  std::function<std::optional<StreamOrigin>(const std::string& peer)> origin;
 };
 
+// Every transport's streams together.
 struct AgentServiceCounters {
   int64_t active_streams = 0;
   uint64_t streams_opened = 0;      // accepted by the stream limit
@@ -81,7 +92,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   grpc::ServerBidiReactor<v1::SignedAgentReport, v1::AgentReply>* Report(
       grpc::CallbackServerContext* context) override;
 
-  // Ends streams past auth_timeout or idle_timeout. AgentServer calls it every second.
+  // Ends streams past auth_timeout or idle_timeout. The ingest's sweeper calls it every second.
   void Sweep();
 
   AgentServiceCounters counters() const;
@@ -99,8 +110,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   // Runs in the stream's read reaction; takes mu_ briefly, never the stream's lock.
   Outcome HandleFrame(Stream* stream, const v1::SignedAgentReport& frame);
   void Unregister(Stream* stream);
-  // True when a stream event may be logged now: a guest that reconnects in a loop must not be
-  // able to flood the daemon's log (at most ~2 lines/s, bursts of 20; the rest are counted).
+  // True when a stream event may be logged now (log_budget_).
   bool MayLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs a refused report of `stream` (reason, guest, sequence, detail), within MayLog.
   void LogRejected(const Stream& stream, const IngestResult& result) ABSL_LOCKS_EXCLUDED(mu_);
@@ -112,10 +122,9 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   mutable absl::Mutex mu_;
   absl::flat_hash_set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Stream*> by_uuid_ ABSL_GUARDED_BY(mu_);
+  int active_[kNumTransports] ABSL_GUARDED_BY(mu_) = {};
   AgentServiceCounters counters_ ABSL_GUARDED_BY(mu_);
-  double log_tokens_ ABSL_GUARDED_BY(mu_) = 20;
-  absl::Time log_refilled_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t logs_suppressed_ ABSL_GUARDED_BY(mu_) = 0;
+  LogBudget log_budget_ ABSL_GUARDED_BY(mu_){"agent stream"};
 };
 
 }  // namespace plimsoll::server::agent

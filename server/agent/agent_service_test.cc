@@ -1,4 +1,4 @@
-// AgentService behind a real AgentServer on 127.0.0.1:0, driven by raw gRPC clients: the
+// AgentService behind the ingest's TCP listener on 127.0.0.1:0, driven by raw gRPC clients: the
 // stream-level defences (denial, flood, limits, timeouts, one stream per guest).
 #include "server/agent/agent_service.h"
 
@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_server.h"
 #include "server/agent/testing/test_reports.h"
 
@@ -23,18 +24,20 @@ class AgentServiceTest : public ::testing::Test {
  protected:
   void StartServer(AgentServiceOptions options = {}) {
     store_.SetKnownGuests({{kVictim, GuestLimits{kGiB}}, {kAttacker, GuestLimits{kGiB}}});
-    service_ = std::make_unique<AgentService>(&store_, &clock_, options);
-    AgentServerOptions server_options;
-    server_options.listen = "127.0.0.1:0";
-    server_options.sweep_every = absl::Hours(1);  // tests call Sweep() themselves
-    absl::StatusOr<std::unique_ptr<AgentServer>> server = AgentServer::Start(server_options, service_.get());
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    AgentIngestOptions io;
+    io.tcp_listen = "127.0.0.1:0";
+    io.streams = options;
+    io.sweep_every = absl::Hours(1);  // tests call Sweep() themselves
+    ingest_ = std::make_unique<AgentIngest>(io, &store_, &clock_);
+    const absl::Status started = ingest_->Start(/*hypervisor=*/nullptr);
+    ASSERT_TRUE(started.ok()) << started;
   }
 
   void TearDown() override {
-    if (server_) server_->Shutdown();
+    if (ingest_) ingest_->Shutdown();
   }
+
+  AgentServiceCounters counters() const { return ingest_->counters().streams; }
 
   struct Call {
     std::shared_ptr<grpc::Channel> channel;
@@ -48,7 +51,7 @@ class AgentServiceTest : public ::testing::Test {
     Call c;
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    c.channel = grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args);
+    c.channel = grpc::CreateCustomChannel(ingest_->tcp_address(), grpc::InsecureChannelCredentials(), args);
     c.stub = v1::AgentChannel::NewStub(c.channel);
     c.context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     c.stream = c.stub->Report(c.context.get());
@@ -85,8 +88,8 @@ class AgentServiceTest : public ::testing::Test {
 
   void WaitForActiveStreams(int64_t n) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (service_->counters().active_streams != n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-    ASSERT_EQ(service_->counters().active_streams, n);
+    while (counters().active_streams != n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_EQ(counters().active_streams, n);
   }
 
   double seconds_ = 100;
@@ -106,8 +109,7 @@ class AgentServiceTest : public ::testing::Test {
                                return o;
                              }()};
   AgentStore store_{&validator_, &clock_};
-  std::unique_ptr<AgentService> service_;
-  std::unique_ptr<AgentServer> server_;
+  std::unique_ptr<AgentIngest> ingest_;
 };
 
 TEST_F(AgentServiceTest, AcksEachReportInOrder) {
@@ -150,7 +152,7 @@ TEST_F(AgentServiceTest, SpoofedReportEndsTheStreamAndIsCounted) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(status.error_message(), "bad_proof");
   EXPECT_EQ(store_.counters().rejected_for(RejectReason::kBadProof), 1u);
-  EXPECT_EQ(service_->counters().streams_denied, 1u);
+  EXPECT_EQ(counters().streams_denied, 1u);
   EXPECT_FALSE(store_.Signals(kVictim).has_value());
   EXPECT_FALSE(store_.IsConnected(kVictim));
 }
@@ -247,7 +249,7 @@ TEST_F(AgentServiceTest, StreamLimit) {
   ASSERT_TRUE(Exchange(b, Next(kAttacker, b), &ack));
   Call c = Open();  // refused: no hello
   EXPECT_EQ(End(c).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(service_->counters().streams_refused, 1u);
+  EXPECT_EQ(counters().streams_refused, 1u);
   a.stream->WritesDone();
   EXPECT_TRUE(End(a).ok());
   WaitForActiveStreams(1);
@@ -263,12 +265,12 @@ TEST_F(AgentServiceTest, SilentStreamsAreSweptAway) {
   ASSERT_TRUE(Exchange(proven, Next(kVictim, proven), &ack));
   WaitForActiveStreams(2);
   clock_.Advance(absl::Seconds(11));  // past auth_timeout (10 s), within idle_timeout (2 min)
-  service_->Sweep();
+  ingest_->Sweep();
   grpc::Status status = End(unproven);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
   WaitForActiveStreams(1);
   clock_.Advance(absl::Minutes(2));
-  service_->Sweep();
+  ingest_->Sweep();
   // DEADLINE_EXCEEDED, or CANCELLED when the sweep met the server's write of the last ack still
   // in flight (the client can hold the ack before the server's OnWriteDone ran; Terminate then
   // cancels, since Finish may not overtake a write). Seen once under ASan in a full CI run.
@@ -278,7 +280,7 @@ TEST_F(AgentServiceTest, SilentStreamsAreSweptAway) {
               proven_end == grpc::StatusCode::CANCELLED)
       << proven_end;
   WaitForActiveStreams(0);
-  EXPECT_EQ(service_->counters().streams_timed_out, 2u);
+  EXPECT_EQ(counters().streams_timed_out, 2u);
   EXPECT_FALSE(store_.IsConnected(kVictim));
 }
 
@@ -292,7 +294,7 @@ TEST_F(AgentServiceTest, NewerStreamOfTheSameGuestReplacesTheOlder) {
   EXPECT_EQ(End(old_stream).error_code(), grpc::StatusCode::ABORTED);
   WaitForActiveStreams(1);
   EXPECT_TRUE(store_.IsConnected(kVictim));
-  EXPECT_EQ(service_->counters().streams_superseded, 1u);
+  EXPECT_EQ(counters().streams_superseded, 1u);
   ASSERT_TRUE(Exchange(new_stream, Next(kVictim, new_stream), &ack));
   EXPECT_TRUE(ack.accepted());
 }
@@ -302,9 +304,9 @@ TEST_F(AgentServiceTest, ShutdownEndsOpenStreams) {
   Call c = OpenWithHello();
   v1::AgentReportAck ack;
   ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
-  server_->Shutdown(absl::Milliseconds(100));
+  ingest_->Shutdown(absl::Milliseconds(100));
   EXPECT_FALSE(End(c).ok());
-  EXPECT_EQ(service_->counters().active_streams, 0);
+  EXPECT_EQ(counters().active_streams, 0);
   EXPECT_FALSE(store_.IsConnected(kVictim));
 }
 

@@ -19,8 +19,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "protocol/report_proof.h"
-#include "server/agent/agent_server.h"
-#include "server/agent/agent_service.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/host_key.h"
 #include "server/agent/report_validator.h"
@@ -63,15 +62,14 @@ int main(int argc, char** argv) {
   ReportValidator validator(*key);
   AgentStore store(&validator, plimsoll::RealClock::Get());
   store.SetKnownGuests(guests);
-  AgentService service(&store, plimsoll::RealClock::Get());
-  AgentServerOptions options;
-  options.listen = absl::GetFlag(FLAGS_listen);
-  absl::StatusOr<std::unique_ptr<AgentServer>> server = AgentServer::Start(options, &service);
-  if (!server.ok()) {
-    PLOG_ERROR << server.status();
+  AgentIngestOptions options;
+  options.tcp_listen = absl::GetFlag(FLAGS_listen);
+  AgentIngest ingest(options, &store, plimsoll::RealClock::Get());
+  if (absl::Status s = ingest.Start(/*hypervisor=*/nullptr); !s.ok()) {
+    PLOG_ERROR << s;
     return 1;
   }
-  PLOG_INFO << "agent sink listening on " << (*server)->address() << " guests=" << guests.size();
+  PLOG_INFO << "agent sink listening on " << ingest.tcp_address() << " guests=" << guests.size();
 
   sigset_t stop;
   sigemptyset(&stop);
@@ -108,6 +106,6 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  (*server)->Shutdown();
+  ingest.Shutdown();
   return 0;
 }

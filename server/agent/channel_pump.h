@@ -1,6 +1,6 @@
 // Moves bytes between pairs of descriptors on one thread: each link joins a domain's agent
 // channel socket (the host end of a virtio-serial port, which QEMU listens on) and plimsolld's
-// end of a socketpair whose other end the channel gRPC server reads (AgentChannels).
+// end of a socketpair whose other end the agent gRPC server reads (VirtioSerialConnector).
 //
 // Why a pump and not the channel socket handed to gRPC directly: plimsolld must know when
 // either side is done (QEMU closed the socket: the guest's domain is gone or libvirtd restarted

@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/small_file.h"
 #include "protocol/report_proof.h"
 
@@ -44,6 +47,16 @@ absl::Status GenerateHostKey(const std::string& path) {
     return absl::ErrnoToStatus(n < 0 ? write_errno : EIO, absl::StrCat(path, ": write failed"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> LoadOrCreateHostKey(const std::string& path) {
+  absl::StatusOr<std::string> key = LoadHostKey(path);
+  if (!absl::IsNotFound(key.status())) return key;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (absl::Status s = GenerateHostKey(path); !s.ok()) return s;
+  PLOG_INFO << "created agent host key " << path;
+  return LoadHostKey(path);
 }
 
 }  // namespace plimsoll::server::agent

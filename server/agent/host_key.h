@@ -20,6 +20,10 @@ absl::StatusOr<std::string> LoadHostKey(const std::string& path);
 // (a key is never overwritten: every injected token depends on it).
 absl::Status GenerateHostKey(const std::string& path);
 
+// The key at `path`, created first (with its folder) when there is none, as plimsolld does at
+// start when the TCP agent listener is on. LoadHostKey's and GenerateHostKey's errors.
+absl::StatusOr<std::string> LoadOrCreateHostKey(const std::string& path);
+
 }  // namespace plimsoll::server::agent
 
 #endif  // PLIMSOLL_SERVER_AGENT_HOST_KEY_H_

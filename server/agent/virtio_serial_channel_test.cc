@@ -1,9 +1,10 @@
 // Both ends of the virtio-serial agent channel in one process: the real Reporter (agent side,
 // --server=virtio-serial:..., no token) opens its "port", a pty standing for the guest's
 // character device, and FakeQemu joins the pty's other side to a unix socket where QEMU would
-// listen; the real AgentChannels (daemon side) finds that socket through the FakeHypervisor and
-// connects. What QEMU does that matters here is mimicked: one host client at a time, and when
-// the host client leaves, the guest's port hangs up (here: the pty is replaced by a new one).
+// listen; the real ingest with its virtio-serial connector (daemon side) finds that socket
+// through the FakeHypervisor and connects. What QEMU does that matters here is mimicked: one
+// host client at a time, and when the host client leaves, the guest's port hangs up (here: the
+// pty is replaced by a new one).
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,7 +31,7 @@
 #include "agent/reporter.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
-#include "server/agent/agent_channels.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
@@ -169,19 +170,21 @@ class VirtioSerialChannelTest : public ::testing::Test {
   void TearDown() override {
     if (reporter_) reporter_->Stop();
     if (agent_thread_.joinable()) agent_thread_.join();
-    if (channels_) channels_->Shutdown();
+    if (ingest_) ingest_->Shutdown();
   }
 
   void StartDaemon() {
-    AgentChannelsOptions o;
+    VirtioSerialOptions o;
     o.rescan_every = absl::Milliseconds(200);
     o.initial_backoff = absl::Milliseconds(50);
     o.max_backoff = absl::Milliseconds(500);
     // The test gives the domain its channel after the daemon side may have looked once.
     o.recheck_without_channel = absl::Milliseconds(200);
-    absl::StatusOr<std::unique_ptr<AgentChannels>> c = AgentChannels::Start(&hv_, store_.get(), RealClock::Get(), o);
-    ASSERT_TRUE(c.ok()) << c.status();
-    channels_ = *std::move(c);
+    AgentIngestOptions io;
+    io.virtio_serial = o;
+    ingest_ = std::make_unique<AgentIngest>(io, store_.get(), RealClock::Get());
+    const absl::Status started = ingest_->Start(&hv_);
+    ASSERT_TRUE(started.ok()) << started;
   }
 
   // The domain `owner` owns the port; its agent claims to be `claimed`.
@@ -220,7 +223,7 @@ class VirtioSerialChannelTest : public ::testing::Test {
   hypervisor::FakeHypervisor hv_;
   std::unique_ptr<ReportValidator> validator_;
   std::unique_ptr<AgentStore> store_;
-  std::unique_ptr<AgentChannels> channels_;
+  std::unique_ptr<AgentIngest> ingest_;
   std::unique_ptr<FakeQemu> qemu_;
   std::unique_ptr<GuestReader> reader_;
   std::unique_ptr<Reporter> reporter_;
@@ -235,8 +238,8 @@ TEST_F(VirtioSerialChannelTest, ReportsFlowAndBothSidesRecoverFromADaemonRestart
   EXPECT_EQ(reporter_->stats().acks_rejected, 0u);
 
   // plimsolld restarts: its end closes (the guest's port hangs up), a new one connects.
-  channels_->Shutdown();
-  channels_.reset();
+  ingest_->Shutdown();
+  ingest_.reset();
   const uint64_t before = Accepted(kVictim);
   const absl::Time restarted = absl::Now();
   StartDaemon();

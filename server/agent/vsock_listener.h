@@ -1,6 +1,6 @@
 // The listening end of the agent's vsock port: an interface with one real implementation
 // (AF_VSOCK, ListenVsock) and one fake (testing/fake_vsock_listener.h: socketpairs and chosen
-// CIDs), so that AgentVsock's accept and identity path is tested on machines without
+// CIDs), so that VsockConnector's accept and identity path is tested on machines without
 // vhost-vsock (docs/agent.md, "vsock").
 //
 // What matters to the caller is the peer's CID, which the kernel fills in accept()'s

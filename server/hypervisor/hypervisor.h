@@ -154,7 +154,7 @@ class Hypervisor {
 
   // The domain's agent channel named `name` and its vsock device, in its live XML. NOT_FOUND when there is no such
   // domain. Not pure: implementations that have no channels (benchmarks, test doubles of other
-  // calls) inherit UNIMPLEMENTED, which AgentChannels treats as "no channel support".
+  // calls) inherit UNIMPLEMENTED, which the virtio-serial connector treats as "no channel support".
   virtual absl::StatusOr<AgentChannelInfo> GetAgentChannel(const std::string& uuid, const std::string& name);
 
   // Hot-plugs a unix-socket virtio-serial channel named `name` whose host socket QEMU creates

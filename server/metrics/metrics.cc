@@ -85,9 +85,7 @@ struct Metrics::Impl {
    public:
     explicit ScrapeCollectable(Impl* impl) : impl_(impl) {}
     std::vector<prometheus::MetricFamily> Collect() const override {
-      impl_->RefreshAgentStreams();
-      impl_->RefreshAgentChannels();
-      impl_->RefreshAgentVsock();
+      impl_->RefreshAgent();
       impl_->RefreshLibvirtCalls();
       return impl_->registry->Collect();
     }
@@ -153,11 +151,11 @@ struct Metrics::Impl {
   uint64_t agent_accepted_seen ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_map<std::string, uint64_t> agent_rejected_seen ABSL_GUARDED_BY(mu);
 
-  // The agent listener's stream counts, read at scrape time. The source runs under
-  // stream_mu, so detaching it waits for a scrape in progress.
-  absl::Mutex stream_mu;
-  std::function<AgentStreamCounts()> stream_source ABSL_GUARDED_BY(stream_mu);
-  AgentStreamCounts streams_seen ABSL_GUARDED_BY(stream_mu);
+  // The agent ingest's counts, read at scrape time. The source runs under agent_mu, so
+  // detaching it waits for a scrape in progress.
+  absl::Mutex agent_mu;
+  std::function<AgentCounts()> agent_source ABSL_GUARDED_BY(agent_mu);
+  AgentCounts agent_seen ABSL_GUARDED_BY(agent_mu);
   Gauge* streams_active;
   prometheus::Counter* streams_opened;
   prometheus::Counter* streams_refused;
@@ -165,29 +163,6 @@ struct Metrics::Impl {
   prometheus::Counter* streams_superseded;
   prometheus::Counter* streams_denied;
   prometheus::Counter* streams_flooded;
-
-  void RefreshAgentStreams() ABSL_LOCKS_EXCLUDED(stream_mu) {
-    absl::MutexLock l(&stream_mu);
-    if (!stream_source) return;
-    const AgentStreamCounts now = stream_source();
-    streams_active->Set(static_cast<double>(now.active));
-    // prometheus-cpp counters only increment: add what is new since the last scrape.
-    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
-      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
-      seen = std::max(seen, now_value);
-    };
-    add(streams_opened, now.opened, streams_seen.opened);
-    add(streams_refused, now.refused, streams_seen.refused);
-    add(streams_timed_out, now.timed_out, streams_seen.timed_out);
-    add(streams_superseded, now.superseded, streams_seen.superseded);
-    add(streams_denied, now.denied, streams_seen.denied);
-    add(streams_flooded, now.flooded, streams_seen.flooded);
-  }
-
-  // The virtio-serial channels' counts, read at scrape time (same pattern as the streams).
-  absl::Mutex channel_mu;
-  std::function<AgentChannelCounts()> channel_source ABSL_GUARDED_BY(channel_mu);
-  AgentChannelCounts channels_seen ABSL_GUARDED_BY(channel_mu);
   Gauge* channels_connected;
   Gauge* channels_without_channel;
   Gauge* channels_without_controller;
@@ -202,40 +177,55 @@ struct Metrics::Impl {
   prometheus::Counter* channel_attach_no_controller;
   prometheus::Counter* channel_guest_bytes;
   prometheus::Counter* channel_throttled;
-
-  void RefreshAgentChannels() ABSL_LOCKS_EXCLUDED(channel_mu) {
-    absl::MutexLock l(&channel_mu);
-    if (!channel_source) return;
-    const AgentChannelCounts now = channel_source();
-    channels_connected->Set(static_cast<double>(now.connected));
-    channels_without_channel->Set(static_cast<double>(now.without_channel - now.without_controller));
-    channels_without_controller->Set(static_cast<double>(now.without_controller));
-    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
-      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
-      seen = std::max(seen, now_value);
-    };
-    AgentChannelCounts& seen = channels_seen;
-    add(channel_connects, now.connects, seen.connects);
-    add(channel_connect_failures, now.connect_failures, seen.connect_failures);
-    add(channel_closed_guest, now.closed_guest, seen.closed_guest);
-    add(channel_closed_daemon, now.closed_daemon, seen.closed_daemon);
-    add(channel_closed_error, now.closed_error, seen.closed_error);
-    add(channel_closed_stopped, now.closed_domain_stopped, seen.closed_domain_stopped);
-    add(channel_attached, now.attached, seen.attached);
-    add(channel_attach_failed, now.attach_failed, seen.attach_failed);
-    add(channel_attach_no_controller, now.attach_no_controller, seen.attach_no_controller);
-    add(channel_guest_bytes, now.guest_bytes, seen.guest_bytes);
-    add(channel_throttled, now.throttled, seen.throttled);
-  }
-
-  // The vsock listener's counts, read at scrape time (same pattern).
-  absl::Mutex vsock_mu;
-  std::function<AgentVsockCounts()> vsock_source ABSL_GUARDED_BY(vsock_mu);
-  AgentVsockCounts vsock_seen ABSL_GUARDED_BY(vsock_mu);
   Gauge* vsock_domains;
   prometheus::Counter* vsock_accepted;
   prometheus::Counter* vsock_unknown_cid;
   prometheus::Counter* vsock_accept_errors;
+
+  // prometheus-cpp counters only increment: adds to `c` what is new in `now_value` since `seen`.
+  static void AddNew(prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
+    if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
+    seen = std::max(seen, now_value);
+  }
+
+  void RefreshAgent() ABSL_LOCKS_EXCLUDED(agent_mu) {
+    absl::MutexLock l(&agent_mu);
+    if (!agent_source) return;
+    const AgentCounts now = agent_source();
+    const AgentStreamCounts& st = now.streams;
+    AgentStreamCounts& st_seen = agent_seen.streams;
+    streams_active->Set(static_cast<double>(st.active));
+    AddNew(streams_opened, st.opened, st_seen.opened);
+    AddNew(streams_refused, st.refused, st_seen.refused);
+    AddNew(streams_timed_out, st.timed_out, st_seen.timed_out);
+    AddNew(streams_superseded, st.superseded, st_seen.superseded);
+    AddNew(streams_denied, st.denied, st_seen.denied);
+    AddNew(streams_flooded, st.flooded, st_seen.flooded);
+
+    const AgentChannelCounts& ch = now.channels;
+    AgentChannelCounts& ch_seen = agent_seen.channels;
+    channels_connected->Set(static_cast<double>(ch.connected));
+    channels_without_channel->Set(static_cast<double>(ch.without_channel - ch.without_controller));
+    channels_without_controller->Set(static_cast<double>(ch.without_controller));
+    AddNew(channel_connects, ch.connects, ch_seen.connects);
+    AddNew(channel_connect_failures, ch.connect_failures, ch_seen.connect_failures);
+    AddNew(channel_closed_guest, ch.closed_guest, ch_seen.closed_guest);
+    AddNew(channel_closed_daemon, ch.closed_daemon, ch_seen.closed_daemon);
+    AddNew(channel_closed_error, ch.closed_error, ch_seen.closed_error);
+    AddNew(channel_closed_stopped, ch.closed_domain_stopped, ch_seen.closed_domain_stopped);
+    AddNew(channel_attached, ch.attached, ch_seen.attached);
+    AddNew(channel_attach_failed, ch.attach_failed, ch_seen.attach_failed);
+    AddNew(channel_attach_no_controller, ch.attach_no_controller, ch_seen.attach_no_controller);
+    AddNew(channel_guest_bytes, ch.guest_bytes, ch_seen.guest_bytes);
+    AddNew(channel_throttled, ch.throttled, ch_seen.throttled);
+
+    const AgentVsockCounts& vs = now.vsock;
+    AgentVsockCounts& vs_seen = agent_seen.vsock;
+    vsock_domains->Set(static_cast<double>(vs.domains_with_cid));
+    AddNew(vsock_accepted, vs.accepted, vs_seen.accepted);
+    AddNew(vsock_unknown_cid, vs.unknown_cid, vs_seen.unknown_cid);
+    AddNew(vsock_accept_errors, vs.accept_errors, vs_seen.accept_errors);
+  }
 
   // The hypervisor's call counts, read at scrape time; a series per call name, made when first seen.
   absl::Mutex libvirt_calls_mu;
@@ -257,20 +247,6 @@ struct Metrics::Impl {
       if (count > c.seen) c.counter->Increment(static_cast<double>(count - c.seen));
       c.seen = std::max(c.seen, count);
     }
-  }
-
-  void RefreshAgentVsock() ABSL_LOCKS_EXCLUDED(vsock_mu) {
-    absl::MutexLock l(&vsock_mu);
-    if (!vsock_source) return;
-    const AgentVsockCounts now = vsock_source();
-    vsock_domains->Set(static_cast<double>(now.domains_with_cid));
-    auto add = [](prometheus::Counter* c, uint64_t now_value, uint64_t& seen) {
-      if (now_value > seen) c->Increment(static_cast<double>(now_value - seen));
-      seen = std::max(seen, now_value);
-    };
-    add(vsock_accepted, now.accepted, vsock_seen.accepted);
-    add(vsock_unknown_cid, now.unknown_cid, vsock_seen.unknown_cid);
-    add(vsock_accept_errors, now.accept_errors, vsock_seen.accept_errors);
   }
 
   Family<Gauge>* G(const std::string& name, const std::string& help) {
@@ -557,24 +533,14 @@ void Metrics::PublishAgentCounters(uint64_t accepted,
   }
 }
 
-void Metrics::SetAgentStreamSource(std::function<AgentStreamCounts()> source) {
-  absl::MutexLock l(&impl_->stream_mu);
-  impl_->stream_source = std::move(source);
-}
-
-void Metrics::SetAgentChannelSource(std::function<AgentChannelCounts()> source) {
-  absl::MutexLock l(&impl_->channel_mu);
-  impl_->channel_source = std::move(source);
+void Metrics::SetAgentSource(std::function<AgentCounts()> source) {
+  absl::MutexLock l(&impl_->agent_mu);
+  impl_->agent_source = std::move(source);
 }
 
 void Metrics::SetLibvirtCallSource(std::function<std::vector<std::pair<std::string, uint64_t>>()> source) {
   absl::MutexLock l(&impl_->libvirt_calls_mu);
   impl_->libvirt_call_source = std::move(source);
-}
-
-void Metrics::SetAgentVsockSource(std::function<AgentVsockCounts()> source) {
-  absl::MutexLock l(&impl_->vsock_mu);
-  impl_->vsock_source = std::move(source);
 }
 
 void Metrics::CountDecision(plimsoll::v1::Direction direction) {

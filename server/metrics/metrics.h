@@ -90,8 +90,10 @@ class Metrics {
   // it with every RejectReasonName when the agent channel is on, before anything is served).
   void DeclareAgentRejectReasons(const std::vector<std::string>& reasons);
 
-  // The agent listener's stream counts (AgentService::counters()), as plain numbers so this
-  // file needs nothing from server/agent.
+  // What the agent ingest counts (AgentIngest::counters()), as plain numbers so this file needs
+  // nothing from server/agent. Stream counts, every transport's together: exported as
+  // plimsoll_agent_streams_active, plimsoll_agent_streams_opened_total,
+  // plimsoll_agent_streams_refused_total and plimsoll_agent_streams_ended_total{reason}.
   struct AgentStreamCounts {
     int64_t active = 0;
     uint64_t opened = 0;      // accepted by the stream limit
@@ -101,22 +103,12 @@ class Metrics {
     uint64_t denied = 0;      // bad proof, another stream's nonce, or a uuid switch
     uint64_t flooded = 0;     // over the per-stream frame budget
   };
-  // Reads the stream counts from `source` at every scrape (and Render), not once per tick:
-  // a listener under attack is seen even while the control loop is slow. Exported as
-  // plimsoll_agent_streams_active, plimsoll_agent_streams_opened_total,
-  // plimsoll_agent_streams_refused_total and plimsoll_agent_streams_ended_total{reason}.
-  // `source` must be thread-safe. Passing nullptr detaches it (the series keep their last
-  // values); once that call returns, `source` is not running and will not be called again, so
-  // the owner of what it reads may go away.
-  void SetAgentStreamSource(std::function<AgentStreamCounts()> source);
-
-  // The virtio-serial agent channels' counts (AgentChannels::counters()), read at every scrape
-  // like the stream counts. Exported as plimsoll_agent_channels{state="connected|no_channel|
-  // no_controller"}, plimsoll_agent_channel_connects_total{result="connected|failed"},
-  // plimsoll_agent_channel_closed_total{reason="guest_closed|daemon_closed|error|domain_stopped"},
-  // plimsoll_agent_channel_attach_total{result="attached|failed|no_controller"},
-  // plimsoll_agent_channel_guest_bytes_total and plimsoll_agent_channel_throttled_total. Same
-  // detaching contract as SetAgentStreamSource.
+  // The virtio-serial connector's counts. Exported as plimsoll_agent_channels{state=
+  // "connected|no_channel|no_controller"}, plimsoll_agent_channel_connects_total{result=
+  // "connected|failed"}, plimsoll_agent_channel_closed_total{reason="guest_closed|daemon_closed|
+  // error|domain_stopped"}, plimsoll_agent_channel_attach_total{result="attached|failed|
+  // no_controller"}, plimsoll_agent_channel_guest_bytes_total and
+  // plimsoll_agent_channel_throttled_total.
   struct AgentChannelCounts {
     int64_t connected = 0;
     int64_t without_channel = 0;     // running domains with no usable channel (incl. no controller)
@@ -133,23 +125,30 @@ class Metrics {
     uint64_t guest_bytes = 0;
     uint64_t throttled = 0;
   };
-  void SetAgentChannelSource(std::function<AgentChannelCounts()> source);
-
-  // The vsock listener's counts (AgentVsock::counters()), read at every scrape. Exported as
-  // plimsoll_agent_vsock_connections_total{result="accepted|unknown_cid|accept_error"} and
-  // plimsoll_agent_vsock_domains (running domains whose XML gives a vsock CID). Same detaching
-  // contract as SetAgentStreamSource.
+  // The vsock connector's counts. Exported as plimsoll_agent_vsock_connections_total{result=
+  // "accepted|unknown_cid|accept_error"} and plimsoll_agent_vsock_domains (running domains whose
+  // XML gives a vsock CID).
   struct AgentVsockCounts {
     int64_t domains_with_cid = 0;
     uint64_t accepted = 0;
     uint64_t unknown_cid = 0;
     uint64_t accept_errors = 0;
   };
-  void SetAgentVsockSource(std::function<AgentVsockCounts()> source);
+  struct AgentCounts {
+    AgentStreamCounts streams;
+    AgentChannelCounts channels;  // zero when the virtio-serial connector is off
+    AgentVsockCounts vsock;       // zero when the vsock connector is off
+  };
+  // Reads the agent counts from `source` at every scrape (and Render), not once per tick: a
+  // listener under attack is seen even while the control loop is slow. `source` must be
+  // thread-safe. Passing nullptr detaches it (the series keep their last values); once that
+  // call returns, `source` is not running and will not be called again, so the owner of what it
+  // reads may go away.
+  void SetAgentSource(std::function<AgentCounts()> source);
 
   // The hypervisor's calls so far by name (Hypervisor::CallCounts), read at every scrape and
   // exported as plimsoll_libvirt_calls_total{call}: what a tick costs libvirt. Same detaching
-  // contract as SetAgentStreamSource.
+  // contract as SetAgentSource.
   void SetLibvirtCallSource(std::function<std::vector<std::pair<std::string, uint64_t>>()> source);
 
   void CountDecision(plimsoll::v1::Direction direction);

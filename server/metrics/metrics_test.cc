@@ -48,7 +48,8 @@ TEST(MetricsTest, AgentStreamSeriesExistBeforeAnySource) {
 
 TEST(MetricsTest, AgentStreamCountsAreReadAtEveryScrape) {
   Metrics m;
-  Metrics::AgentStreamCounts counts;
+  Metrics::AgentCounts agent;
+  Metrics::AgentStreamCounts& counts = agent.streams;
   counts.active = 3;
   counts.opened = 10;
   counts.refused = 4;
@@ -57,9 +58,9 @@ TEST(MetricsTest, AgentStreamCountsAreReadAtEveryScrape) {
   counts.denied = 2;
   counts.flooded = 7;
   std::atomic<int> calls{0};
-  m.SetAgentStreamSource([&] {
+  m.SetAgentSource([&] {
     calls.fetch_add(1);
-    return counts;
+    return agent;
   });
   std::string text = m.Render();
   EXPECT_TRUE(Has(text, "plimsoll_agent_streams_active 3")) << text;
@@ -83,20 +84,21 @@ TEST(MetricsTest, AgentStreamCountsAreReadAtEveryScrape) {
 
 TEST(MetricsTest, CountersNeverGoBackwardsAndKeepTheirValueWhenDetached) {
   Metrics m;
-  Metrics::AgentStreamCounts counts;
-  counts.denied = 9;
-  m.SetAgentStreamSource([&] { return counts; });
+  Metrics::AgentCounts counts;
+  counts.streams.denied = 9;
+  m.SetAgentSource([&] { return counts; });
   m.Render();
-  counts.denied = 2;  // a source that restarted from zero must not make a counter decrease
+  counts.streams.denied = 2;  // a source that restarted from zero must not make a counter decrease
   EXPECT_TRUE(Has(m.Render(), "plimsoll_agent_streams_ended_total{reason=\"denied\"} 9"));
-  m.SetAgentStreamSource(nullptr);
-  counts.denied = 50;
+  m.SetAgentSource(nullptr);
+  counts.streams.denied = 50;
   EXPECT_TRUE(Has(m.Render(), "plimsoll_agent_streams_ended_total{reason=\"denied\"} 9"));
 }
 
 TEST(MetricsTest, AgentChannelCountsAreReadAtScrapeTime) {
   Metrics m;
-  Metrics::AgentChannelCounts counts;
+  Metrics::AgentCounts agent;
+  Metrics::AgentChannelCounts& counts = agent.channels;
   counts.connected = 3;
   counts.without_channel = 2;  // of which one has no controller
   counts.without_controller = 1;
@@ -109,7 +111,7 @@ TEST(MetricsTest, AgentChannelCountsAreReadAtScrapeTime) {
   counts.attach_no_controller = 1;
   counts.guest_bytes = 1234;
   counts.throttled = 9;
-  m.SetAgentChannelSource([&] { return counts; });
+  m.SetAgentSource([&] { return agent; });
   std::string text = m.Render();
   EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"connected\"} 3")) << text;
   EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"no_channel\"} 1")) << text;
@@ -129,7 +131,7 @@ TEST(MetricsTest, AgentChannelCountsAreReadAtScrapeTime) {
   text = m.Render();
   EXPECT_TRUE(Has(text, "plimsoll_agent_channels{state=\"connected\"} 0")) << text;
   EXPECT_TRUE(Has(text, "plimsoll_agent_channel_closed_total{reason=\"guest_closed\"} 2")) << text;
-  m.SetAgentChannelSource(nullptr);
+  m.SetAgentSource(nullptr);
 }
 
 TEST(MetricsTest, AgentVsockCountsAreReadAtScrapeTime) {
@@ -137,12 +139,13 @@ TEST(MetricsTest, AgentVsockCountsAreReadAtScrapeTime) {
   std::string text = m.Render();
   // Declared before any source: a first refusal shows as an increase.
   EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"unknown_cid\"} 0")) << text;
-  Metrics::AgentVsockCounts counts;
+  Metrics::AgentCounts agent;
+  Metrics::AgentVsockCounts& counts = agent.vsock;
   counts.domains_with_cid = 2;
   counts.accepted = 5;
   counts.unknown_cid = 3;
   counts.accept_errors = 1;
-  m.SetAgentVsockSource([&] { return counts; });
+  m.SetAgentSource([&] { return agent; });
   text = m.Render();
   EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_domains 2")) << text;
   EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"accepted\"} 5")) << text;
@@ -153,20 +156,20 @@ TEST(MetricsTest, AgentVsockCountsAreReadAtScrapeTime) {
   text = m.Render();
   EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_connections_total{result=\"unknown_cid\"} 4")) << text;
   EXPECT_TRUE(Has(text, "plimsoll_agent_vsock_domains 1")) << text;
-  m.SetAgentVsockSource(nullptr);
+  m.SetAgentSource(nullptr);
 }
 
 TEST(MetricsTest, TheHttpEndpointServesTheScrapeTimeCounts) {
   Metrics m;
   ASSERT_TRUE(m.Serve("127.0.0.1:0").ok());
   ASSERT_GT(m.bound_port(), 0);
-  Metrics::AgentStreamCounts counts;
-  counts.refused = 77;
-  m.SetAgentStreamSource([&] { return counts; });
+  Metrics::AgentCounts counts;
+  counts.streams.refused = 77;
+  m.SetAgentSource([&] { return counts; });
   const std::string body = Scrape(m.bound_port());
   EXPECT_NE(body.find("plimsoll_agent_streams_refused_total 77\n"), std::string::npos) << body;
   EXPECT_NE(body.find("plimsoll_agent_reports_total"), std::string::npos) << body;
-  m.SetAgentStreamSource(nullptr);
+  m.SetAgentSource(nullptr);
 }
 
 v1::ListGuestsResponse View(const std::string& text) {

@@ -1,6 +1,7 @@
-// The guest's agent as the daemon-side tests of a host-guest channel play it: a real gRPC client
-// over the guest's end of a connected socket (a virtio-serial channel's QEMU socket, a fake vsock
-// connection), sending reports without a proof, since the channel says who the guest is.
+// The guest's agent as the daemon-side tests play it: a real gRPC client over the guest's end of
+// a connected socket (a virtio-serial channel's QEMU socket, a fake vsock connection), sending
+// reports without a proof, since the channel says who the guest is; or over the TCP listener,
+// proving each report with the guest's token.
 #ifndef PLIMSOLL_SERVER_AGENT_TESTING_FAKE_GUEST_H_
 #define PLIMSOLL_SERVER_AGENT_TESTING_FAKE_GUEST_H_
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "grpcpp/create_channel_posix.h"
 #include "grpcpp/grpcpp.h"
@@ -27,6 +29,7 @@ struct FakeGuest {
   std::unique_ptr<Stream> stream;
   std::string nonce;
   std::string uuid;
+  std::string token;  // set: each report is proven with it (TCP)
   double seconds = 10;  // the guest's boottime of its next report
   uint64_t sequence = 1;
   bool finished = false;
@@ -45,8 +48,19 @@ struct FakeGuest {
 
   // Takes over `fd` (gRPC owns it) and opens a stream; false when no hello came.
   bool Open(int fd, const std::string& guest_uuid) {
+    return OpenOn(grpc::CreateInsecureChannelFromFd("fake-guest", fd), guest_uuid);
+  }
+  // Dials the TCP listener at `address` on a connection of its own, as agents do, and opens a
+  // stream proven with the guest's token; false when no hello came.
+  bool OpenTcp(const std::string& address, const std::string& guest_uuid) {
+    token = TokenFor(guest_uuid);
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return OpenOn(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args), guest_uuid);
+  }
+  bool OpenOn(std::shared_ptr<grpc::Channel> on, const std::string& guest_uuid) {
     uuid = guest_uuid;
-    channel = grpc::CreateInsecureChannelFromFd("fake-guest", fd);
+    channel = std::move(on);
     stub = v1::AgentChannel::NewStub(channel);
     return Restart();
   }
@@ -64,6 +78,7 @@ struct FakeGuest {
     v1::AgentReport r = MakeReport(claimed_uuid, kBootA, seconds, sequence++);
     seconds += 0.5;
     r.set_stream_nonce(nonce);
+    if (!token.empty()) return Sign(r, token);
     v1::SignedAgentReport frame;
     r.SerializeToString(frame.mutable_report());  // no proof: the channel says who this is
     return frame;

@@ -1,7 +1,8 @@
 // Where QEMU would listen for the host end of one domain's virtio-serial channel
 // (<channel type='unix'><source mode='bind' path=.../>): a listening unix socket at the path a
 // FakeHypervisor's channel XML names, for the daemon-side channel tests and benchmarks. What
-// AgentChannels connects to it is the guest end of the channel (FakeGuest speaks on it).
+// the virtio-serial connector connects to it is the guest end of the channel (FakeGuest speaks
+// on it).
 #ifndef PLIMSOLL_SERVER_AGENT_TESTING_FAKE_QEMU_SOCKET_H_
 #define PLIMSOLL_SERVER_AGENT_TESTING_FAKE_QEMU_SOCKET_H_
 

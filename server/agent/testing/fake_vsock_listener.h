@@ -1,5 +1,5 @@
 // The fake VsockListener: each Connect(cid) makes a socketpair, queues one end as a connection
-// from `cid` for Accept, and gives the other to the test as the guest's end. So AgentVsock's
+// from `cid` for Accept, and gives the other to the test as the guest's end. So VsockConnector's
 // accept and identity path runs without vhost-vsock, with CIDs the test chooses.
 #ifndef PLIMSOLL_SERVER_AGENT_TESTING_FAKE_VSOCK_LISTENER_H_
 #define PLIMSOLL_SERVER_AGENT_TESTING_FAKE_VSOCK_LISTENER_H_

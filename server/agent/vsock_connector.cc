@@ -1,47 +1,34 @@
-#include "server/agent/agent_vsock.h"
+#include "server/agent/vsock_connector.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "grpcpp/server_posix.h"
-#include "server/agent/agent_server.h"
 
 namespace plimsoll::server::agent {
-namespace {
 
-std::string FdPeer(int fd) { return absl::StrCat("fd:", fd); }
-
-}  // namespace
-
-AgentVsock::AgentVsock(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock,
-                       std::unique_ptr<VsockListener> listener, AgentVsockOptions options)
+VsockConnector::VsockConnector(hypervisor::Hypervisor* hypervisor, Clock* clock, ConnectionSink* sink,
+                               std::unique_ptr<VsockListener> listener, VsockOptions options)
     : hypervisor_(hypervisor),
-      store_(store),
       clock_(clock),
+      sink_(sink),
       listener_(std::move(listener)),
       options_(std::move(options)),
-      port_(listener_->port()) {}
+      port_(listener_->port()),
+      lister_(hypervisor, "agent vsock") {}
 
-absl::StatusOr<std::unique_ptr<AgentVsock>> AgentVsock::Start(hypervisor::Hypervisor* hypervisor, AgentStore* store,
-                                                               Clock* clock, std::unique_ptr<VsockListener> listener,
-                                                               AgentVsockOptions options) {
+absl::StatusOr<std::unique_ptr<VsockConnector>> VsockConnector::Start(hypervisor::Hypervisor* hypervisor,
+                                                                       Clock* clock, ConnectionSink* sink,
+                                                                       std::unique_ptr<VsockListener> listener,
+                                                                       VsockOptions options) {
   if (listener == nullptr) return absl::InvalidArgumentError("agent vsock: no listener");
-  std::unique_ptr<AgentVsock> v(new AgentVsock(hypervisor, store, clock, std::move(listener), std::move(options)));
-  AgentServiceOptions so = v->options_.service;
-  so.channel_identity = [self = v.get()](const std::string& peer) { return self->ChannelIdentity(peer); };
-  v->service_ = std::make_unique<AgentService>(store, clock, so);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(v->service_.get());
-  ConfigureAgentServerBuilder(&builder);
-  v->server_ = builder.BuildAndStart();
-  if (v->server_ == nullptr) return absl::InternalError("agent vsock: cannot start the vsock gRPC server");
+  std::unique_ptr<VsockConnector> v(
+      new VsockConnector(hypervisor, clock, sink, std::move(listener), std::move(options)));
   // Before the first accept: a guest that connects at once finds its CID mapped (when libvirt
   // answers; otherwise the manager retries and such a connection is closed and counted).
   v->Scan(/*full=*/true);
@@ -51,11 +38,11 @@ absl::StatusOr<std::unique_ptr<AgentVsock>> AgentVsock::Start(hypervisor::Hyperv
   return v;
 }
 
-AgentVsock::~AgentVsock() { Shutdown(); }
+VsockConnector::~VsockConnector() { Stop(); }
 
-void AgentVsock::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
-  shut_down_ = true;
+void VsockConnector::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
   {
     absl::MutexLock l(&mu_);
     stopping_ = true;
@@ -63,22 +50,22 @@ void AgentVsock::Shutdown(absl::Duration grace) {
   listener_->Shutdown();
   if (accept_thread_.joinable()) accept_thread_.join();
   if (manager_.joinable()) manager_.join();
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
-    server_->Wait();
-  }
-  absl::MutexLock l(&mu_);
-  peers_.clear();
 }
 
-void AgentVsock::Wake() {
+void VsockConnector::Wake() {
   absl::MutexLock l(&mu_);
+  AskRefreshLocked();
+}
+
+void VsockConnector::AskRefreshLocked() {
+  // Already wanted: the manager's deadline counts it, or the first ask woke it.
+  if (!refresh_wanted_) refresh_asked_ = true;
   refresh_wanted_ = true;
 }
 
-AgentVsockCounters AgentVsock::counters() const {
+VsockCounters VsockConnector::counters() const {
   absl::MutexLock l(&mu_);
-  AgentVsockCounters c = counters_;
+  VsockCounters c = counters_;
   c.domains_with_cid = 0;
   for (const auto& [uuid, d] : domains_) {
     if (d.cid != 0) ++c.domains_with_cid;
@@ -86,49 +73,26 @@ AgentVsockCounters AgentVsock::counters() const {
   return c;
 }
 
-AgentServiceCounters AgentVsock::stream_counters() const { return service_->counters(); }
-
-std::optional<std::string> AgentVsock::DomainOfCidLocked(uint32_t cid) const {
+std::optional<std::string> VsockConnector::DomainOfCidLocked(uint32_t cid) const {
   auto it = by_cid_.find(cid);
   if (it == by_cid_.end()) return std::nullopt;
   return it->second;
 }
 
-std::optional<std::string> AgentVsock::DomainOfCid(uint32_t cid) const {
+std::optional<std::string> VsockConnector::DomainOfCid(uint32_t cid) const {
   absl::MutexLock l(&mu_);
   return DomainOfCidLocked(cid);
 }
 
-std::optional<std::string> AgentVsock::ChannelIdentity(const std::string& peer) const {
-  absl::MutexLock l(&mu_);
-  auto it = peers_.find(peer);
-  if (it == peers_.end()) return std::nullopt;
+bool VsockConnector::Vouches(const ConnectionBinding& binding) const {
   // The CID's domain now: a domain that stopped (its CID gone or given to another) binds no
   // new stream, even if its old connection is somehow still open.
-  std::optional<std::string> now = DomainOfCidLocked(it->second.cid);
-  if (!now.has_value() || *now != it->second.uuid) return std::nullopt;
-  return it->second.uuid;
+  absl::MutexLock l(&mu_);
+  const std::optional<std::string> now = DomainOfCidLocked(static_cast<uint32_t>(binding.key));
+  return now.has_value() && *now == binding.uuid;
 }
 
-bool AgentVsock::MayLogLocked() {
-  const absl::Time now = clock_->Now();
-  if (log_refilled_ != absl::InfinitePast()) {
-    log_tokens_ = std::min(20.0, log_tokens_ + 2.0 * std::max(0.0, absl::ToDoubleSeconds(now - log_refilled_)));
-  }
-  log_refilled_ = std::max(now, log_refilled_);
-  if (log_tokens_ < 1.0) {
-    ++log_suppressed_;
-    return false;
-  }
-  log_tokens_ -= 1.0;
-  if (log_suppressed_ > 0) {
-    PLOG_WARNING << log_suppressed_ << " agent vsock log lines suppressed";
-    log_suppressed_ = 0;
-  }
-  return true;
-}
-
-void AgentVsock::AcceptLoop() {
+void VsockConnector::AcceptLoop() {
   while (true) {
     absl::StatusOr<VsockConnection> c = listener_->Accept();
     if (absl::IsCancelled(c.status())) return;
@@ -136,7 +100,7 @@ void AgentVsock::AcceptLoop() {
       {
         absl::MutexLock l(&mu_);
         ++counters_.accept_errors;
-        if (MayLogLocked()) PLOG_WARNING << "agent vsock: " << c.status().message();
+        if (log_budget_.Take(clock_->Now())) PLOG_WARNING << "agent vsock: " << c.status().message();
         auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
         mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.accept_error_pause);
         if (stopping_) return;
@@ -155,58 +119,54 @@ void AgentVsock::AcceptLoop() {
       // byte. The map may be behind (a domain that just started): read it again soon.
       close(c->fd);
       ++counters_.unknown_cid;
-      refresh_wanted_ = true;
-      if (MayLogLocked()) {
+      AskRefreshLocked();
+      if (log_budget_.Take(clock_->Now())) {
         PLOG_WARNING << "agent vsock connection refused: cid=" << c->cid
                      << " reason=unknown_cid (no running domain's <vsock><cid address=...> is it)";
       }
       mu_.Unlock();
       continue;
     }
-    // Before gRPC sees the descriptor: its first stream asks for this entry.
-    peers_[FdPeer(c->fd)] = Peer{*uuid, c->cid};
     ++counters_.accepted;
     const auto d = domains_.find(*uuid);
-    if (MayLogLocked()) {
+    if (log_budget_.Take(clock_->Now())) {
       PLOG_INFO << "agent vsock connection accepted: cid=" << c->cid << " uuid=" << *uuid
                 << " domain=" << (d == domains_.end() ? std::string("?") : d->second.name);
     }
     mu_.Unlock();
-    // Without mu_: gRPC may start reading (and call ChannelIdentity) before this returns. The
-    // server is alive: Shutdown joins this thread before it shuts the server down. gRPC owns
-    // the descriptor from here on.
-    grpc::AddInsecureChannelFromFd(server_.get(), c->fd);
+    // Without mu_: gRPC may start reading (and ask Vouches) before this returns. The ingest
+    // stops this thread before it shuts its server down.
+    ConnectionBinding binding;
+    binding.transport = Transport::kVsock;
+    binding.connector = this;
+    binding.uuid = *std::move(uuid);
+    binding.key = c->cid;
+    sink_->Serve(c->fd, std::move(binding));
   }
 }
 
-void AgentVsock::ManagerLoop() {
+void VsockConnector::ManagerLoop() {
   absl::Time next_scan = clock_->Now() + options_.rescan_every;
   absl::Time next_refresh = clock_->Now() + options_.refresh_every;
   absl::Time last_refresh = clock_->Now();
-  absl::Time next_sweep = clock_->Now() + options_.sweep_every;
   while (true) {
     bool full = false;
     bool scan = false;
     {
       absl::MutexLock l(&mu_);
-      absl::Time until = std::min({next_scan, next_sweep, next_refresh});
+      absl::Time until = std::min(next_scan, next_refresh);
       if (refresh_wanted_) until = std::min(until, last_refresh + options_.min_refresh_interval);
       const absl::Duration wait = std::max(absl::ZeroDuration(), until - clock_->Now());
-      // A refresh asked for wakes the loop only once it may run.
-      auto woken = [this, last_refresh]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || (refresh_wanted_ && clock_->Now() >= last_refresh + options_.min_refresh_interval);
-      };
+      // A refresh asked for meanwhile wakes the loop to set its deadline again: the refresh
+      // runs once it may (no sooner than min_refresh_interval after the last one).
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || refresh_asked_; };
       mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
       if (stopping_) return;
+      refresh_asked_ = false;
       const absl::Time now = clock_->Now();
       full = now >= next_refresh || (refresh_wanted_ && now >= last_refresh + options_.min_refresh_interval);
       scan = full || now >= next_scan;
       if (full) refresh_wanted_ = false;
-    }
-    const absl::Time now = clock_->Now();
-    if (now >= next_sweep) {
-      service_->Sweep();
-      next_sweep = now + options_.sweep_every;
     }
     if (scan) {
       const bool listed = Scan(full);
@@ -225,21 +185,9 @@ void AgentVsock::ManagerLoop() {
   }
 }
 
-bool AgentVsock::Scan(bool full) {
-  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = hypervisor_->ListActiveDomains();
-  if (!listed.ok()) {
-    absl::MutexLock l(&mu_);
-    const std::string message(listed.status().message());
-    if (message != list_error_) {
-      if (scanned_once_) {
-        PLOG_WARNING << "agent vsock: cannot list domains: " << message;
-      } else {
-        PLOG_INFO << "agent vsock: waiting for libvirt: " << message;
-      }
-    }
-    list_error_ = message;
-    return false;
-  }
+bool VsockConnector::Scan(bool full) {
+  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = lister_.List();
+  if (!listed.ok()) return false;
   // The XML reads happen without mu_ (libvirt may be slow); accepts meanwhile use the old map.
   std::vector<const hypervisor::DomainInfo*> to_read;
   {
@@ -261,8 +209,6 @@ bool AgentVsock::Scan(bool full) {
     read[d->uuid] = Domain{d->name, info->vsock.cid};
   }
   absl::MutexLock l(&mu_);
-  list_error_.clear();
-  scanned_once_ = true;
   if (full) ++counters_.refreshes;
   absl::flat_hash_map<std::string, Domain> next;
   for (const hypervisor::DomainInfo& d : *listed) {
@@ -297,7 +243,7 @@ bool AgentVsock::Scan(bool full) {
   }
   if (ambiguous) {
     if (!full) refresh_wanted_ = true;
-    if (MayLogLocked()) PLOG_WARNING << "agent vsock: a CID is claimed by more than one running domain; refused until re-read";
+    if (log_budget_.Take(clock_->Now())) PLOG_WARNING << "agent vsock: a CID is claimed by more than one running domain; refused until re-read";
   }
   return true;
 }

@@ -1,4 +1,4 @@
-#include "server/agent/agent_channels.h"
+#include "server/agent/virtio_serial_connector.h"
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -15,19 +14,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "grpcpp/server_posix.h"
-#include "server/agent/agent_server.h"
 
 namespace plimsoll::server::agent {
 
-struct AgentChannels::Domain {
+struct VirtioSerialConnector::Domain {
   std::string uuid;
   std::string name;
   std::string socket_path;
   std::string state = "connecting";
   std::string problem;
   uint64_t link = 0;        // pump link id; 0: not connected
-  uint64_t generation = 0;  // of the current or last link
+  uint64_t generation = 0;  // of the current or last link's binding
+  int grpc_fd = -1;         // the descriptor gRPC has of the current or last link
   absl::Time connected_at = absl::InfinitePast();
   absl::Time next_attempt = absl::InfinitePast();
   int failures = 0;
@@ -36,59 +34,24 @@ struct AgentChannels::Domain {
   std::string log_key;
 };
 
-namespace {
+VirtioSerialConnector::VirtioSerialConnector(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock,
+                                             ConnectionSink* sink, VirtioSerialOptions options)
+    : hypervisor_(hypervisor),
+      store_(store),
+      clock_(clock),
+      sink_(sink),
+      options_(std::move(options)),
+      lister_(hypervisor, "agent channels") {}
 
-// Channel log lines across all domains: at most ~2/s, bursts of 20 (a host of agent-less guests
-// whose links time out together must not flood the log); the rest are counted.
-class LogBudget {
- public:
-  bool Take(absl::Time now, uint64_t* suppressed) {
-    if (refilled_ != absl::InfinitePast()) {
-      tokens_ = std::min(20.0, tokens_ + 2.0 * std::max(0.0, absl::ToDoubleSeconds(now - refilled_)));
-    }
-    refilled_ = std::max(now, refilled_);
-    if (tokens_ < 1.0) {
-      ++*suppressed;
-      return false;
-    }
-    tokens_ -= 1.0;
-    return true;
-  }
-
- private:
-  double tokens_ = 20;
-  absl::Time refilled_ = absl::InfinitePast();
-};
-
-LogBudget& ChannelLogBudget() {
-  static LogBudget* budget = new LogBudget();
-  return *budget;
-}
-
-std::string FdPeer(int fd) { return absl::StrCat("fd:", fd); }
-
-}  // namespace
-
-AgentChannels::AgentChannels(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock,
-                             AgentChannelsOptions options)
-    : hypervisor_(hypervisor), store_(store), clock_(clock), options_(std::move(options)) {}
-
-absl::StatusOr<std::unique_ptr<AgentChannels>> AgentChannels::Start(hypervisor::Hypervisor* hypervisor,
-                                                                    AgentStore* store, Clock* clock,
-                                                                    AgentChannelsOptions options) {
+absl::StatusOr<std::unique_ptr<VirtioSerialConnector>> VirtioSerialConnector::Start(
+    hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock, ConnectionSink* sink,
+    VirtioSerialOptions options) {
   if (options.channel_name.empty()) return absl::InvalidArgumentError("agent channels: empty channel name");
-  std::unique_ptr<AgentChannels> c(new AgentChannels(hypervisor, store, clock, std::move(options)));
+  std::unique_ptr<VirtioSerialConnector> c(
+      new VirtioSerialConnector(hypervisor, store, clock, sink, std::move(options)));
   absl::StatusOr<std::unique_ptr<ChannelPump>> pump = ChannelPump::Start(clock);
   if (!pump.ok()) return pump.status();
   c->pump_ = *std::move(pump);
-  AgentServiceOptions so = c->options_.service;
-  so.channel_identity = [self = c.get()](const std::string& peer) { return self->ChannelIdentity(peer); };
-  c->service_ = std::make_unique<AgentService>(store, clock, so);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(c->service_.get());
-  ConfigureAgentServerBuilder(&builder);
-  c->server_ = builder.BuildAndStart();
-  if (c->server_ == nullptr) return absl::InternalError("agent channels: cannot start the channel gRPC server");
   if (c->options_.autoattach && !c->options_.socket_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(c->options_.socket_dir, ec);
@@ -105,40 +68,28 @@ absl::StatusOr<std::unique_ptr<AgentChannels>> AgentChannels::Start(hypervisor::
   return c;
 }
 
-AgentChannels::~AgentChannels() { Shutdown(); }
+VirtioSerialConnector::~VirtioSerialConnector() {
+  Stop();
+  pump_.reset();  // closes every channel socket: QEMU tells each guest the host end went away
+}
 
-void AgentChannels::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
-  shut_down_ = true;
+void VirtioSerialConnector::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
   {
     absl::MutexLock l(&mu_);
     stopping_ = true;
   }
   if (manager_.joinable()) manager_.join();
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
-    server_->Wait();
-  }
-  pump_.reset();  // closes every channel socket: QEMU tells each guest the host end went away
-  absl::MutexLock l(&mu_);
-  peers_.clear();
-  for (auto& [uuid, d] : domains_) d->link = 0;
 }
 
-void AgentChannels::Wake() {
+void VirtioSerialConnector::Wake() {
   absl::MutexLock l(&mu_);
   wake_ = true;
 }
 
-std::optional<std::string> AgentChannels::ChannelIdentity(const std::string& peer) const {
-  absl::MutexLock l(&mu_);
-  auto it = peers_.find(peer);
-  if (it == peers_.end()) return std::nullopt;
-  return it->second.uuid;
-}
-
-AgentChannelsCounters AgentChannels::counters() const {
-  AgentChannelsCounters c;
+VirtioSerialCounters VirtioSerialConnector::counters() const {
+  VirtioSerialCounters c;
   {
     absl::MutexLock l(&mu_);
     c = counters_;
@@ -153,9 +104,7 @@ AgentChannelsCounters AgentChannels::counters() const {
   return c;
 }
 
-AgentServiceCounters AgentChannels::stream_counters() const { return service_->counters(); }
-
-std::vector<ChannelState> AgentChannels::channels() const {
+std::vector<ChannelState> VirtioSerialConnector::channels() const {
   std::vector<ChannelState> out;
   absl::MutexLock l(&mu_);
   for (const auto& [uuid, d] : domains_) {
@@ -165,34 +114,27 @@ std::vector<ChannelState> AgentChannels::channels() const {
   return out;
 }
 
-absl::Duration AgentChannels::BackoffLocked(int failures) const {
+absl::Duration VirtioSerialConnector::BackoffLocked(int failures) const {
   absl::Duration d = options_.initial_backoff;
   for (int i = 1; i < failures && d < options_.max_backoff; ++i) d *= 2;
   return std::min(d, options_.max_backoff);
 }
 
-void AgentChannels::LogOnChangeLocked(Domain& d, const std::string& key, const std::string& line) {
+void VirtioSerialConnector::LogOnChangeLocked(Domain& d, const std::string& key, const std::string& line) {
   if (d.log_key == key) return;
   d.log_key = key;
-  static uint64_t suppressed = 0;
-  if (!ChannelLogBudget().Take(clock_->Now(), &suppressed)) return;
-  if (suppressed > 0) {
-    PLOG_WARNING << suppressed << " agent channel log lines suppressed";
-    suppressed = 0;
-  }
-  PLOG_INFO << line;
+  if (log_budget_.Take(clock_->Now())) PLOG_INFO << line;
 }
 
-void AgentChannels::ManagerLoop() {
+void VirtioSerialConnector::ManagerLoop() {
   absl::Time next_scan = absl::InfinitePast();
-  absl::Time next_sweep = clock_->Now() + options_.sweep_every;
   // After a failed listing, domains' retries wait for the next scan instead of spinning on it.
   absl::Time retry_floor = absl::InfinitePast();
   while (true) {
     bool scan = false;
     {
       absl::MutexLock l(&mu_);
-      absl::Time until = std::min(next_scan, next_sweep);
+      absl::Time until = next_scan;
       for (const auto& [uuid, d] : domains_) {
         if (d->link == 0 && d->next_attempt != absl::InfinitePast()) {
           until = std::min(until, std::max(d->next_attempt, retry_floor));
@@ -211,11 +153,6 @@ void AgentChannels::ManagerLoop() {
       }
       wake_ = false;
     }
-    const absl::Time now = clock_->Now();
-    if (now >= next_sweep) {
-      service_->Sweep();
-      next_sweep = now + options_.sweep_every;
-    }
     if (scan) {
       // Not listed (libvirt not connected yet, e.g. right after the daemon started): soon again,
       // so the channels do not wait a whole rescan period after libvirt comes back.
@@ -227,29 +164,14 @@ void AgentChannels::ManagerLoop() {
   }
 }
 
-bool AgentChannels::Scan() {
-  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = hypervisor_->ListActiveDomains();
-  if (!listed.ok()) {
-    // The loop reconnects libvirt; channels already connected keep working meanwhile.
-    absl::MutexLock l(&mu_);
-    const std::string message(listed.status().message());
-    if (message != list_error_) {
-      // Before the first listing this is the daemon starting (the loop opens libvirt): no alarm.
-      if (listed_once_) {
-        PLOG_WARNING << "agent channels: cannot list domains: " << message;
-      } else {
-        PLOG_INFO << "agent channels: waiting for libvirt: " << message;
-      }
-    }
-    list_error_ = message;
-    return false;
-  }
+bool VirtioSerialConnector::Scan() {
+  // Not listed: the loop reconnects libvirt; channels already connected keep working meanwhile.
+  absl::StatusOr<std::vector<hypervisor::DomainInfo>> listed = lister_.List();
+  if (!listed.ok()) return false;
   absl::flat_hash_set<std::string> alive;
   for (const hypervisor::DomainInfo& d : *listed) alive.insert(d.uuid);
   {
     absl::MutexLock l(&mu_);
-    list_error_.clear();
-    listed_once_ = true;
     for (auto it = domains_.begin(); it != domains_.end();) {
       if (alive.contains(it->first)) {
         ++it;
@@ -259,12 +181,7 @@ bool AgentChannels::Scan() {
       if (d.link != 0) {
         pump_->Remove(d.link);  // no on_end: accounted here
         ++counters_.ended_gone;
-        for (auto p = peers_.begin(); p != peers_.end(); ++p) {
-          if (p->second.generation == d.generation) {
-            peers_.erase(p);
-            break;
-          }
-        }
+        sink_->Unbind(d.grpc_fd, d.generation);
         PLOG_INFO << "agent channel closed: domain stopped uuid=" << d.uuid << " domain=" << d.name;
       }
       domains_.erase(it++);
@@ -293,7 +210,7 @@ bool AgentChannels::Scan() {
   return true;
 }
 
-void AgentChannels::Visit(const hypervisor::DomainInfo& domain) {
+void VirtioSerialConnector::Visit(const hypervisor::DomainInfo& domain) {
   const std::string& uuid = domain.uuid;
   {
     absl::MutexLock l(&mu_);
@@ -407,7 +324,7 @@ void AgentChannels::Visit(const hypervisor::DomainInfo& domain) {
   mu_.Lock();
 }
 
-void AgentChannels::Connect(const std::string& uuid, const std::string& name, const std::string& path) {
+void VirtioSerialConnector::Connect(const std::string& uuid, const std::string& name, const std::string& path) {
   auto fail = [&](const std::string& why) {
     absl::MutexLock l(&mu_);
     ++counters_.connect_failures;
@@ -452,25 +369,23 @@ void AgentChannels::Connect(const std::string& uuid, const std::string& name, co
     return;
   }
   const int grpc_fd = pair[1];
-  uint64_t generation = 0;
-  {
-    absl::MutexLock l(&mu_);
-    generation = next_generation_++;
-    // Before gRPC sees the descriptor: its first stream asks for this entry.
-    peers_[FdPeer(grpc_fd)] = Peer{uuid, generation};
-  }
-  grpc::AddInsecureChannelFromFd(server_.get(), grpc_fd);  // gRPC owns grpc_fd from here on
+  ConnectionBinding binding;
+  binding.transport = Transport::kVirtioSerial;
+  binding.connector = this;
+  binding.uuid = uuid;
+  const uint64_t generation = sink_->Serve(grpc_fd, std::move(binding));  // gRPC owns grpc_fd from here on
   absl::MutexLock l(&mu_);
   auto it = domains_.find(uuid);
   if (it == domains_.end() || stopping_) {
     // Stopped meanwhile: closing our end makes gRPC close its own.
     close(fd);
     close(pair[0]);
-    peers_.erase(FdPeer(grpc_fd));
+    sink_->Unbind(grpc_fd, generation);
     return;
   }
   Domain& d = *it->second;
   d.generation = generation;
+  d.grpc_fd = grpc_fd;
   d.connected_at = clock_->Now();
   d.state = "connected";
   d.problem.clear();
@@ -486,11 +401,10 @@ void AgentChannels::Connect(const std::string& uuid, const std::string& name, co
                                  " failed_attempts_before=", d.failures));
 }
 
-void AgentChannels::OnLinkEnd(const std::string& uuid, uint64_t generation, int grpc_fd, LinkEnd why,
-                              const std::string& detail) {
+void VirtioSerialConnector::OnLinkEnd(const std::string& uuid, uint64_t generation, int grpc_fd, LinkEnd why,
+                                      const std::string& detail) {
   absl::MutexLock l(&mu_);
-  auto peer = peers_.find(FdPeer(grpc_fd));
-  if (peer != peers_.end() && peer->second.generation == generation) peers_.erase(peer);
+  sink_->Unbind(grpc_fd, generation);
   switch (why) {
     case LinkEnd::kGuestClosed: ++counters_.ended_guest; break;
     case LinkEnd::kDaemonClosed: ++counters_.ended_daemon; break;

@@ -1,20 +1,14 @@
-// plimsolld's end of the virtio-serial agent channels (docs/agent.md, "virtio-serial").
+// The virtio-serial connector of the agent ingest (docs/agent.md, "virtio-serial").
 //
 // Every running domain may have a virtio-serial port named `channel_name` whose host end is a
 // unix socket QEMU listens on (<channel type='unix'><source mode='bind' path=.../>). This class
 // finds each running domain's socket in its live XML (Hypervisor::GetAgentChannel), connects to
-// it (QEMU accepts one host client at a time), and serves AgentChannel.Report over the
-// connection: a grpc::Server of its own with no listening port, to which every connection is
-// handed as a file descriptor (grpc::AddInsecureChannelFromFd), through a ChannelPump.
+// it (QEMU accepts one host client at a time), and hands the connection, bound to that domain,
+// to the ingest (ConnectionSink::Serve) through a ChannelPump: gRPC gets one end of a socketpair,
+// the pump moves bytes between the other end and the channel socket.
 //
-// Identity: the reports on a domain's channel are that domain's. Each connection reaches gRPC
-// through a socketpair whose gRPC end gRPC names "fd:N" (its peer string); the service asks
-// ChannelIdentity(peer) at every new stream, and a map from that name to the domain says whose
-// stream it is (StreamBinding::channel_uuid: no token, no proof; a report naming another uuid
-// is rejected as channel_identity_mismatch and ends the stream). Why the name cannot point at
-// the wrong domain: a descriptor number is reused only after gRPC closed it, gRPC closes it only
-// when the transport is destroyed, and a transport outlives every stream on it; the map entry of
-// a number is written when that number's socketpair is made, before gRPC sees it.
+// Identity: the reports on a domain's channel are that domain's (connection_bindings.h). The
+// binding is dropped when the link ends or the domain stops.
 //
 // Reconnection: a link ends when QEMU closes the socket (domain stopped, rebooted with
 // on_reboot=destroy, QEMU restarted) or gRPC closes its end (the session failed, e.g. the agent
@@ -29,14 +23,12 @@
 // hot-plug is that domain's alone: counted, logged once per distinct error, retried with a
 // backoff of its own, and shown on that guest (AgentStore::SetChannelProblem).
 //
-// Threads: one manager thread (scans, connects, attaches, sweeps the service), the pump's
-// thread, and gRPC's own. Thread-safe.
-#ifndef PLIMSOLL_SERVER_AGENT_AGENT_CHANNELS_H_
-#define PLIMSOLL_SERVER_AGENT_AGENT_CHANNELS_H_
+// Threads: one manager thread (scans, connects, attaches) and the pump's. Thread-safe.
+#ifndef PLIMSOLL_SERVER_AGENT_VIRTIO_SERIAL_CONNECTOR_H_
+#define PLIMSOLL_SERVER_AGENT_VIRTIO_SERIAL_CONNECTOR_H_
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,17 +40,18 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "grpcpp/grpcpp.h"
-#include "server/agent/agent_service.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/channel_pump.h"
+#include "server/agent/connector.h"
+#include "server/agent/domain_lister.h"
+#include "server/agent/log_budget.h"
 #include "server/hypervisor/hypervisor.h"
 
 namespace plimsoll::server::agent {
 
 inline constexpr char kDefaultChannelName[] = "org.plimsoll.agent.0";
 
-struct AgentChannelsOptions {
+struct VirtioSerialOptions {
   // The virtio-serial port name (<target type='virtio' name=...>) agents open in the guest.
   std::string channel_name = kDefaultChannelName;
   // Hot-plug the channel into running domains that lack it.
@@ -79,13 +72,10 @@ struct AgentChannelsOptions {
   // domain up to attach_retry_max (a failure says nothing of the other domains or of libvirt).
   absl::Duration attach_retry = absl::Seconds(15);
   absl::Duration attach_retry_max = absl::Minutes(10);
-  absl::Duration sweep_every = absl::Seconds(1);
   PumpLinkOptions link;
-  // Stream limits of the channel server (channel_identity is set by this class).
-  AgentServiceOptions service;
 };
 
-struct AgentChannelsCounters {
+struct VirtioSerialCounters {
   int64_t connected = 0;           // domains whose channel is connected now
   int64_t without_channel = 0;     // running domains with no usable channel now
   int64_t without_controller = 0;  // ... of which cannot take a hot-plugged one
@@ -112,35 +102,33 @@ struct ChannelState {
   int failures = 0;     // consecutive failed or short-lived attempts
 };
 
-class AgentChannels {
+class VirtioSerialConnector final : public Connector {
  public:
-  // Builds the channel server and starts the manager thread. `hypervisor`, `store` and `clock`
-  // must outlive the object. The first scan runs at once.
-  static absl::StatusOr<std::unique_ptr<AgentChannels>> Start(hypervisor::Hypervisor* hypervisor,
-                                                              AgentStore* store, Clock* clock,
-                                                              AgentChannelsOptions options);
-  ~AgentChannels();
-  AgentChannels(const AgentChannels&) = delete;
-  AgentChannels& operator=(const AgentChannels&) = delete;
+  // Starts the pump and the manager thread, whose first scan runs at once. `hypervisor`,
+  // `store`, `clock` and `sink` must outlive the object.
+  static absl::StatusOr<std::unique_ptr<VirtioSerialConnector>> Start(hypervisor::Hypervisor* hypervisor,
+                                                                      AgentStore* store, Clock* clock,
+                                                                      ConnectionSink* sink,
+                                                                      VirtioSerialOptions options);
+  // Stops, then closes every channel socket: QEMU tells each guest the host end went away.
+  ~VirtioSerialConnector() override;
+  VirtioSerialConnector(const VirtioSerialConnector&) = delete;
+  VirtioSerialConnector& operator=(const VirtioSerialConnector&) = delete;
 
-  // Rescans now (the daemon calls it on domain lifecycle events). Thread-safe, never blocks.
-  void Wake();
+  // Rescans now (on domain lifecycle events).
+  void Wake() override;
+  void Stop() override;
+  // A domain's channel is its own for as long as the link lives; its end unbinds it.
+  bool Vouches(const ConnectionBinding& binding) const override { return true; }
 
-  // Stops the manager, ends every stream (grace, then cancel), closes every channel socket.
-  // Idempotent; the destructor calls it.
-  void Shutdown(absl::Duration grace = absl::Milliseconds(500));
-
-  AgentChannelsCounters counters() const;
-  AgentServiceCounters stream_counters() const;
+  const VirtioSerialOptions& options() const { return options_; }
+  VirtioSerialCounters counters() const;
   std::vector<ChannelState> channels() const;  // sorted by uuid
-
-  // The uuid of the domain whose channel the gRPC peer `peer` is (the channel service's
-  // identity function). nullopt for a peer that is no current channel.
-  std::optional<std::string> ChannelIdentity(const std::string& peer) const;
 
  private:
   struct Domain;
-  AgentChannels(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock, AgentChannelsOptions options);
+  VirtioSerialConnector(hypervisor::Hypervisor* hypervisor, AgentStore* store, Clock* clock, ConnectionSink* sink,
+                        VirtioSerialOptions options);
   void ManagerLoop();
   // One pass over the running domains; false when they could not be listed.
   bool Scan();
@@ -157,32 +145,26 @@ class AgentChannels {
   hypervisor::Hypervisor* const hypervisor_;
   AgentStore* const store_;
   Clock* const clock_;
-  const AgentChannelsOptions options_;
-  std::unique_ptr<AgentService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  ConnectionSink* const sink_;
+  const VirtioSerialOptions options_;
+  DomainLister lister_;  // the manager thread's
   std::unique_ptr<ChannelPump> pump_;
   std::thread manager_;
-  bool shut_down_ = false;  // Shutdown() ran (owner's thread only)
+  bool stopped_ = false;  // Stop() ran (owner's thread only)
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool unsupported_logged_ ABSL_GUARDED_BY(mu_) = false;
-  std::string list_error_ ABSL_GUARDED_BY(mu_);
-  bool listed_once_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_ ABSL_GUARDED_BY(mu_);
-  // "fd:N" -> (uuid, generation) of the link whose socketpair end gRPC has as N.
-  struct Peer {
-    std::string uuid;
-    uint64_t generation = 0;
-  };
-  absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   // Domains whose channel problem the store shows now, to clear it once they are gone.
   absl::flat_hash_set<std::string> shown_problems_ ABSL_GUARDED_BY(mu_);
-  AgentChannelsCounters counters_ ABSL_GUARDED_BY(mu_);
+  VirtioSerialCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Channel log lines across all domains (a host of agent-less guests whose links time out
+  // together must not flood the log).
+  LogBudget log_budget_ ABSL_GUARDED_BY(mu_){"agent channel"};
 };
 
 }  // namespace plimsoll::server::agent
 
-#endif  // PLIMSOLL_SERVER_AGENT_AGENT_CHANNELS_H_
+#endif  // PLIMSOLL_SERVER_AGENT_VIRTIO_SERIAL_CONNECTOR_H_

@@ -1,7 +1,8 @@
-// AgentChannels against fake guest ends: for each domain a unix socket that listens where QEMU's
-// channel socket would (the FakeHypervisor's XML answer names it), and on the accepted
-// connection a real gRPC client, as the guest's agent runs one over its virtio-serial port.
-#include "server/agent/agent_channels.h"
+// The virtio-serial connector, run by the ingest, against fake guest ends: for each domain a unix
+// socket that listens where QEMU's channel socket would (the FakeHypervisor's XML answer names
+// it), and on the accepted connection a real gRPC client, as the guest's agent runs one over its
+// virtio-serial port.
+#include "server/agent/virtio_serial_connector.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "plimsoll/v1/agent.grpc.pb.h"
+#include "server/agent/agent_ingest.h"
 #include "server/agent/testing/fake_guest.h"
 #include "server/agent/testing/fake_qemu_socket.h"
 #include "server/agent/testing/guest_proc_tree.h"
@@ -35,7 +37,7 @@ namespace {
 
 using namespace ::plimsoll::server::agent::testing;  // NOLINT: test helpers
 
-class AgentChannelsTest : public ::testing::Test {
+class VirtioSerialConnectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Short: a unix socket path has 107 bytes at most, and Bazel's temporary folder is deep.
@@ -53,7 +55,7 @@ class AgentChannelsTest : public ::testing::Test {
     store_->SetKnownGuests({{kVictim, GuestLimits{kGiB}}, {kAttacker, GuestLimits{kGiB}}});
   }
   void TearDown() override {
-    if (channels_) channels_->Shutdown();
+    if (ingest_) ingest_->Shutdown();
     std::string cmd = "rm -rf " + dir_;
     (void)!system(cmd.c_str());
   }
@@ -68,17 +70,22 @@ class AgentChannelsTest : public ::testing::Test {
     hv_.SetAgentChannel(uuid, kDefaultChannelName, info);
   }
 
-  void StartChannels(AgentChannelsOptions options = {}) {
+  void StartChannels(VirtioSerialOptions options = {}) {
     options.rescan_every = absl::Milliseconds(100);
     options.initial_backoff = absl::Milliseconds(50);
     options.max_backoff = absl::Milliseconds(400);
-    absl::StatusOr<std::unique_ptr<AgentChannels>> c = AgentChannels::Start(&hv_, store_.get(), &clock_, options);
-    ASSERT_TRUE(c.ok()) << c.status();
-    channels_ = *std::move(c);
+    AgentIngestOptions io;
+    io.virtio_serial = options;
+    ingest_ = std::make_unique<AgentIngest>(io, store_.get(), &clock_);
+    const absl::Status started = ingest_->Start(&hv_);
+    ASSERT_TRUE(started.ok()) << started;
   }
 
+  VirtioSerialCounters counters() const { return ingest_->counters().virtio_serial; }
+  AgentServiceCounters stream_counters() const { return ingest_->counters().streams; }
+
   std::string StateOf(const std::string& uuid) {
-    for (const ChannelState& s : channels_->channels()) {
+    for (const ChannelState& s : ingest_->virtio_serial()->channels()) {
       if (s.uuid == uuid) return s.state;
     }
     return "";
@@ -90,71 +97,29 @@ class AgentChannelsTest : public ::testing::Test {
   hypervisor::FakeHypervisor hv_;
   std::unique_ptr<ReportValidator> validator_;
   std::unique_ptr<AgentStore> store_;
-  std::unique_ptr<AgentChannels> channels_;
+  std::unique_ptr<AgentIngest> ingest_;
 };
 
-TEST_F(AgentChannelsTest, ReportsFlowWithoutTokenAndAreTheDomains) {
+TEST_F(VirtioSerialConnectorTest, ReportsFlowWithoutTokenAndAreTheDomains) {
   GiveChannel(kVictim);
   FakeQemuSocket qemu(PathOf(kVictim));
   StartChannels();
   const int fd = qemu.Accept(absl::Seconds(5));
   ASSERT_GE(fd, 0) << "plimsolld never connected to the channel socket";
+  EXPECT_EQ(StateOf(kVictim), "connected");
   FakeGuest guest;
   ASSERT_TRUE(guest.Open(fd, kVictim));
-  std::optional<v1::AgentReportAck> ack = guest.Report();
-  ASSERT_TRUE(ack.has_value());
-  EXPECT_TRUE(ack->accepted()) << ack->reject_reason();
-  std::optional<AgentSignals> s = store_->Signals(kVictim);
-  ASSERT_TRUE(s.has_value());
-  EXPECT_EQ(s->reports_accepted, 1u);
-  EXPECT_TRUE(s->connected);
-  EXPECT_EQ(s->mem_total_bytes, 1000 * kMiB);
-  EXPECT_EQ(StateOf(kVictim), "connected");
-  EXPECT_EQ(channels_->counters().connects, 1u);
-  EXPECT_EQ(channels_->counters().connected, 1);
+  EXPECT_TRUE(guest.Report().value_or(v1::AgentReportAck()).accepted());
+  EXPECT_TRUE(store_->IsConnected(kVictim)) << "the channel's stream is not its domain's";
+  EXPECT_EQ(store_->Signals(kVictim)->mem_total_bytes, 1000 * kMiB);
+  EXPECT_EQ(counters().connects, 1u);
+  EXPECT_EQ(counters().connected, 1);
   // The attacker has no channel in its XML: nothing connects, and it is counted as such.
   EXPECT_TRUE(WaitUntil([&] { return StateOf(kAttacker) == "no_channel"; }, absl::Seconds(5))) << StateOf(kAttacker);
-  EXPECT_EQ(channels_->counters().without_channel, 1);
+  EXPECT_EQ(counters().without_channel, 1);
 }
 
-TEST_F(AgentChannelsTest, ReportForAnotherUuidIsRejectedCountedAndChangesNothingOfIt) {
-  GiveChannel(kVictim);
-  GiveChannel(kAttacker);
-  FakeQemuSocket victim_qemu(PathOf(kVictim));
-  FakeQemuSocket attacker_qemu(PathOf(kAttacker));
-  StartChannels();
-  FakeGuest victim;
-  FakeGuest attacker;
-  const int vfd = victim_qemu.Accept(absl::Seconds(5));
-  const int afd = attacker_qemu.Accept(absl::Seconds(5));
-  ASSERT_GE(vfd, 0);
-  ASSERT_GE(afd, 0);
-  ASSERT_TRUE(victim.Open(vfd, kVictim));
-  ASSERT_TRUE(attacker.Open(afd, kAttacker));
-  ASSERT_TRUE(victim.Report().value_or(v1::AgentReportAck()).accepted());
-  const AgentSignals before = *store_->Signals(kVictim);
-
-  // The attacker's own first report is fine; then it claims to be the victim.
-  ASSERT_TRUE(attacker.Report().value_or(v1::AgentReportAck()).accepted());
-  EXPECT_FALSE(attacker.Report(kVictim).has_value()) << "the lying stream must be ended";
-  EXPECT_EQ(attacker.End().error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(store_->counters().rejected_for(RejectReason::kChannelIdentityMismatch), 1u);
-
-  const AgentSignals after = *store_->Signals(kVictim);
-  EXPECT_EQ(after.reports_accepted, before.reports_accepted);
-  EXPECT_EQ(after.sequence, before.sequence);
-  EXPECT_EQ(after.received, before.received);
-  EXPECT_EQ(after.last_reject_reason, "");
-  EXPECT_EQ(store_->Signals(kAttacker)->last_reject_reason, "channel_identity_mismatch");
-  // The victim's own stream goes on.
-  EXPECT_TRUE(victim.Report().value_or(v1::AgentReportAck()).accepted());
-  EXPECT_EQ(store_->Signals(kVictim)->reports_accepted, before.reports_accepted + 1);
-  // A fresh stream on the same channel is still the attacker's, never the victim's.
-  ASSERT_TRUE(attacker.Restart());
-  EXPECT_TRUE(attacker.Report().value_or(v1::AgentReportAck()).accepted());
-}
-
-TEST_F(AgentChannelsTest, ReconnectsWhenTheGuestEndCloses) {
+TEST_F(VirtioSerialConnectorTest, ReconnectsWhenTheGuestEndCloses) {
   GiveChannel(kVictim);
   FakeQemuSocket qemu(PathOf(kVictim));
   StartChannels();
@@ -178,12 +143,12 @@ TEST_F(AgentChannelsTest, ReconnectsWhenTheGuestEndCloses) {
   again.seconds = 100;  // the same boot, later: the agent's reports go on where they were
   ASSERT_TRUE(again.Open(fd, kVictim));
   EXPECT_TRUE(again.Report().value_or(v1::AgentReportAck()).accepted());
-  const AgentChannelsCounters c = channels_->counters();
+  const VirtioSerialCounters c = counters();
   EXPECT_EQ(c.connects, 2u);
   EXPECT_EQ(c.ended_guest + c.ended_daemon, 1u);
 }
 
-TEST_F(AgentChannelsTest, ReconnectsWhenTheSessionBreaks) {
+TEST_F(VirtioSerialConnectorTest, ReconnectsWhenTheSessionBreaks) {
   // A restarted agent starts a new HTTP/2 session in the middle of the old one: gRPC drops the
   // connection, and plimsolld must connect again by itself.
   GiveChannel(kVictim);
@@ -199,21 +164,19 @@ TEST_F(AgentChannelsTest, ReconnectsWhenTheSessionBreaks) {
   FakeGuest guest;
   ASSERT_TRUE(guest.Open(again, kVictim));
   EXPECT_TRUE(guest.Report().value_or(v1::AgentReportAck()).accepted());
-  EXPECT_GE(channels_->counters().ended_daemon, 1u);
+  EXPECT_GE(counters().ended_daemon, 1u);
 }
 
-TEST_F(AgentChannelsTest, ForgetsAStoppedDomainAndRefusesUnknownPeers) {
+TEST_F(VirtioSerialConnectorTest, ForgetsAStoppedDomainAndClosesItsSocket) {
   GiveChannel(kVictim);
   FakeQemuSocket qemu(PathOf(kVictim));
   StartChannels();
   const int fd = qemu.Accept(absl::Seconds(5));
   ASSERT_GE(fd, 0);
-  EXPECT_FALSE(channels_->ChannelIdentity("fd:99999").has_value());
-  EXPECT_FALSE(channels_->ChannelIdentity("ipv4:127.0.0.1:5555").has_value());
   hv_.RemoveDomain(kVictim);
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (absl::Now() < deadline && channels_->counters().ended_gone == 0) absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_EQ(channels_->counters().ended_gone, 1u);
+  while (absl::Now() < deadline && counters().ended_gone == 0) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(counters().ended_gone, 1u);
   EXPECT_EQ(StateOf(kVictim), "");
   // QEMU's side sees the host end close.
   // The server's HTTP/2 settings may come first; then the end of the stream.
@@ -233,7 +196,7 @@ TEST_F(AgentChannelsTest, ForgetsAStoppedDomainAndRefusesUnknownPeers) {
 // service's frame budget does here, before the pump's byte budget is reached): it fails if the
 // victim's reports are refused or delayed past 250 ms, or if nothing cut the flood. The byte
 // budget itself is tested in channel_pump_test, where it is the only limit.
-TEST_F(AgentChannelsTest, FloodOnOneChannelDoesNotDelayAnother) {
+TEST_F(VirtioSerialConnectorTest, FloodOnOneChannelDoesNotDelayAnother) {
   GiveChannel(kVictim);
   GiveChannel(kAttacker);
   FakeQemuSocket victim_qemu(PathOf(kVictim));
@@ -286,30 +249,30 @@ TEST_F(AgentChannelsTest, FloodOnOneChannelDoesNotDelayAnother) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   const double p50 = latencies_ms[latencies_ms.size() / 2];
   const double p99 = latencies_ms[latencies_ms.size() * 99 / 100];
-  const AgentChannelsCounters c = channels_->counters();
+  const VirtioSerialCounters c = counters();
   std::printf("victim ack latency p50=%.1f ms p99=%.1f ms while the attacker sent %lu frames; "
               "attacker streams flooded=%lu, pump throttled=%lu, bytes from guests=%lu\n",
               p50, p99, static_cast<unsigned long>(flood_frames.load()),
-              static_cast<unsigned long>(channels_->stream_counters().streams_flooded),
+              static_cast<unsigned long>(stream_counters().streams_flooded),
               static_cast<unsigned long>(c.pump.throttled), static_cast<unsigned long>(c.pump.bytes_from_guests));
   EXPECT_EQ(accepted, kReports);
   EXPECT_LT(p99, 250.0);
   EXPECT_GT(flood_frames.load(), 100u) << "the flood did not happen";
-  EXPECT_GT(channels_->stream_counters().streams_flooded + c.pump.throttled, 0u);
+  EXPECT_GT(stream_counters().streams_flooded + c.pump.throttled, 0u);
 }
 
-TEST_F(AgentChannelsTest, AutoattachHotPlugsOrSaysWhyNot) {
+TEST_F(VirtioSerialConnectorTest, AutoattachHotPlugsOrSaysWhyNot) {
   // Victim: a controller, no channel -> attached. Attacker: no controller -> counted, reason.
   hypervisor::AgentChannelInfo controller_only;
   controller_only.has_virtio_serial_controller = true;
   hv_.SetAgentChannel(kVictim, "some.other.port", controller_only);
-  AgentChannelsOptions o;
+  VirtioSerialOptions o;
   o.autoattach = true;
   o.socket_dir = dir_;
   StartChannels(o);
   const std::string path = absl::StrCat(dir_, "/", kVictim, ".sock");
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (absl::Now() < deadline && (channels_->counters().attached == 0 || StateOf(kAttacker) != "no_controller")) {
+  while (absl::Now() < deadline && (counters().attached == 0 || StateOf(kAttacker) != "no_controller")) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   // One hot-plug, into the victim; the attacker's XML already says it cannot take one.
@@ -320,7 +283,7 @@ TEST_F(AgentChannelsTest, AutoattachHotPlugsOrSaysWhyNot) {
   EXPECT_EQ(calls[0].name, kDefaultChannelName);
   EXPECT_EQ(calls[0].socket_path, path);
   EXPECT_EQ(StateOf(kAttacker), "no_controller");
-  const AgentChannelsCounters c = channels_->counters();
+  const VirtioSerialCounters c = counters();
   EXPECT_EQ(c.attached, 1u);
   EXPECT_EQ(c.attach_no_controller, 1u);
   EXPECT_EQ(c.without_controller, 1);
@@ -336,7 +299,7 @@ TEST_F(AgentChannelsTest, AutoattachHotPlugsOrSaysWhyNot) {
 // A hot-plug libvirt refuses is that domain's alone: retried with a backoff of its own (doubling
 // from attach_retry), counted, and shown on that guest; with no socket directory the path is
 // left to libvirt.
-TEST_F(AgentChannelsTest, AFailedHotPlugIsRetriedWithBackoffAndShownOnThatGuestOnly) {
+TEST_F(VirtioSerialConnectorTest, AFailedHotPlugIsRetriedWithBackoffAndShownOnThatGuestOnly) {
   hypervisor::AgentChannelInfo controller_only;
   controller_only.has_virtio_serial_controller = true;
   hv_.SetAgentChannel(kVictim, "some.other.port", controller_only);
@@ -344,7 +307,7 @@ TEST_F(AgentChannelsTest, AFailedHotPlugIsRetriedWithBackoffAndShownOnThatGuestO
   FakeQemuSocket attacker_qemu(PathOf(kAttacker));
   hv_.FailNext(hypervisor::FakeHypervisor::Method::kAttachAgentChannel,
                absl::InternalError("cannot stat '': No such file or directory"), 3);
-  AgentChannelsOptions o;
+  VirtioSerialOptions o;
   o.autoattach = true;
   o.socket_dir = "";
   o.attach_retry = absl::Milliseconds(300);
@@ -363,12 +326,12 @@ TEST_F(AgentChannelsTest, AFailedHotPlugIsRetriedWithBackoffAndShownOnThatGuestO
     EXPECT_EQ(store_->ChannelProblem(kAttacker), "") << "another guest's failure is not this one's";
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (absl::Now() < deadline && channels_->counters().attached == 0) absl::SleepFor(absl::Milliseconds(20));
+  while (absl::Now() < deadline && counters().attached == 0) absl::SleepFor(absl::Milliseconds(20));
   const std::vector<hypervisor::FakeHypervisor::AttachCall> calls = hv_.attach_calls();
   ASSERT_EQ(calls.size(), 4u);
   for (const auto& c : calls) EXPECT_EQ(c.socket_path, "") << "libvirt chooses";
   EXPECT_TRUE(calls[3].result.ok()) << calls[3].result;
-  const AgentChannelsCounters c = channels_->counters();
+  const VirtioSerialCounters c = counters();
   EXPECT_EQ(c.attach_failed, 3u);
   EXPECT_EQ(c.attached, 1u);
 }
