@@ -112,8 +112,10 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
     anon_ = goal;
     thrash_seconds_ = 0;
     was_self_deflating_ = false;
+    allocation_began_.reset();
     return;
   }
+  if (!allocation_began_.has_value()) allocation_began_ = now - dt;
   const double need = std::min(spec_.alloc_rate * dt, goal - anon_);
   double available = std::max(0.0, Free() - MinFree());
   if (available < need) {
@@ -130,8 +132,18 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
   }
   last_.thrashing = true;
   *stall = 1;
-  thrash_seconds_ += dt;
-  // The guest reaches the OOM point after kOomGraceSeconds of failed reclaim. With autodeflate
+  // Linux's rule: no OOM while reclaim makes progress. An allocation that got memory this step
+  // (cache reclaimed, or a balloon the host deflated) proceeds at that pace and stalls; the
+  // OOM point is reached only after kOomGraceSeconds in a row in which it got nothing and
+  // nothing reclaimable was left (Reclaim above took all the cache before it fell short).
+  const bool no_progress = got < kPage && hot_ + cold_ < kPage;
+  if (no_progress) {
+    thrash_seconds_ += dt;
+  } else if (!was_self_deflating_) {
+    thrash_seconds_ = 0;
+    return;
+  }
+  // The guest reaches the OOM point after kOomGraceSeconds without progress. With autodeflate
   // the balloon driver's OOM notifier gives memory back there instead of a kill (virtio-balloon
   // deflates from the OOM notifier, so never before reclaim has failed: calibration, the lab's
   // guests stalled 5-11 s on an allocation the balloon stood in the way of), and keeps giving
@@ -156,6 +168,7 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
     anon_ *= 0.5;
     restart_at_ = now + kRestartSeconds;
     thrash_seconds_ = 0;
+    allocation_began_.reset();
   }
 }
 
