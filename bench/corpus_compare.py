@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Scores corpus runs from the JSON that `simulate --corpus --json=FILE` writes
-(sim/corpus_report.h), one file per seed. Two reports, either or both:
+(sim/corpus_report.h), one file per seed (.json, or .json.gz read as gzip). Two reports, either
+or both:
 
 The instruments (docs/instruments.md), for every policy in the files or those --policies names:
 
@@ -39,6 +40,7 @@ One policy against another (the targets in docs/benchmarks.md):
 """
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -56,7 +58,8 @@ INSTRUMENTS = [
 
 
 def load(path):
-    with open(path) as f:
+    """A corpus JSON file; a name ending in .gz is read as gzip."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         return json.load(f)
 
 

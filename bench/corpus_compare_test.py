@@ -1,6 +1,7 @@
 """Table tests of bench/corpus_compare.py on corpus JSON made up to sim/corpus_report.h's shape."""
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -56,11 +57,11 @@ class InstrumentsTest(unittest.TestCase):
 
     def test_report_per_seed_and_across_seeds(self):
         with tempfile.TemporaryDirectory() as d:
-            paths = []
-            for seed in (101, 102):
-                paths.append(os.path.join(d, "s%d.json" % seed))
-                with open(paths[-1], "w") as f:
-                    json.dump(run(seed), f)
+            paths = [os.path.join(d, "s101.json"), os.path.join(d, "s102.json.gz")]
+            with open(paths[0], "w") as f:
+                json.dump(run(101), f)
+            with gzip.open(paths[1], "wt") as f:  # read as gzip
+                json.dump(run(102), f)
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 corpus_compare.main(["--instruments", "--policies=p,limit", "--markdown"] + paths)
