@@ -191,9 +191,9 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
         } else if (!fresh[i]) {
           cause = "blind";
         } else if (seen_report[i] <= allocation_began[i].value_or(sim.now() - kStepSeconds) + 0.5) {
-          cause = "faster_than_stats";
+          cause = g.spec().agent ? "faster_than_stats" : "faster_than_stats_no_agent";
         } else {
-          cause = "held_low";
+          cause = g.spec().agent ? "held_low" : "held_low_no_agent";
         }
         ++r.kill_causes[cause];
         const bool policys = feasible && ws[i].hard <= max;

@@ -34,7 +34,8 @@
 //                      max), budget (infeasible), stuck_balloon (the balloon does not move),
 //                      blind (no fresh stats at the last decision), faster_than_stats (no
 //                      decision saw a report taken after the allocation began), held_low (a
-//                      decision saw the allocation and the guest was still left short)
+//                      decision saw the allocation and the guest was still left short); the
+//                      last two with the suffix _no_agent for a guest without the agent
 //   decisions, early_decisions   Decide calls, and those a spike triggered
 // and per guest, as guest.<name>.<metric>: stall_s, stall_pct (of the run), refault_gib,
 // oom_kills, self_deflates, max_thrash_s (longest run of failed allocations), traffic_mib

@@ -231,7 +231,8 @@ TEST(RunnerTest, EachKillHasACause) {
   for (const auto& [cause, n] : r.kill_causes) named += n;
   EXPECT_EQ(named, r.oom_kills);
   EXPECT_GT(*MetricValue(r, "guest.unseen.oom_kills"), 0);
-  EXPECT_EQ(*MetricValue(r, "kills.faster_than_stats"), *MetricValue(r, "guest.unseen.oom_kills"));
+  EXPECT_EQ(*MetricValue(r, "kills.faster_than_stats_no_agent"),
+            *MetricValue(r, "guest.unseen.oom_kills"));
   EXPECT_GT(*MetricValue(r, "guest.seen.oom_kills"), 0);
   EXPECT_EQ(*MetricValue(r, "kills.held_low"), *MetricValue(r, "guest.seen.oom_kills"));
   EXPECT_GT(*MetricValue(r, "kills.stuck_balloon"), 0);
@@ -239,6 +240,8 @@ TEST(RunnerTest, EachKillHasACause) {
   EXPECT_GT(*MetricValue(r, "kills.blind"), 0);
   EXPECT_EQ(*MetricValue(r, "kills.blind"), *MetricValue(r, "guest.blind.oom_kills"));
   EXPECT_EQ(*MetricValue(r, "kills.ceiling"), 0);
+  EXPECT_EQ(*MetricValue(r, "kills.faster_than_stats"), 0);  // unseen has no agent
+  EXPECT_EQ(*MetricValue(r, "kills.held_low_no_agent"), 0);   // seen has one
 }
 
 }  // namespace
