@@ -18,8 +18,8 @@ The instruments (docs/instruments.md), for every policy in the files or those --
     traffic    traffic_per_safe_gib_s, shown in MiB moved by the balloons per safe GiB*s (the
                JSON's GiB per GiB*s x 1024)
     rev/gh     reversals_per_guest_hour: direction changes of at least 2% of the guest's max
-  then the budget's own kills and over-budget seconds (infeasible time) and the policy's kills
-  by cause, summed over the seed's cases; and over the seeds, each figure's median across seeds
+  then the policy's kills and the budget's own kills and over-budget seconds (infeasible time),
+  and every kill by cause, summed over the seed's cases; and over the seeds, each figure's median across seeds
   with its range (min-max).
 
 One policy against another (the targets in docs/benchmarks.md):
@@ -98,6 +98,7 @@ def instrument_row(cases, policy):
         for cause, n in c["results"][policy].get("kill_causes", {}).items():
             causes[cause] = causes.get(cause, 0) + n
     row["kill_causes"] = causes
+    row["policy_kills_sum"] = sum(c["results"][policy].get("policy_kills", 0) for c in cases)
     row["cases"] = len(cases)
     return row
 
@@ -136,8 +137,9 @@ def instruments_report(runs, policies, markdown):
             per_seed.setdefault(p, []).append(row)
             cells = "  ".join("%s %s / %s" % (label, fmt_value(key, row[key][0]), fmt_value(key, row[key][1]))
                               for key, label, _ in INSTRUMENTS)
-            out.append("  %-14s %s  | budget: kills %d, over %.0f s | kill causes: %s"
-                       % (p, cells, row["budget_kills"], row["budget_over_budget_s"], fmt_causes(row["kill_causes"])))
+            out.append("  %-14s %s  | kills: policy %d, budget %d | budget over %.0f s | kill causes: %s"
+                       % (p, cells, row["policy_kills_sum"], row["budget_kills"], row["budget_over_budget_s"],
+                          fmt_causes(row["kill_causes"])))
     out.append("")
     out.append("across %d seed(s): median of the per-seed figures [min-max]; median / worst decile" % len(runs))
 
@@ -153,9 +155,9 @@ def instruments_report(runs, policies, markdown):
     if markdown:
         head = "| policy | " + " | ".join("%s median" % label for _, label, _ in INSTRUMENTS) + " | " + \
                " | ".join("%s worst" % label for _, label, _ in INSTRUMENTS) + \
-               " | budget kills | policy kills by cause |"
+               " | policy kills | budget kills | kills by cause (all) |"
         out.append(head)
-        out.append("|---|" + "---:|" * (2 * len(INSTRUMENTS) + 1) + "---|")
+        out.append("|---|" + "---:|" * (2 * len(INSTRUMENTS) + 2) + "---|")
     for p in policies:
         rows = per_seed[p]
         causes = {}
@@ -163,16 +165,19 @@ def instruments_report(runs, policies, markdown):
             for k, n in r["kill_causes"].items():
                 causes[k] = causes.get(k, 0) + n
         budget = sum(r["budget_kills"] for r in rows)
+        policy_kills = sum(r["policy_kills_sum"] for r in rows)
         if markdown:
-            out.append("| %s | %s | %s | %d | %s |" % (
+            out.append("| %s | %s | %s | %d | %d | %s |" % (
                 p, " | ".join(spread(k, 0, rows) for k, _, _ in INSTRUMENTS),
-                " | ".join(spread(k, 1, rows) for k, _, _ in INSTRUMENTS), budget, fmt_causes(causes)))
+                " | ".join(spread(k, 1, rows) for k, _, _ in INSTRUMENTS), policy_kills, budget,
+                fmt_causes(causes)))
         else:
             out.append("  %-14s median: %s" % (p, "  ".join("%s %s" % (label, spread(k, 0, rows))
                                                                for k, label, _ in INSTRUMENTS)))
             out.append("  %-14s worst:  %s" % ("", "  ".join("%s %s" % (label, spread(k, 1, rows))
                                                             for k, label, _ in INSTRUMENTS)))
-            out.append("  %-14s budget kills %d; kill causes (all seeds): %s" % ("", budget, fmt_causes(causes)))
+            out.append("  %-14s kills (all seeds): policy %d, budget %d; by cause: %s"
+                       % ("", policy_kills, budget, fmt_causes(causes)))
     return out
 
 

@@ -54,6 +54,7 @@ class InstrumentsTest(unittest.TestCase):
         self.assertEqual(row["budget_kills"], 10)
         self.assertEqual(row["budget_over_budget_s"], 50)
         self.assertEqual(row["kill_causes"], {"budget": 10, "held_low": 45})
+        self.assertEqual(row["policy_kills_sum"], 45)
 
     def test_report_per_seed_and_across_seeds(self):
         with tempfile.TemporaryDirectory() as d:
@@ -69,11 +70,11 @@ class InstrumentsTest(unittest.TestCase):
         self.assertIn("seed 101: 10 cases, 1 with infeasible time (1.0% of all time)", text)
         self.assertIn("safe 0.725 / 0.545", text)
         self.assertIn("traffic 56.32 / 93.18", text)  # MiB per safe GiB*s: 0.055 and 0.091 x 1024
-        self.assertIn("budget: kills 10, over 50 s | kill causes: budget=10 held_low=45", text)
+        self.assertIn("kills: policy 45, budget 10 | budget over 50 s | kill causes: budget=10 held_low=45", text)
         self.assertIn("across 2 seed(s)", text)
         self.assertIn("| p | 0.725 [0.725-0.725] |", text)
         self.assertIn("| limit | 1.000 [1.000-1.000] |", text)
-        self.assertIn("| 20 | budget=20 held_low=90 |", text)
+        self.assertIn("| 90 | 20 | budget=20 held_low=90 |", text)
 
     def test_the_old_interface_still_works(self):
         with tempfile.TemporaryDirectory() as d:
