@@ -12,6 +12,8 @@ namespace {
 
 constexpr double kPage = 4096;
 constexpr double kOomGraceSeconds = 3;     // thrashing this long ends in an OOM kill
+// An allocation getting less than this is not progressing (balloon_progress.h's "stuck" rate).
+constexpr double kProgressRate = 1024 * 1024;  // bytes/s
 constexpr double kRestartSeconds = 30;     // a killed workload comes back after this
 constexpr double kReclaimRate = 2 * kGib;  // bytes/s direct reclaim frees clean cache
 constexpr double kSpikeStall = 0.15;       // PSI trigger: 150 ms stalled in a 1 s window
@@ -134,9 +136,12 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
   *stall = 1;
   // Linux's rule: no OOM while reclaim makes progress. An allocation that got memory this step
   // (cache reclaimed, or a balloon the host deflated) proceeds at that pace and stalls; the
-  // OOM point is reached only after kOomGraceSeconds in a row in which it got nothing and
-  // nothing reclaimable was left (Reclaim above took all the cache before it fell short).
-  const bool no_progress = got < kPage && hot_ + cold_ < kPage;
+  // OOM point is reached only after kOomGraceSeconds in a row in which it got less than
+  // kProgressRate and nothing reclaimable was left (Reclaim above took all the cache before it
+  // fell short). A page now and then is no progress: Linux's allocator gives up after a few
+  // retries without reclaim progress, well within a second, and a balloon that trickles a page
+  // every 3 s would otherwise keep a guest thrashing and never killed.
+  const bool no_progress = got < kProgressRate * dt && hot_ + cold_ < kPage;
   if (no_progress) {
     thrash_seconds_ += dt;
   } else if (!was_self_deflating_) {

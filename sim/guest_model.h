@@ -6,7 +6,8 @@
 //   then by reclaiming cold then hot cache (a direct-reclaim stall). An allocation that falls
 //   short stalls (full stall) and proceeds at the pace memory comes: as Linux, there is no OOM
 //   kill while reclaim makes progress (cache reclaimed, or a balloon the host deflates). Only
-//   after 3 s in a row in which it got nothing and no page cache was left is the guest at its
+//   after 3 s in a row in which it got less than 1 MiB/s and no page cache was left is the
+//   guest at its
 //   OOM point: with autodeflate the balloon then deflates above its target; without it the OOM
 //   killer halves anon and the workload restarts 30 s later.
 // - the page cache has a hot part (a set of size `hot` re-read at hot_rate, uniformly: the hit
