@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -46,6 +47,16 @@ CorpusMeasures MeasuresOf(const RunResult& r, size_t guests) {
   const double guest_hours = static_cast<double>(guests) * r.duration / 3600;
   m.reversals_per_guest_hour = guest_hours > 0 ? static_cast<double>(r.reversals) / guest_hours : 0;
   if (r.converge_s >= 0) m.fit_s = r.converge_s;
+  m.reversals_any_per_guest_hour = m.reversals_per_guest_hour;
+  m.reversals_per_guest_hour =
+      guest_hours > 0 ? static_cast<double>(r.wide_reversals) / guest_hours : 0;
+  m.safe_reclaimed_gib_s = r.safe_reclaimed_byte_s / kGib;
+  if (m.safe_reclaimed_gib_s > 0) m.traffic_per_safe_gib_s = m.traffic_gib / m.safe_reclaimed_gib_s;
+  m.policy_kills = r.policy_kills;
+  m.budget_kills = r.budget_kills;
+  m.over_budget_s = r.over_budget_s;
+  m.budget_over_budget_s = r.budget_over_budget_s;
+  m.kill_causes = r.kill_causes;
   return m;
 }
 
@@ -63,15 +74,26 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   c.cache_heavy = c.cache_share >= 0.5;
   c.agent =
       std::all_of(s.guests.begin(), s.guests.end(), [](const GuestSpec& g) { return g.agent; });
+  c.duration_s = s.duration;
   options.record_every = s.duration;  // the corpus does not plot
+  std::map<std::string, std::vector<double>> guest_stall;
   for (const std::string& p : policies) {
     absl::StatusOr<RunResult> run = RunScenario(s, p, options);
     if (!run.ok()) return run.status();
     c.results[p] = MeasuresOf(*run, c.guests);
+    c.infeasible_s = run->infeasible_s;  // the case's, whichever policy plays
+    for (const GuestResult& g : run->guests) guest_stall[p].push_back(g.stall_s);
   }
-  const double limit = c.results[kOraclePolicyName].reclaimed_gib_s;
+  const double oracle = c.results[kOraclePolicyName].reclaimed_gib_s;
+  const double limit = c.results[kLimitPolicyName].safe_reclaimed_gib_s;
+  const std::vector<double>& limit_stall = guest_stall[kLimitPolicyName];
   for (auto& [name, m] : c.results) {
-    if (limit > 0) m.oracle_share = m.reclaimed_gib_s / limit;
+    if (oracle > 0) m.oracle_share = m.reclaimed_gib_s / oracle;
+    if (limit > 0) m.safe_reclaim_share = m.safe_reclaimed_gib_s / limit;
+    const std::vector<double>& stall = guest_stall[name];
+    for (size_t i = 0; i < stall.size() && i < limit_stall.size(); ++i) {
+      m.excess_stall_s += std::max(0.0, stall[i] - limit_stall[i]);
+    }
   }
   return c;
 }
@@ -82,11 +104,13 @@ absl::StatusOr<CorpusRun> RunCorpus(uint64_t seed, int count, std::vector<std::s
                                     int threads, const std::function<void(int)>& progress,
                                     const RunOptions& options) {
   if (count < 1) return absl::InvalidArgumentError("count must be at least 1");
-  if (std::find(policies.begin(), policies.end(), kOraclePolicyName) == policies.end()) {
-    policies.push_back(kOraclePolicyName);
+  for (const char* oracle : {kOraclePolicyName, kLimitPolicyName}) {
+    if (std::find(policies.begin(), policies.end(), oracle) == policies.end()) {
+      policies.push_back(oracle);
+    }
   }
   for (const std::string& p : policies) {
-    if (p == kOraclePolicyName) continue;
+    if (p == kOraclePolicyName || p == kLimitPolicyName) continue;
     if (absl::StatusOr<std::unique_ptr<policy::Policy>> made = policy::MakePolicy(p); !made.ok()) {
       return made.status();
     }

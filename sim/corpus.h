@@ -1,16 +1,28 @@
 // The scenario corpus: every policy on `count` generated cases of one seed
-// (scenario_generator.h), and the oracle beside them, measured the same way for all, so that a
-// policy is judged on many cases and against the limit (oracle_policy.h), not on a handful.
+// (scenario_generator.h), and the two oracles beside them (oracle_policy.h: `oracle`, with the
+// pagecache policy's headroom, and `limit`, without headroom or chasing), measured the same way
+// for all, so that a policy is judged on many cases and against the limit, not on a handful.
 //
 // Per case and policy (names as in the JSON, corpus_report.h):
 //   reclaimed_gib_s           the runner's: sum over guests and seconds of max - actual
 //   stall_s, refault_gib, oom_kills   the runner's
 //   traffic_gib               balloon traffic: GiB moved by inflation and deflation (churn_gib)
-//   reversals_per_guest_hour  target direction reversals / (guests * duration in hours)
+//   reversals_per_guest_hour  wide reversals (balloon target direction changes of at least 2%
+//                             of the guest's max, runner.h) / (guests * duration in hours)
+//   reversals_any_per_guest_hour  every target direction reversal, however small, likewise
 //   fit_s                     when the guests' total came under the budget for good: 0 if it
 //                             never was over, absent if it was still over at the end
 //   oracle_share              reclaimed_gib_s / the oracle's on the same case (absent when the
 //                             oracle reclaimed nothing)
+//   safe_reclaimed_gib_s      reclaim above the guests' true working sets (runner.h)
+//   safe_reclaim_share        safe_reclaimed_gib_s / the limit's (absent when it is 0)
+//   policy_kills, budget_kills  OOM kills while the guests' hard demand fits the host budget
+//                             (the policy's), and while it does not (the budget's; runner.h)
+//   over_budget_s, budget_over_budget_s  seconds over the host budget, feasible and not
+//   excess_stall_s            sum over guests of max(0, the guest's stall - its stall under the
+//                             limit): stall the limit did not have (0 for the limit itself)
+//   traffic_per_safe_gib_s    traffic_gib / safe_reclaimed_gib_s (absent when that is 0)
+//   kill_causes               OOM kills by cause (runner.h kills.<cause>)
 // and per case:
 //   cache_heavy               page cache is at least half of what the guests hold: with every
 //                             balloon at its start size and no policy (the unconstrained
@@ -18,6 +30,8 @@
 //                             run is at least half of their kernel + unreclaimable + anon + page
 //                             cache integrated likewise (free memory is not held)
 //   agent                     every guest runs the agent
+//   infeasible_s              seconds the guests' hard demand did not fit the host budget
+//                             (runner.h), the same for every policy
 //
 // Deterministic: the same seed and count give the same numbers, whatever the thread count.
 #ifndef PLIMSOLL_SIM_CORPUS_H_
@@ -45,6 +59,16 @@ struct CorpusMeasures {
   double reversals_per_guest_hour = 0;
   std::optional<double> fit_s;
   std::optional<double> oracle_share;
+  double safe_reclaimed_gib_s = 0;
+  std::optional<double> safe_reclaim_share;
+  int64_t policy_kills = 0;
+  int64_t budget_kills = 0;
+  double over_budget_s = 0;
+  double budget_over_budget_s = 0;
+  double excess_stall_s = 0;
+  std::optional<double> traffic_per_safe_gib_s;
+  double reversals_any_per_guest_hour = 0;
+  std::map<std::string, int64_t> kill_causes;
 };
 
 struct CorpusCase {
@@ -54,23 +78,26 @@ struct CorpusCase {
   double cache_share = 0;  // the baseline's page cache / what the guests hold (see above)
   bool cache_heavy = false;
   bool agent = false;
+  double duration_s = 0;
+  double infeasible_s = 0;
   std::map<std::string, CorpusMeasures> results;  // by policy
 };
 
 struct CorpusRun {
   uint64_t seed = 0;
   int count = 0;
-  std::vector<std::string> policies;  // as asked, then the oracle
+  std::vector<std::string> policies;  // as asked, then the oracle and the limit
   std::vector<CorpusCase> cases;      // by index
 };
 
 // The baseline's page-cache share of what the guests hold (cache_heavy is share >= 0.5).
 double CacheShare(const Scenario& scenario);
 
-// The corpus measures of one run; oracle_share is left to the caller.
+// The corpus measures of one run; oracle_share, safe_reclaim_share and excess_stall_s, which
+// need the oracles' runs, are left to the caller.
 CorpusMeasures MeasuresOf(const RunResult& run, size_t guests);
 
-// Plays `policies` and the oracle (added when not among them) on cases 0..count-1 of `seed`,
+// Plays `policies` and the oracle and the limit (added when not among them) on cases 0..count-1 of `seed`,
 // on `threads` threads (at least 1). INVALID_ARGUMENT for an unknown policy or count < 1.
 // `progress`, when set, is called after each case with the number done (from any thread, one
 // call at a time).

@@ -3,15 +3,19 @@
 // from:
 //
 //   {"seed": N, "count": K, "scenarios": [{"name": ..., "cache_heavy": true|false,
-//     "agent": true|false, "results": {POLICY: {"reclaimed_gib_s": x, "stall_s": x,
+//     "agent": true|false, "duration_s": x, "infeasible_s": x,
+//     "results": {POLICY: {"reclaimed_gib_s": x, "stall_s": x,
 //     "refault_gib": x, "oom_kills": n, "traffic_gib": x, "reversals_per_guest_hour": x,
-//     "fit_s": x or null, "oracle_share": x or null}}}, ...]}
+//     "fit_s": x or null, "oracle_share": x or null, "reversals_any_per_guest_hour": x,
+//     "safe_reclaimed_gib_s": x, "safe_reclaim_share": x or null, "policy_kills": n,
+//     "budget_kills": n, "over_budget_s": x, "budget_over_budget_s": x, "excess_stall_s": x,
+//     "traffic_per_safe_gib_s": x or null, "kill_causes": {CAUSE: n, ...}}, ...}}, ...]}
 //
 // The worst decile is the 90th percentile in the bad direction: the 10th percentile of
-// reclaimed_gib_s and oracle_share (less is worse), the 90th of the others (more is worse).
-// Percentiles interpolate linearly between order statistics (numpy.percentile's default). A
-// case that never fit counts as an infinite fit_s ("never"); a case without oracle_share is
-// left out of that measure.
+// reclaimed_gib_s, oracle_share and safe_reclaim_share (less is worse), the 90th of the others
+// (more is worse). Percentiles interpolate linearly between order statistics (numpy.percentile's default). A
+// case that never fit counts as an infinite fit_s ("never"); a case without oracle_share (or
+// safe_reclaim_share, traffic_per_safe_gib_s) is left out of that measure.
 //
 // Pure functions, thread-safe.
 #ifndef PLIMSOLL_SIM_CORPUS_REPORT_H_
@@ -43,8 +47,19 @@ std::vector<MeasureSummary> SummarizePolicy(const CorpusRun& run, const std::str
 // "reversals_per_guest_hour", "fit_s".
 const std::vector<std::string>& CorpusMeasureNames();
 
+// The instruments (docs/instruments.md): "safe_reclaim_share", "policy_kills", "over_budget_s",
+// "excess_stall_s", "traffic_per_safe_gib_s", "reversals_per_guest_hour".
+const std::vector<std::string>& InstrumentMeasureNames();
+
+// SummarizePolicy over the measures named (any of the two lists above).
+std::vector<MeasureSummary> SummarizeMeasures(const CorpusRun& run, const std::string& policy,
+                                              bool cache_heavy_only,
+                                              const std::vector<std::string>& measures);
+
 // The header (what the cells mean), and one Markdown table for all cases and one for the
-// cache-heavy ones: a row per policy, "median / worst decile" per measure.
+// cache-heavy ones: a row per policy, "median / worst decile" per measure; then the
+// instruments' table over all cases, with the budget's kills, its over-budget seconds and the
+// kill causes summed per policy.
 std::string FormatCorpusTables(const CorpusRun& run);
 
 // The JSON above, one line per case.

@@ -1,5 +1,6 @@
 #include "sim/corpus.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -155,7 +156,8 @@ TEST(CorpusTest, PlaysEveryPolicyAndTheOracleOnEveryCase) {
   const CorpusRun& run = Five();
   EXPECT_EQ(run.seed, 1u);
   EXPECT_EQ(run.count, 5);
-  EXPECT_EQ(run.policies, (std::vector<std::string>{"pagecache", "mom", "proxmox", "oracle"}));
+  EXPECT_EQ(run.policies,
+            (std::vector<std::string>{"pagecache", "mom", "proxmox", "oracle", "limit"}));
   ASSERT_EQ(run.cases.size(), 5u);
   for (int i = 0; i < 5; ++i) {
     const CorpusCase& c = run.cases[i];
@@ -168,15 +170,41 @@ TEST(CorpusTest, PlaysEveryPolicyAndTheOracleOnEveryCase) {
     bool all_agent = true;
     for (const GuestSpec& g : s.guests) all_agent &= g.agent;
     EXPECT_EQ(c.agent, all_agent);
-    ASSERT_EQ(c.results.size(), 4u);
+    ASSERT_EQ(c.results.size(), 5u);
+    EXPECT_EQ(c.duration_s, s.duration);
+    EXPECT_GE(c.infeasible_s, 0);
+    EXPECT_LE(c.infeasible_s, c.duration_s);
     const CorpusMeasures& oracle = c.results.at("oracle");
     EXPECT_GT(oracle.reclaimed_gib_s, 0);
     ASSERT_TRUE(oracle.oracle_share.has_value());
     EXPECT_DOUBLE_EQ(*oracle.oracle_share, 1);
-    for (const std::string& p : kPolicies) {
+    const CorpusMeasures& limit = c.results.at("limit");
+    EXPECT_GT(limit.safe_reclaimed_gib_s, 0);
+    ASSERT_TRUE(limit.safe_reclaim_share.has_value());
+    EXPECT_DOUBLE_EQ(*limit.safe_reclaim_share, 1);
+    EXPECT_EQ(limit.excess_stall_s, 0);
+    for (const std::string& p : run.policies) {
       const CorpusMeasures& m = c.results.at(p);
       ASSERT_TRUE(m.oracle_share.has_value());
       EXPECT_DOUBLE_EQ(*m.oracle_share, m.reclaimed_gib_s / oracle.reclaimed_gib_s);
+      ASSERT_TRUE(m.safe_reclaim_share.has_value());
+      EXPECT_DOUBLE_EQ(*m.safe_reclaim_share, m.safe_reclaimed_gib_s / limit.safe_reclaimed_gib_s);
+      // Memory taken from a working set earns nothing: safe reclaim is part of the reclaim.
+      EXPECT_LE(m.safe_reclaimed_gib_s, m.reclaimed_gib_s + 1e-9) << p;
+      EXPECT_GE(m.excess_stall_s, 0);
+      // Every kill is the policy's or the budget's, and has a cause.
+      EXPECT_EQ(m.policy_kills + m.budget_kills, m.oom_kills) << p;
+      int64_t named = 0;
+      for (const auto& [cause, k] : m.kill_causes) named += k;
+      EXPECT_EQ(named, m.oom_kills) << p;
+      if (c.infeasible_s == 0) {
+        EXPECT_EQ(m.budget_kills, 0) << p;
+        EXPECT_EQ(m.budget_over_budget_s, 0) << p;
+      }
+      EXPECT_LE(m.over_budget_s + m.budget_over_budget_s, c.duration_s) << p;
+      ASSERT_TRUE(m.traffic_per_safe_gib_s.has_value()) << p;
+      EXPECT_DOUBLE_EQ(*m.traffic_per_safe_gib_s, m.traffic_gib / m.safe_reclaimed_gib_s);
+      EXPECT_LE(m.reversals_per_guest_hour, m.reversals_any_per_guest_hour + 1e-9) << p;
     }
   }
   // Not every case is alike: the five hold cache-heavy and other cases, with and without agents.
@@ -205,8 +233,23 @@ TEST(CorpusTest, MeasuresAreTheRunnersOnThePrintedCase) {
   EXPECT_DOUBLE_EQ(m.refault_gib, r->refault_bytes / kGib);
   EXPECT_EQ(m.oom_kills, r->oom_kills);
   EXPECT_DOUBLE_EQ(m.traffic_gib, r->churn_bytes / kGib);
-  EXPECT_DOUBLE_EQ(m.reversals_per_guest_hour,
+  EXPECT_DOUBLE_EQ(m.reversals_any_per_guest_hour,
                    r->reversals / (s.guests.size() * s.duration / 3600));
+  EXPECT_DOUBLE_EQ(m.reversals_per_guest_hour,
+                   r->wide_reversals / (s.guests.size() * s.duration / 3600));
+  EXPECT_DOUBLE_EQ(m.safe_reclaimed_gib_s, r->safe_reclaimed_byte_s / kGib);
+  EXPECT_EQ(m.policy_kills, r->policy_kills);
+  EXPECT_EQ(m.over_budget_s, r->over_budget_s);
+  EXPECT_EQ(m.kill_causes, r->kill_causes);
+  // Excess stall: guest by guest, what mom stalled beyond the limit.
+  absl::StatusOr<RunResult> limit = RunScenario(*printed, "limit");
+  ASSERT_TRUE(limit.ok());
+  double excess = 0;
+  for (size_t i = 0; i < r->guests.size(); ++i) {
+    excess += std::max(0.0, r->guests[i].stall_s - limit->guests[i].stall_s);
+  }
+  EXPECT_DOUBLE_EQ(m.excess_stall_s, excess);
+  EXPECT_GE(excess, r->stall_s - limit->stall_s);  // never less than the totals' difference
 }
 
 TEST(CorpusTest, MeasuresOfARun) {
@@ -215,11 +258,21 @@ TEST(CorpusTest, MeasuresOfARun) {
   r.reclaimed_byte_s = 10 * kGib;
   r.churn_bytes = 3 * kGib;
   r.reversals = 6;
+  r.wide_reversals = 2;
   r.converge_s = 40;
+  r.safe_reclaimed_byte_s = 6 * kGib;
+  r.policy_kills = 2;
+  r.budget_kills = 1;
+  r.oom_kills = 3;
   CorpusMeasures m = MeasuresOf(r, 4);
   EXPECT_EQ(m.reclaimed_gib_s, 10);
   EXPECT_EQ(m.traffic_gib, 3);
-  EXPECT_EQ(m.reversals_per_guest_hour, 3);  // 6 over 4 guests * 0.5 h
+  EXPECT_EQ(m.reversals_any_per_guest_hour, 3);  // 6 over 4 guests * 0.5 h
+  EXPECT_EQ(m.reversals_per_guest_hour, 1);      // the wide ones: 2 over 2 guest-hours
+  EXPECT_EQ(m.safe_reclaimed_gib_s, 6);
+  EXPECT_EQ(*m.traffic_per_safe_gib_s, 0.5);
+  EXPECT_EQ(m.policy_kills, 2);
+  EXPECT_EQ(m.budget_kills, 1);
   EXPECT_EQ(*m.fit_s, 40);
   r.converge_s = -1;  // still over the budget at the end
   EXPECT_FALSE(MeasuresOf(r, 4).fit_s.has_value());
@@ -298,6 +351,41 @@ TEST(CorpusReportTest, TheWorstDecileIsInTheBadDirection) {
   EXPECT_THAT(tables, HasSubstr("Cache-heavy cases (5):"));
 }
 
+// The instruments: the worst decile of the safe share is its 10th percentile, of the harms their
+// 90th; the table sums the budget's kills and every kill cause per policy.
+TEST(CorpusReportTest, TheInstrumentsTable) {
+  CorpusRun run;
+  run.policies = {"p"};
+  for (int i = 1; i <= 10; ++i) {
+    CorpusCase c;
+    c.duration_s = 600;
+    c.infeasible_s = i == 10 ? 60 : 0;
+    CorpusMeasures m;
+    m.safe_reclaim_share = i / 10.0;
+    m.policy_kills = i;
+    m.excess_stall_s = i;
+    m.budget_kills = i == 10 ? 4 : 0;
+    m.kill_causes = {{"held_low", i}};
+    if (i == 10) m.kill_causes["budget"] = 4;
+    c.results["p"] = m;
+    run.cases.push_back(c);
+  }
+  const std::vector<std::string>& names = InstrumentMeasureNames();
+  ASSERT_EQ(names[0], "safe_reclaim_share");
+  ASSERT_EQ(names[1], "policy_kills");
+  ASSERT_EQ(names[3], "excess_stall_s");
+  const std::vector<MeasureSummary> sums = SummarizeMeasures(run, "p", false, names);
+  EXPECT_DOUBLE_EQ(sums[0].median, 0.55);
+  EXPECT_DOUBLE_EQ(sums[0].worst, 0.19);
+  EXPECT_DOUBLE_EQ(sums[1].worst, 9.1);
+  EXPECT_DOUBLE_EQ(sums[3].worst, 9.1);
+  EXPECT_EQ(sums[4].count, 0);  // no traffic_per_safe_gib_s in any case
+  const std::string tables = FormatCorpusTables(run);
+  EXPECT_THAT(tables, HasSubstr("infeasible: 1 cases, 1.0% of the time"));
+  EXPECT_THAT(tables, HasSubstr("| p | 0.550 / 0.190 | 5.5 / 9.1 |"));
+  EXPECT_THAT(tables, HasSubstr("| 4 | 0 | budget=4 held_low=55 |"));
+}
+
 // The JSON reads back, has the keys the issue names, and holds the run's numbers.
 TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
   const CorpusRun& run = Five();
@@ -314,19 +402,36 @@ TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
   for (size_t i = 0; i < 5; ++i) {
     const Json& s = scenarios.array[i];
     const CorpusCase& c = run.cases[i];
-    EXPECT_EQ(s.keys, (std::vector<std::string>{"name", "cache_heavy", "agent", "results"}));
+    EXPECT_EQ(s.keys, (std::vector<std::string>{"name", "cache_heavy", "agent", "duration_s",
+                                                "infeasible_s", "results"}));
+    EXPECT_EQ(s.at("duration_s").number, c.duration_s);
+    EXPECT_NEAR(s.at("infeasible_s").number, c.infeasible_s, 0.5);
     EXPECT_EQ(s.at("name").str, c.name);
     ASSERT_EQ(s.at("cache_heavy").kind, Json::kBool);
     EXPECT_EQ(s.at("cache_heavy").b, c.cache_heavy);
     EXPECT_EQ(s.at("agent").b, c.agent);
     const Json& results = s.at("results");
-    EXPECT_EQ(results.keys, (std::vector<std::string>{"pagecache", "mom", "proxmox", "oracle"}));
+    EXPECT_EQ(results.keys,
+              (std::vector<std::string>{"pagecache", "mom", "proxmox", "oracle", "limit"}));
     for (const std::string& p : results.keys) {
       const Json& r = results.at(p);
       const CorpusMeasures& m = c.results.at(p);
-      EXPECT_EQ(r.keys, (std::vector<std::string>{
-                            "reclaimed_gib_s", "stall_s", "refault_gib", "oom_kills", "traffic_gib",
-                            "reversals_per_guest_hour", "fit_s", "oracle_share"}));
+      EXPECT_EQ(r.keys,
+                (std::vector<std::string>{
+                    "reclaimed_gib_s", "stall_s", "refault_gib", "oom_kills", "traffic_gib",
+                    "reversals_per_guest_hour", "fit_s", "oracle_share",
+                    "reversals_any_per_guest_hour", "safe_reclaimed_gib_s", "safe_reclaim_share",
+                    "policy_kills", "budget_kills", "over_budget_s", "budget_over_budget_s",
+                    "excess_stall_s", "traffic_per_safe_gib_s", "kill_causes"}));
+      EXPECT_NEAR(r.at("safe_reclaim_share").number, *m.safe_reclaim_share, 0.0001);
+      EXPECT_EQ(r.at("policy_kills").number, m.policy_kills);
+      EXPECT_EQ(r.at("budget_kills").number, m.budget_kills);
+      EXPECT_NEAR(r.at("excess_stall_s").number, m.excess_stall_s, 0.001);
+      EXPECT_NEAR(r.at("traffic_per_safe_gib_s").number, *m.traffic_per_safe_gib_s, 1e-6);
+      ASSERT_EQ(r.at("kill_causes").kind, Json::kObject);
+      for (const auto& [cause, k] : m.kill_causes) {
+        EXPECT_EQ(r.at("kill_causes").at(cause).number, k) << cause;
+      }
       EXPECT_NEAR(r.at("reclaimed_gib_s").number, m.reclaimed_gib_s, 0.001);
       EXPECT_NEAR(r.at("stall_s").number, m.stall_s, 0.001);
       EXPECT_NEAR(r.at("refault_gib").number, m.refault_gib, 0.0001);

@@ -12,6 +12,8 @@ namespace {
 
 constexpr double kPage = 4096;
 constexpr double kOomGraceSeconds = 3;     // thrashing this long ends in an OOM kill
+// An allocation getting less than this is not progressing (balloon_progress.h's "stuck" rate).
+constexpr double kProgressRate = 1024 * 1024;  // bytes/s
 constexpr double kRestartSeconds = 30;     // a killed workload comes back after this
 constexpr double kReclaimRate = 2 * kGib;  // bytes/s direct reclaim frees clean cache
 constexpr double kSpikeStall = 0.15;       // PSI trigger: 150 ms stalled in a 1 s window
@@ -112,8 +114,10 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
     anon_ = goal;
     thrash_seconds_ = 0;
     was_self_deflating_ = false;
+    allocation_began_.reset();
     return;
   }
+  if (!allocation_began_.has_value()) allocation_began_ = now - dt;
   const double need = std::min(spec_.alloc_rate * dt, goal - anon_);
   double available = std::max(0.0, Free() - MinFree());
   if (available < need) {
@@ -130,8 +134,21 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
   }
   last_.thrashing = true;
   *stall = 1;
-  thrash_seconds_ += dt;
-  // The guest reaches the OOM point after kOomGraceSeconds of failed reclaim. With autodeflate
+  // Linux's rule: no OOM while reclaim makes progress. An allocation that got memory this step
+  // (cache reclaimed, or a balloon the host deflated) proceeds at that pace and stalls; the
+  // OOM point is reached only after kOomGraceSeconds in a row in which it got less than
+  // kProgressRate and nothing reclaimable was left (Reclaim above took all the cache before it
+  // fell short). A page now and then is no progress: Linux's allocator gives up after a few
+  // retries without reclaim progress, well within a second, and a balloon that trickles a page
+  // every 3 s would otherwise keep a guest thrashing and never killed.
+  const bool no_progress = got < kProgressRate * dt && hot_ + cold_ < kPage;
+  if (no_progress) {
+    thrash_seconds_ += dt;
+  } else if (!was_self_deflating_) {
+    thrash_seconds_ = 0;
+    return;
+  }
+  // The guest reaches the OOM point after kOomGraceSeconds without progress. With autodeflate
   // the balloon driver's OOM notifier gives memory back there instead of a kill (virtio-balloon
   // deflates from the OOM notifier, so never before reclaim has failed: calibration, the lab's
   // guests stalled 5-11 s on an allocation the balloon stood in the way of), and keeps giving
@@ -156,6 +173,7 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
     anon_ *= 0.5;
     restart_at_ = now + kRestartSeconds;
     thrash_seconds_ = 0;
+    allocation_began_.reset();
   }
 }
 

@@ -3,10 +3,13 @@
 //   actual = kernel + unreclaimable + anon + hot cache + cold cache + free
 //
 // - anon follows the workload phase at alloc_rate; what does not fit is taken from free memory,
-//   then by reclaiming cold then hot cache (a direct-reclaim stall), then, with autodeflate, by
-//   deflating the balloon above its target; when even that fails the allocating task thrashes
-//   (full stall) and after oom_grace seconds the OOM killer halves anon and the workload
-//   restarts 30 s later.
+//   then by reclaiming cold then hot cache (a direct-reclaim stall). An allocation that falls
+//   short stalls (full stall) and proceeds at the pace memory comes: as Linux, there is no OOM
+//   kill while reclaim makes progress (cache reclaimed, or a balloon the host deflates). Only
+//   after 3 s in a row in which it got less than 1 MiB/s and no page cache was left is the
+//   guest at its
+//   OOM point: with autodeflate the balloon then deflates above its target; without it the OOM
+//   killer halves anon and the workload restarts 30 s later.
 // - the page cache has a hot part (a set of size `hot` re-read at hot_rate, uniformly: the hit
 //   ratio is resident/hot) and a cold part (streamed pages read once, and hot pages that left the
 //   hot set). Misses load pages back, evicting cold pages first; misses of pages that were loaded
@@ -108,6 +111,9 @@ class GuestModel {
   bool BalloonMoves(double now) const;
   double psi_avg10() const { return psi_avg10_; }
   int64_t oom_kills() const { return oom_kills_; }
+  // When the allocation under way began (the start of the step in which anon first fell short
+  // of the phase's goal); empty while anon is at its goal. An OOM kill ends the allocation.
+  std::optional<double> allocation_began() const { return allocation_began_; }
   // Cumulative disk reads since the run started, as libvirt's block stats count them.
   double disk_read_bytes() const { return disk_read_bytes_; }
   double disk_read_requests() const { return disk_read_requests_; }
@@ -165,6 +171,7 @@ class GuestModel {
   double disk_read_requests_ = 0;
   int64_t oom_kills_ = 0;
   bool was_self_deflating_ = false;
+  std::optional<double> allocation_began_;
   StepOutcome last_;
   std::optional<LibvirtReport> libvirt_;
   std::optional<AgentReport> agent_;

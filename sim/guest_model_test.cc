@@ -145,14 +145,62 @@ TEST(GuestModelTest, AnonThatDoesNotFitEndsInAnOomKill) {
   Advance(g, 0, 60);
   ASSERT_NEAR(g.actual(), 1.5 * kGib, 1);
   int thrashing = 0;
+  double killed_at = 0;
   for (double t = 61; t <= 70 && g.oom_kills() == 0; ++t) {
     g.Step(t, 1);
     thrashing += g.last().thrashing ? 1 : 0;
+    killed_at = t;
   }
   EXPECT_EQ(g.oom_kills(), 1);
-  EXPECT_EQ(thrashing, 3);
+  // 61: the last of the cache, short of the step (partial progress: a stall, but no count
+  // towards the kill); 62-64: nothing reclaimable and nothing got, three seconds in a row: the
+  // OOM point.
+  EXPECT_EQ(thrashing, 4);
+  EXPECT_EQ(killed_at, 64);
   EXPECT_EQ(g.last().stall, 1);
   EXPECT_LT(g.anon(), 1.5 * kGib);  // the victim's memory is gone
+  EXPECT_FALSE(g.allocation_began().has_value());  // the kill ended the allocation
+}
+
+// Linux's rule: no OOM kill while reclaim makes progress. A balloon the host deflates at
+// 32 MiB/s feeds an allocation of 256 MiB/s: the allocation proceeds at the balloon's pace and
+// stalls all along, and is never killed; a stuck or trickling balloon does not, and the guest
+// is.
+TEST(GuestModelTest, AnAllocationThatProgressesIsNotKilled) {
+  GuestSpec spec = Spec(1 * kGib);
+  spec.speed = 32 * kMib;
+  spec.phases.push_back(Phase{101, 3 * kGib, 0, 0, 0});
+  GuestModel g(spec);
+  g.SetTarget(1.5 * kGib);
+  Advance(g, 0, 100);  // 1.5 GiB from 4 GiB at 32 MiB/s takes 80 s
+  ASSERT_NEAR(g.actual(), 1.5 * kGib, 1);
+  EXPECT_FALSE(g.allocation_began().has_value());
+  g.SetTarget(4 * kGib);
+  g.Step(101, 1);
+  ASSERT_TRUE(g.allocation_began().has_value());
+  EXPECT_EQ(*g.allocation_began(), 100);
+  int thrashing = 0;
+  for (double t = 102; t <= 200; ++t) {
+    g.Step(t, 1);
+    thrashing += g.last().thrashing ? 1 : 0;
+  }
+  EXPECT_EQ(g.oom_kills(), 0);
+  EXPECT_GT(thrashing, 30);  // stalled while the balloon fed it
+  EXPECT_NEAR(g.anon(), 3 * kGib, 1);
+  EXPECT_FALSE(g.allocation_began().has_value());  // done
+
+  // A stuck balloon feeds nothing; a trickling one a page every 3 s, which is no progress.
+  for (Behaviour b : {Behaviour::kStuck, Behaviour::kTrickle}) {
+    GuestSpec bad = spec;
+    bad.behaviour = b;
+    bad.behaviour_at = 100;
+    GuestModel s(bad);
+    s.SetTarget(1.5 * kGib);
+    Advance(s, 0, 100);
+    s.SetTarget(4 * kGib);
+    Advance(s, 100, 200);
+    EXPECT_GT(s.oom_kills(), 0) << BehaviourName(b);
+  }
 }
 
 TEST(GuestModelTest, AutodeflateGivesTheMemoryInsteadAndOnlyOnceAnEpisode) {

@@ -27,6 +27,13 @@
 //
 // Decide is a pure function of the snapshot and the truth the source returns; the source is
 // the simulator's (sim/runner.cc). Thread-compatible.
+//
+// The limit (`limit`, LimitPolicy below) is the same oracle with no headroom and no chasing:
+// every guest at exactly its working set (hard + cache, known ahead as above), and a balloon
+// that did not move towards its last target is not asked to go lower (its target stays where it
+// was, raised only if the fit would give it more, and the budget counts it where it is). It is what the
+// corpus's safe_reclaim_share is measured against (sim/corpus.h): the most memory a policy can
+// take without taking any of a working set.
 #ifndef PLIMSOLL_SIM_ORACLE_POLICY_H_
 #define PLIMSOLL_SIM_ORACLE_POLICY_H_
 
@@ -41,6 +48,7 @@
 namespace plimsoll::sim {
 
 inline constexpr char kOraclePolicyName[] = "oracle";
+inline constexpr char kLimitPolicyName[] = "limit";
 
 // One guest's truth at the moment of a decision.
 struct OracleGuestTruth {
@@ -66,6 +74,39 @@ double OracleHeadroom(int64_t max_bytes);
 // is held). Reasons: "oracle: hard=.. cache=.. headroom=.. target=..[ balloon=held]", the summary
 // names the step the budget reached ("mode=fit", "headroom_cut", "cache_cut", "shortfall").
 policy::Decisions OracleDecide(const policy::Snapshot& snapshot, const OracleTruth& truth);
+
+// What the limit remembers of a guest between decisions: its last target, and the size and time
+// it was at then.
+struct LimitMemory {
+  double target = 0;  // bytes
+  double actual = 0;  // bytes, at the decision
+  double at_s = 0;    // the decision's time, seconds since the epoch
+};
+
+// A balloon follows when, since the last decision, it reached its target (within 1 MiB) or moved
+// towards it at this rate at least (balloon_progress.h's "stuck" rate).
+inline constexpr double kLimitFollowRate = 1024.0 * 1024.0;  // bytes/s
+
+// The limit's decision: working set (hard + cache) with no headroom, within [min, max] and the
+// budget. A guest whose balloon did not follow its last target (as above), or that the truth
+// says does not move, keeps that target and is counted where it stands, unless the fit without
+// the hold would give it more (then it gets that: giving is never held back).
+// Reasons: "limit: hard=.. cache=.. target=..[ balloon=held]"; next_state holds a LimitMemory
+// per guest.
+policy::Decisions LimitDecide(const policy::Snapshot& snapshot, const OracleTruth& truth,
+                              const policy::PolicyState& state);
+
+class LimitPolicy : public policy::Policy {
+ public:
+  explicit LimitPolicy(OracleTruthSource truth) : truth_(std::move(truth)) {}
+  absl::string_view name() const override { return kLimitPolicyName; }
+  // LimitDecide(snapshot, truth(), state).
+  policy::Decisions Decide(const policy::Snapshot& snapshot,
+                           const policy::PolicyState& state) const override;
+
+ private:
+  OracleTruthSource truth_;
+};
 
 class OraclePolicy : public policy::Policy {
  public:

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "sim/units.h"
@@ -150,6 +151,73 @@ TEST(OraclePolicyTest, ThePolicyAsksItsSourceEachTime) {
   EXPECT_EQ(asked, 2);
   EXPECT_EQ(d.guests[1].target_bytes, static_cast<int64_t>(1 * kGib + 204.8 * kMib));
   EXPECT_FALSE(policy::MakePolicy("oracle").ok());  // plimsolld cannot build it
+}
+
+// The limit keeps no headroom: every guest at exactly its working set (hard + cache).
+TEST(LimitPolicyTest, WorkingSetWithoutHeadroom) {
+  OracleTruth t;
+  t.guests = {{1 * kGib, 512 * kMib, true}, {600 * kMib, 0, true}, {5 * kGib, 0, true}};
+  const policy::Decisions d = LimitDecide(Host(10 * kGib), t, policy::PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, static_cast<int64_t>(1.5 * kGib));
+  EXPECT_EQ(d.guests[1].target_bytes, static_cast<int64_t>(600 * kMib));
+  EXPECT_EQ(d.guests[2].target_bytes, static_cast<int64_t>(4 * kGib));  // its max
+  EXPECT_NE(d.summary.find("limit: "), std::string::npos);
+  EXPECT_NE(d.summary.find("mode=fit"), std::string::npos);
+  // It remembers each guest's target and where the balloon was.
+  const LimitMemory* m = policy::FindGuestState<LimitMemory>(d.next_state, "uuid-a");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->target, 1.5 * kGib);
+  EXPECT_EQ(m->actual, 4 * kGib);
+}
+
+// A balloon that did not move towards its last target is not asked to go lower; one that did
+// is. The held guest is counted where it stands, so the others give what the budget needs.
+TEST(LimitPolicyTest, ABalloonThatDoesNotFollowIsNotChased) {
+  const OracleTruth first = Needs({2 * kGib, 2 * kGib, 2 * kGib});
+  policy::Snapshot s = Host(10 * kGib);
+  s.now = absl::FromUnixSeconds(1000);
+  const policy::Decisions d1 = LimitDecide(s, first, policy::PolicyState());
+  ASSERT_EQ(d1.guests[0].target_bytes, static_cast<int64_t>(2 * kGib));
+  // 5 s later a has not moved (4 GiB still), b has moved 1 GiB, c arrived. Their need fell to
+  // 1 GiB; the budget is now 6 GiB.
+  policy::Snapshot later = Host(6 * kGib);
+  later.now = absl::FromUnixSeconds(1005);
+  later.guests[0].actual_bytes = static_cast<int64_t>(4 * kGib);
+  later.guests[1].actual_bytes = static_cast<int64_t>(3 * kGib);
+  later.guests[2].actual_bytes = static_cast<int64_t>(2 * kGib);
+  for (size_t i = 0; i < 3; ++i) later.guests[i].target_bytes = d1.guests[i].target_bytes;
+  const policy::Decisions d2 =
+      LimitDecide(later, Needs({1 * kGib, 1 * kGib, 1 * kGib}), d1.next_state);
+  EXPECT_EQ(d2.guests[0].target_bytes, static_cast<int64_t>(2 * kGib));  // not lowered
+  EXPECT_NE(d2.guests[0].reason.find("balloon=not_following"), std::string::npos);
+  // a counts at its 4 GiB: 2 GiB left for b and c, their 1 GiB each.
+  EXPECT_EQ(d2.guests[1].target_bytes, static_cast<int64_t>(1 * kGib));
+  EXPECT_EQ(d2.guests[2].target_bytes, static_cast<int64_t>(1 * kGib));
+  // Still stuck 5 s on: still held, at the same target; the hold is measured from where it
+  // began, so a page now and then never adds up to following.
+  later.now = absl::FromUnixSeconds(1010);
+  later.guests[0].actual_bytes = static_cast<int64_t>(4 * kGib - 4096);
+  for (size_t i = 0; i < 3; ++i) later.guests[i].target_bytes = d2.guests[i].target_bytes;
+  later.guests[1].actual_bytes = static_cast<int64_t>(1 * kGib);  // b and c arrived
+  later.guests[2].actual_bytes = static_cast<int64_t>(1 * kGib);
+  const policy::Decisions d3 =
+      LimitDecide(later, Needs({1 * kGib, 1 * kGib, 1 * kGib}), d2.next_state);
+  EXPECT_EQ(d3.guests[0].target_bytes, static_cast<int64_t>(2 * kGib));
+  // A need above the held target raises it: giving is never held back.
+  const policy::Decisions d4 =
+      LimitDecide(later, Needs({3 * kGib, 1 * kGib, 1 * kGib}), d3.next_state);
+  EXPECT_EQ(d4.guests[0].target_bytes, static_cast<int64_t>(3 * kGib));
+  // The oracle chases the same balloon lower: it has no memory of it.
+  EXPECT_EQ(OracleDecide(later, Needs({1 * kGib, 1 * kGib, 1 * kGib})).guests[0].target_bytes,
+            static_cast<int64_t>(1 * kGib + 204.8 * kMib));
+}
+
+TEST(LimitPolicyTest, IsBuiltByTheSimulatorOnly) {
+  LimitPolicy limit([]() { return Needs({1 * kGib, 1 * kGib, 1 * kGib}); });
+  EXPECT_EQ(limit.name(), "limit");
+  EXPECT_EQ(limit.Decide(Host(10 * kGib), policy::PolicyState()).guests[1].target_bytes,
+            static_cast<int64_t>(1 * kGib));
+  EXPECT_FALSE(policy::MakePolicy("limit").ok());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "policy/policy.h"
 #include "sim/guest_model.h"
 #include "sim/oracle_policy.h"
+#include "sim/reversal_counter.h"
 #include "sim/simulation.h"
 #include "sim/units.h"
 
@@ -24,6 +26,10 @@ namespace {
 constexpr double kStepSeconds = 1;
 // The guests' total counts as within the budget up to this much over it.
 constexpr double kBudgetSlack = 16 * kMib;
+// A balloon direction change counts as a wide reversal when it moves at least this share of the
+// guest's max against the way the target was going.
+constexpr double kWideReversalShare = 0.02;
+
 
 // What the model knows and the oracle is told before each decision: each guest's need with
 // the lead of one tick (the next decision may be that far away) and a step.
@@ -43,6 +49,9 @@ absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view 
                                                               const Simulation* sim) {
   if (name == kOraclePolicyName) {
     return std::make_unique<OraclePolicy>([sim]() { return TruthOf(*sim); });
+  }
+  if (name == kLimitPolicyName) {
+    return std::make_unique<LimitPolicy>([sim]() { return TruthOf(*sim); });
   }
   return policy::MakePolicy(name);
 }
@@ -73,10 +82,18 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
   r.series.target.resize(n);
   std::vector<double> thrash_run(n, 0);
   std::vector<int> last_direction(n, 0);
+  std::vector<ReversalCounter> wide;
+  wide.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     r.guests[i].name = scenario.guests[i].name;
     r.guests[i].min_actual = sim.guests()[i].actual();
+    wide.emplace_back(sim.guests()[i].target(), kWideReversalShare * scenario.guests[i].max);
   }
+  // For the kill causes: the newest report of each guest a decision has seen (seconds), whether
+  // its stats were fresh at the last decision, and when its allocation under way began.
+  std::vector<double> seen_report(n, -1e18);
+  std::vector<bool> fresh(n, true);
+  std::vector<std::optional<double>> allocation_began(n);
   const double budget = scenario.GuestBudget();
   policy::PolicyState state;
   double last_decision = -1e9;
@@ -109,8 +126,16 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
       if ((!view.has_stats || !view.stats_fresh) && d.target_bytes < view.target_bytes) {
         ++r.guests[i].unsafe_shrink_asks;
       }
+      if (d.target_bytes < view.min_bytes) ++r.guests[i].below_min_asks;
+      fresh[i] = view.has_stats && view.stats_fresh;
+      if (view.has_stats) {
+        double age = view.stats_age_seconds;
+        if (view.agent_age_seconds.has_value()) age = std::min(age, *view.agent_age_seconds);
+        seen_report[i] = std::max(seen_report[i], sim.now() - age);
+      }
     }
     sim.Apply(decisions);
+    for (size_t i = 0; i < n; ++i) wide[i].Add(sim.guests()[i].target());
     r.last_summary = decisions.summary;
     state = std::move(decisions.next_state);
   };
@@ -134,10 +159,47 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
       std::max<int64_t>(1, std::llround(options.record_every / kStepSeconds));
   for (int64_t step = 1; step <= steps; ++step) {
     sim.Step(kStepSeconds);
+    // Feasibility: the guests' hard demand now (the scenario's truth: kernel, unreclaimable,
+    // the phase's anon, the min-free watermark; each within [min, max]) against what the host
+    // can give them (the budget, less the memory outside the guests and the reserve).
+    const double host_budget =
+        std::min(budget, scenario.host.total - sim.HostOther() - scenario.host.reserve);
+    std::vector<GuestModel::WorkingSet> ws(n);
+    double hard_sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const GuestSpec& spec = scenario.guests[i];
+      ws[i] = sim.guests()[i].WorkingSetAt(sim.now());
+      hard_sum += std::clamp(ws[i].hard, spec.min, spec.max);
+    }
+    const bool feasible = hard_sum <= host_budget;
+    if (!feasible) r.infeasible_s += kStepSeconds;
     for (size_t i = 0; i < n; ++i) {
       const GuestModel& g = sim.guests()[i];
       const StepOutcome& o = g.last();
       GuestResult& gr = r.guests[i];
+      const double max = g.spec().max;
+      gr.safe_reclaimed_byte_s +=
+          std::max(0.0, max - std::max(g.actual(), std::min(ws[i].total(), max))) * kStepSeconds;
+      if (o.oom_kill) {
+        const char* cause;
+        if (ws[i].hard > max) {
+          cause = "ceiling";
+        } else if (!feasible) {
+          cause = "budget";
+        } else if (!g.BalloonMoves(sim.now())) {
+          cause = "stuck_balloon";
+        } else if (!fresh[i]) {
+          cause = "blind";
+        } else if (seen_report[i] <= allocation_began[i].value_or(sim.now() - kStepSeconds) + 0.5) {
+          cause = g.spec().agent ? "faster_than_stats" : "faster_than_stats_no_agent";
+        } else {
+          cause = g.spec().agent ? "held_low" : "held_low_no_agent";
+        }
+        ++r.kill_causes[cause];
+        const bool policys = feasible && ws[i].hard <= max;
+        ++(policys ? r.policy_kills : r.budget_kills);
+      }
+      allocation_began[i] = g.allocation_began();
       gr.stall_s += o.stall * kStepSeconds;
       gr.refault_bytes += o.refault_bytes;
       gr.oom_kills += o.oom_kill ? 1 : 0;
@@ -155,6 +217,9 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
       r.over_budget_byte_s += (sum - budget) * kStepSeconds;
       last_over = sim.now();
     }
+    if (sum > host_budget + kBudgetSlack) {
+      (feasible ? r.over_budget_s : r.budget_over_budget_s) += kStepSeconds;
+    }
     if (sim.HostAvailable() < scenario.host.reserve) r.host_short_s += kStepSeconds;
     const bool on_tick = step % tick_steps == 0;
     const bool spike = sim.AnySpike() && sim.now() - last_decision >= 1;
@@ -167,6 +232,9 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
     gr.final_target = sim.guests()[i].target();
     gr.disk_read_bytes = sim.guests()[i].disk_read_bytes();
     gr.disk_read_requests = sim.guests()[i].disk_read_requests();
+    gr.wide_reversals = wide[i].reversals();
+    r.wide_reversals += gr.wide_reversals;
+    r.safe_reclaimed_byte_s += gr.safe_reclaimed_byte_s;
     r.reclaimed_byte_s += gr.reclaimed_byte_s;
     r.stall_s += gr.stall_s;
     r.refault_bytes += gr.refault_bytes;
@@ -195,6 +263,17 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
   if (metric == "converge_s") return r.converge_s;
   if (metric == "over_budget_gib_s") return r.over_budget_byte_s / kGib;
   if (metric == "host_short_s") return r.host_short_s;
+  if (metric == "safe_reclaimed_gib_s") return r.safe_reclaimed_byte_s / kGib;
+  if (metric == "infeasible_s") return r.infeasible_s;
+  if (metric == "policy_kills") return static_cast<double>(r.policy_kills);
+  if (metric == "budget_kills") return static_cast<double>(r.budget_kills);
+  if (metric == "over_budget_s") return r.over_budget_s;
+  if (metric == "budget_over_budget_s") return r.budget_over_budget_s;
+  if (metric == "wide_reversals") return static_cast<double>(r.wide_reversals);
+  if (absl::StartsWith(metric, "kills.")) {
+    auto it = r.kill_causes.find(std::string(metric.substr(6)));
+    return it == r.kill_causes.end() ? 0.0 : static_cast<double>(it->second);
+  }
   if (metric == "decisions") return static_cast<double>(r.decisions);
   if (metric == "early_decisions") return static_cast<double>(r.early_decisions);
   if (absl::StartsWith(metric, "guest.")) {
@@ -213,6 +292,9 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
         if (m == "final_target_mib") return g.final_target / kMib;
         if (m == "final_gap_mib") return std::fabs(g.final_target - g.final_actual) / kMib;
         if (m == "unsafe_shrink_asks") return static_cast<double>(g.unsafe_shrink_asks);
+        if (m == "below_min_asks") return static_cast<double>(g.below_min_asks);
+        if (m == "wide_reversals") return static_cast<double>(g.wide_reversals);
+        if (m == "safe_reclaimed_gib_s") return g.safe_reclaimed_byte_s / kGib;
         if (m == "min_actual_mib") return g.min_actual / kMib;
         if (m == "mean_actual_mib") return g.mean_actual / kMib;
         if (m == "reclaimed_gib_s") return g.reclaimed_byte_s / kGib;

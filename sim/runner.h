@@ -1,5 +1,5 @@
-// Plays one policy (by name: "oracle" (sim/oracle_policy.h, told the model's truth before each
-// decision), else through policy::MakePolicy) against one scenario, one simulated
+// Plays one policy (by name: "oracle" or "limit" (sim/oracle_policy.h, told the model's truth
+// before each decision), else through policy::MakePolicy) against one scenario, one simulated
 // second at a time, and measures the outcome. The policy decides every `tick` seconds, and also
 // at once (at most once a second) when an agent reports a pressure spike, as plimsolld wakes
 // its loop on such a report.
@@ -17,6 +17,25 @@
 //                      -1: still over at the end)
 //   over_budget_gib_s  sum over seconds of how far the guests' total was over the budget
 //   host_short_s       seconds the host's MemAvailable was under its reserve
+//   safe_reclaimed_gib_s  sum over guests and seconds of max - max(actual, true working set):
+//                      reclaim above the working set (GuestModel::WorkingSetAt, within max);
+//                      memory taken from a working set earns nothing
+//   infeasible_s       seconds the guests' hard demand (WorkingSetAt's hard part, each within
+//                      [min, max]) did not fit the host budget, min(budget, total - outside
+//                      memory - reserve): no policy could hold every guest's hard demand then
+//   policy_kills       OOM kills while feasible (and within the guest's max)
+//   budget_kills       the other kills: infeasible, or the guest's hard demand over its max
+//   over_budget_s      feasible seconds the guests' total was over the host budget above
+//                      (by more than 16 MiB)
+//   budget_over_budget_s  the same, infeasible seconds
+//   wide_reversals     balloon target direction changes of at least 2% of the guest's max (a
+//                      zigzag filter: smaller wiggles neither count nor turn)
+//   kills.<cause>      OOM kills by cause, the first that applies: ceiling (hard demand over
+//                      max), budget (infeasible), stuck_balloon (the balloon does not move),
+//                      blind (no fresh stats at the last decision), faster_than_stats (no
+//                      decision saw a report taken after the allocation began), held_low (a
+//                      decision saw the allocation and the guest was still left short); the
+//                      last two with the suffix _no_agent for a guest without the agent
 //   decisions, early_decisions   Decide calls, and those a spike triggered
 // and per guest, as guest.<name>.<metric>: stall_s, stall_pct (of the run), refault_gib,
 // oom_kills, self_deflates, max_thrash_s (longest run of failed allocations), traffic_mib
@@ -24,7 +43,9 @@
 // them), final_actual_mib,
 // final_target_mib, final_gap_mib (|target - actual| at the end), min_actual_mib,
 // mean_actual_mib, reclaimed_gib_s, unsafe_shrink_asks (decisions that asked to shrink a guest
-// without fresh stats: the daemon refuses them, but a policy should not ask), state_seen.<state>
+// without fresh stats: the daemon refuses them, but a policy should not ask), below_min_asks
+// (decisions that asked for less than the guest's min), wide_reversals, safe_reclaimed_gib_s,
+// state_seen.<state>
 // (1 if a decision ever gave the guest that state: ok, stuck, churning, self_deflated) and
 // state_first_s.<state> (when it first did; -1 never).
 #ifndef PLIMSOLL_SIM_RUNNER_H_
@@ -57,6 +78,9 @@ struct GuestResult {
   double disk_read_bytes = 0;     // as the host sees them (libvirt's block stats)
   double disk_read_requests = 0;
   int64_t unsafe_shrink_asks = 0;
+  int64_t below_min_asks = 0;
+  int64_t wide_reversals = 0;
+  double safe_reclaimed_byte_s = 0;
   std::map<std::string, double> first_state_s;  // state -> first time a decision gave it
 };
 
@@ -86,6 +110,14 @@ struct RunResult {
   double host_short_s = 0;
   int64_t decisions = 0;
   int64_t early_decisions = 0;
+  double safe_reclaimed_byte_s = 0;
+  double infeasible_s = 0;
+  int64_t policy_kills = 0;
+  int64_t budget_kills = 0;
+  double over_budget_s = 0;
+  double budget_over_budget_s = 0;
+  int64_t wide_reversals = 0;
+  std::map<std::string, int64_t> kill_causes;
   std::vector<GuestResult> guests;
   Series series;
   std::string last_summary;  // the policy's summary at its last decision
@@ -107,7 +139,8 @@ struct RunOptions {
   double tick_seconds = 0;
 };
 
-// INVALID_ARGUMENT for an unknown policy name ("oracle" or one policy::MakePolicy knows).
+// INVALID_ARGUMENT for an unknown policy name ("oracle", "limit" or one policy::MakePolicy
+// knows).
 absl::StatusOr<RunResult> RunScenario(const Scenario& scenario, absl::string_view policy,
                                       const RunOptions& options = RunOptions());
 

@@ -139,5 +139,110 @@ TEST(RunnerTest, TheOracleTakesTheColdCacheWithoutStalling) {
   EXPECT_LE(oracle->converge_s, 10);  // ...under it once the balloons travelled
 }
 
+// The limit keeps no headroom: b at its working set (hot set, anon, kernel, unreclaimable, the
+// min-free watermark) and no more, with no stall; it takes more than the oracle, and its
+// reclaim is all safe (above the working sets).
+TEST(RunnerTest, TheLimitTakesEverythingAboveTheWorkingSets) {
+  const RunResult limit = *RunScenario(Small(), "limit");
+  const RunResult oracle = *RunScenario(Small(), "oracle");
+  const RunResult pagecache = *RunScenario(Small(), "pagecache");
+  EXPECT_EQ(limit.policy, "limit");
+  EXPECT_EQ(limit.oom_kills, 0);
+  EXPECT_LT(limit.stall_s, 0.5);
+  const double b_ws = 300 * kMib + 400 * kMib + 64 * kMib + 48 * kMib + 0.02 * 2 * kGib + 16 * kMib;
+  EXPECT_GE(limit.guests[1].min_actual, b_ws - 1);
+  EXPECT_LT(limit.guests[1].min_actual, b_ws + 8 * kMib);
+  EXPECT_GT(limit.safe_reclaimed_byte_s, oracle.safe_reclaimed_byte_s);
+  EXPECT_GT(limit.safe_reclaimed_byte_s, pagecache.safe_reclaimed_byte_s);
+  EXPECT_NEAR(limit.safe_reclaimed_byte_s, limit.reclaimed_byte_s, 0.001 * limit.reclaimed_byte_s);
+  // Neither oracle goes under a working set: all they reclaim is safe.
+  EXPECT_NEAR(oracle.safe_reclaimed_byte_s, oracle.reclaimed_byte_s, 1);
+  EXPECT_EQ(limit.infeasible_s, 0);
+  EXPECT_EQ(*MetricValue(limit, "safe_reclaimed_gib_s"), limit.safe_reclaimed_byte_s / kGib);
+  EXPECT_TRUE(MetricValue(limit, "guest.b.safe_reclaimed_gib_s").ok());
+  EXPECT_TRUE(MetricValue(limit, "wide_reversals").ok());
+  EXPECT_TRUE(MetricValue(limit, "guest.b.wide_reversals").ok());
+  EXPECT_TRUE(MetricValue(limit, "guest.b.below_min_asks").ok());
+}
+
+// From 60 s an outside process leaves the guests 1.5 GiB: their hard demand (2 x ~1.2 GiB) no
+// longer fits. Those seconds are infeasible; the kills and the time over the budget then are
+// the budget's, not the policy's. Memory taken from a working set is not safe reclaim.
+constexpr char kSqueeze[] = R"(
+scenario name=squeeze duration=3m tick=5s
+host total=8GiB reserve=512MiB budget=6GiB
+host_event at=60s other=6GiB
+guest name=a max=2GiB min=256MiB cache=0
+phase guest=a at=0 anon=1GiB
+phase guest=a at=90s anon=1536MiB
+guest name=b max=2GiB min=256MiB cache=0
+phase guest=b at=0 anon=1GiB
+)";
+
+TEST(RunnerTest, KillsAndTimeOverBudgetWhileInfeasibleAreTheBudgets) {
+  absl::StatusOr<Scenario> s = ParseScenario(kSqueeze);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const RunResult limit = *RunScenario(*s, "limit");
+  EXPECT_EQ(limit.infeasible_s, 121);  // 60 s to the end, both included
+  // It cuts the hard parts to the budget: the balloons stop short of anon, and a's allocation
+  // at 90 s finds no memory.
+  EXPECT_GT(limit.oom_kills, 0);
+  EXPECT_EQ(limit.budget_kills, limit.oom_kills);
+  EXPECT_EQ(limit.policy_kills, 0);
+  EXPECT_EQ(*MetricValue(limit, "kills.budget"), static_cast<double>(limit.oom_kills));
+  EXPECT_LT(limit.safe_reclaimed_byte_s, 0.9 * limit.reclaimed_byte_s);
+  const RunResult hold = *RunScenario(*s, "static");
+  EXPECT_EQ(hold.budget_over_budget_s, 121);
+  EXPECT_EQ(hold.over_budget_s, 0);  // 4 GiB within 6 GiB before the squeeze
+  EXPECT_EQ(hold.oom_kills, 0);
+  EXPECT_EQ(hold.safe_reclaimed_byte_s, 0);
+}
+
+// Four guests held at 1 GiB by `static` (it never grows anyone), each allocating 3 GiB from
+// 33 s: each kill's cause names why the guest was still short. unseen (no agent, a report every
+// 10 s from 1 s, 1 GiB/s) is killed before any report shows its allocation; seen (the agent,
+// every 2 s, 64 MiB/s) is killed after decisions saw it; the stuck balloon and the guest whose
+// stats stopped at 1 s (stale from 31 s) are named as such.
+constexpr char kKills[] = R"(
+scenario name=kills duration=100s tick=5s
+host total=64GiB reserve=1GiB budget=32GiB
+guest name=unseen max=4GiB min=256MiB start=1GiB cache=0 agent=false stats_period=10s alloc_rate=1GiB/s
+phase guest=unseen at=0 anon=200MiB
+phase guest=unseen at=33s anon=3GiB
+guest name=seen max=4GiB min=256MiB start=1GiB cache=0 stats_period=2s alloc_rate=64MiB/s
+phase guest=seen at=0 anon=200MiB
+phase guest=seen at=33s anon=3GiB
+guest name=stuck max=4GiB min=256MiB start=1GiB cache=0 behaviour=stuck behaviour_at=10s
+phase guest=stuck at=0 anon=200MiB
+phase guest=stuck at=33s anon=3GiB
+guest name=blind max=4GiB min=256MiB start=1GiB cache=0 behaviour=stale behaviour_at=2s
+phase guest=blind at=0 anon=200MiB
+phase guest=blind at=33s anon=3GiB
+)";
+
+TEST(RunnerTest, EachKillHasACause) {
+  absl::StatusOr<Scenario> s = ParseScenario(kKills);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const RunResult r = *RunScenario(*s, "static");
+  EXPECT_EQ(r.infeasible_s, 0);
+  EXPECT_EQ(r.policy_kills, r.oom_kills);
+  EXPECT_EQ(r.budget_kills, 0);
+  int64_t named = 0;
+  for (const auto& [cause, n] : r.kill_causes) named += n;
+  EXPECT_EQ(named, r.oom_kills);
+  EXPECT_GT(*MetricValue(r, "guest.unseen.oom_kills"), 0);
+  EXPECT_EQ(*MetricValue(r, "kills.faster_than_stats_no_agent"),
+            *MetricValue(r, "guest.unseen.oom_kills"));
+  EXPECT_GT(*MetricValue(r, "guest.seen.oom_kills"), 0);
+  EXPECT_EQ(*MetricValue(r, "kills.held_low"), *MetricValue(r, "guest.seen.oom_kills"));
+  EXPECT_GT(*MetricValue(r, "kills.stuck_balloon"), 0);
+  EXPECT_EQ(*MetricValue(r, "kills.stuck_balloon"), *MetricValue(r, "guest.stuck.oom_kills"));
+  EXPECT_GT(*MetricValue(r, "kills.blind"), 0);
+  EXPECT_EQ(*MetricValue(r, "kills.blind"), *MetricValue(r, "guest.blind.oom_kills"));
+  EXPECT_EQ(*MetricValue(r, "kills.ceiling"), 0);
+  EXPECT_EQ(*MetricValue(r, "kills.faster_than_stats"), 0);  // unseen has no agent
+  EXPECT_EQ(*MetricValue(r, "kills.held_low_no_agent"), 0);   // seen has one
+}
+
 }  // namespace
 }  // namespace plimsoll::sim
