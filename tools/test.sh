@@ -61,7 +61,7 @@ t_asan=$(date +%s)
 
 echo "=== fuzzing: every libFuzzer target for a bounded time (tools/fuzz.sh)"
 f_sum=$(mktemp)
-tools/fuzz.sh --seconds="${PLIMSOLL_FUZZ_SECONDS:-15}" --summary-file="$f_sum" 2>&1 | tee "$logs/fuzz" | tail -12
+tools/fuzz.sh --seconds="${PLIMSOLL_FUZZ_SECONDS:-10}" --summary-file="$f_sum" 2>&1 | tee "$logs/fuzz" | tail -12
 read -r f_pass f_fail f_skip < "$f_sum" || { f_pass=0; f_fail=1; f_skip=0; }
 passed=$((passed + f_pass)); failed=$((failed + f_fail)); skipped=$((skipped + f_skip))
 echo "fuzz targets: ${f_pass} passed, ${f_fail} failed, ${f_skip} skipped ($(( $(date +%s) - t_asan ))s)"
