@@ -27,7 +27,7 @@ and at the end reports the three criteria of a soak:
   error  warning/error log lines by message, libvirt errors, rejected reports, OOM kills,
          guests lost, agent disconnections
 
-  sudo python3 bench/soak.py --minutes=35 --out=docs/bench/soak.json
+  sudo python3 bench/soak.py --minutes=35          # docs/bench/soak_pagecache_law.json
 
 Writes the JSON (every sample included) and, beside it, NAME_rss.svg for NAME.json (RSS over
 time, with the guests' targets below). Progress goes to stdout, one line per sample; Ctrl-C (or SIGTERM)
@@ -455,7 +455,7 @@ def main():
     ap.add_argument("--policy", default="pagecache_law", help="plimsolld's policy (a spec: name[:k=v...])")
     ap.add_argument("--sample-seconds", type=float, default=10)
     ap.add_argument("--window-minutes", type=float, default=5, help="window for moves per window")
-    ap.add_argument("--out", help="default docs/bench/soak.json; with --reanalyse, the JSON reanalysed")
+    ap.add_argument("--out", help="default docs/bench/soak_<policy>.json; with --reanalyse, the JSON reanalysed")
     ap.add_argument("--reanalyse", metavar="JSON",
                     help="no run: recompute the summary (and the SVG) of an earlier run's JSON into --out")
     args = ap.parse_args()
@@ -464,7 +464,9 @@ def main():
         # overwrote the kept soak.json of another.
         args.out = args.out or args.reanalyse
         return reanalyse(args)
-    args.out = args.out or os.path.join(REPO, "docs", "bench", "soak.json")
+    # Named by its policy, so that a run of one policy never overwrites another's kept run.
+    policy_name = re.sub(r"[^A-Za-z0-9_]", "_", args.policy.split(":")[0])
+    args.out = args.out or os.path.join(REPO, "docs", "bench", "soak_%s.json" % policy_name)
     reason = harness.skip_reason()
     if reason:
         sys.exit("cannot run: " + reason)
@@ -589,7 +591,7 @@ def write_results(result, args):
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, separators=(",", ":"))
-    # soak.json -> soak_rss.svg, soak.X.json -> soak.X_rss.svg
+    # soak_X.json -> soak_X_rss.svg
     svg_path = re.sub(r"\.json$", "", os.path.abspath(args.out)) + "_rss.svg"
     write_svg(samples, {"slope": summary["rss_kib"]["slope_kib_per_min_second_half"],
                         "icpt": summary["rss_kib"]["intercept_kib_second_half"],
