@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "policy/mom_policy.h"
 #include "policy/pagecache_law_policy.h"
-#include "policy/pagecache_policy.h"
+#include "policy/rule_heap_policy.h"
 #include "policy/policy.h"
 #include "policy/proxmox_policy.h"
 #include "policy/static_policy.h"

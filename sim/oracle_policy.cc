@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "policy/pagecache_policy.h"
+#include "policy/rule_heap_policy.h"
 #include "sim/units.h"
 
 namespace plimsoll::sim {

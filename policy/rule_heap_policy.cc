@@ -1,4 +1,4 @@
-#include "policy/pagecache_policy.h"
+#include "policy/rule_heap_policy.h"
 
 #include <algorithm>
 #include <cmath>

@@ -96,8 +96,8 @@
 //   rep_t psi_tot mf swap_in oom stall refault   guest_signals.h SignalMemory
 //   p_tgt p_act p_dir p_t p_start infl defl p_raise   balloon_progress.h ProgressMemory
 // and in the host slot: reclaim (0/1, the hysteresis mode) and psi_latch (0/1).
-#ifndef PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
-#define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
+#ifndef PLIMSOLL_POLICY_RULE_HEAP_POLICY_H_
+#define PLIMSOLL_POLICY_RULE_HEAP_POLICY_H_
 
 #include <optional>
 
@@ -244,4 +244,4 @@ std::optional<double> PagecacheMemoryValue(const PolicyState& state, absl::strin
 
 }  // namespace plimsoll::policy
 
-#endif  // PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
+#endif  // PLIMSOLL_POLICY_RULE_HEAP_POLICY_H_
