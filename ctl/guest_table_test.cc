@@ -41,9 +41,8 @@ TEST(GuestTableTest, ShowsEveryGuestWithSizesAndReason) {
   EXPECT_NE(idle_line.find("       -        -"), std::string::npos) << idle_line;
   // A line width keeps every line within it, reasons in their short form.
   g->mutable_last_decision()->set_reason(
-      "pagecache: src=agent actual=1023MiB hard=120MiB cache=707MiB free=12MiB floor=376MiB "
-      "ws=200MiB allow=1024MiB stall_pct=0.00 refault=0.0MiB/s severity=0.00 level=calm "
-      "new_report=1 action=reclaim taken=256MiB -> 767MiB state=ok");
+      "pagecache: take x=0.00 ws=420MiB taken=256MiB -> 767MiB | src=agent actual=1023MiB "
+      "floor=376MiB burst=0MiB ws=420MiB allow=767MiB stall_pct=0.00 refault=0MiB/s measured=1");
   for (size_t width : {100u, 120u, 160u}) {
     const std::string narrow = RenderGuestTable(view, width);
     for (absl::string_view line : absl::StrSplit(narrow, '\n')) {
@@ -51,11 +50,11 @@ TEST(GuestTableTest, ShowsEveryGuestWithSizesAndReason) {
     }
     EXPECT_NE(narrow.find("budget=2048Mi"), std::string::npos) << narrow;  // wrapped, not cut
     if (width >= 120) {
-      EXPECT_NE(narrow.find("reclaim taken=256MiB"), std::string::npos) << narrow;
+      EXPECT_NE(narrow.find("take taken=256MiB"), std::string::npos) << narrow;
     }
   }
   // Without a width (--wide) the reason is whole.
-  EXPECT_NE(RenderGuestTable(view).find("severity=0.00 level=calm new_report=1"), std::string::npos);
+  EXPECT_NE(RenderGuestTable(view).find("| src=agent actual=1023MiB floor=376MiB"), std::string::npos);
 }
 
 TEST(GuestTableTest, HumanBytes) {

@@ -71,7 +71,7 @@ class PlimsollctlTest : public ::testing::Test {
                management_state: MANAGEMENT_STATE_MANAGED max_bytes: 2147483648 min_bytes: 536870912
                target_bytes: 1610612736 actual_bytes: 1610612736
                stats { stats_fresh: true usable { bytes: 1073741824 } disk_caches { bytes: 536870912 } }
-               last_decision { reason: "pagecache: src=agent actual=1536MiB hard=300MiB cache=512MiB free=20MiB floor=556MiB ws=800MiB allow=2048MiB stall_pct=0.00 refault=0.0MiB/s severity=0.00 level=calm new_report=1 action=reclaim taken=128MiB -> 1408MiB state=ok" } }
+               last_decision { reason: "pagecache: take x=0.00 ws=800MiB taken=128MiB -> 1408MiB | src=agent actual=1536MiB floor=556MiB burst=0MiB ws=800MiB allow=1408MiB stall_pct=0.00 refault=0MiB/s measured=1" } }
       host { policy: "mom" guest_budget_bytes: 4294967296 libvirt_connected: true tick_seconds: 5 }
       host_line { capacity_bytes: 4294967296 committed_bytes: 2684354560 burst_reserve_bytes: 1073741824
                   new_guest_room_bytes: 536870912 headroom_bytes: 1073741824 offered_bytes: 1073741824
@@ -156,7 +156,7 @@ TEST_F(PlimsollctlTest, ReadCommandsInTextAndJson) {
 // Every table line within $COLUMNS, else the terminal, else 120; the full reason with --wide and
 // in `guest NAME`.
 TEST_F(PlimsollctlTest, TablesFitTheTerminal) {
-  const std::string full_tail = "severity=0.00 level=calm new_report=1 action=reclaim";
+  const std::string full_tail = "| src=agent actual=1536MiB floor=556MiB";
   auto widest = [](const std::string& out) {
     size_t w = 0;
     for (absl::string_view line : absl::StrSplit(out, '\n')) {
@@ -169,11 +169,11 @@ TEST_F(PlimsollctlTest, TablesFitTheTerminal) {
     Result r = Ctl(Unix() + " " + command, "COLUMNS=100");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_LE(widest(r.out), 100u) << r.out;
-    EXPECT_THAT(r.out, HasSubstr(" reclaim "));  // what was done leads, in any width
+    EXPECT_THAT(r.out, HasSubstr(" take "));  // what was done leads, in any width
     r = Ctl(Unix() + " " + command, "env -u COLUMNS");  // a pipe: no terminal to ask
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_LE(widest(r.out), 120u) << r.out;
-    EXPECT_THAT(r.out, HasSubstr("reclaim taken=128MiB stall_pct=0.00"));
+    EXPECT_THAT(r.out, HasSubstr("take taken=128MiB x=0.00 stall_pct=0.00"));
     EXPECT_GT(widest(r.out), 100u) << "120 columns are used: " << r.out;
     r = Ctl(Unix() + " " + command + " --wide", "COLUMNS=100");
     EXPECT_THAT(r.out, HasSubstr(full_tail));

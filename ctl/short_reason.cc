@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -15,10 +14,10 @@ namespace plimsoll::ctl {
 namespace {
 
 // The numbers that decide a decision, most telling first. Others follow in the reason's order.
-constexpr absl::string_view kDecidingKeys[] = {"taken", "granted", "wanted", "stall_pct", "refault",
-                                               "ws",    "cache",   "free",   "floor",     "hard"};
-// Said by the table's own columns or by the action itself.
-constexpr absl::string_view kDroppedKeys[] = {"action", "src", "actual", "new_report", "level"};
+constexpr absl::string_view kDecidingKeys[] = {"taken", "granted", "wanted", "x",     "stall_pct", "refault",
+                                               "ws",    "cache",   "free",   "floor", "hard"};
+// Said by the table's own columns.
+constexpr absl::string_view kDroppedKeys[] = {"src", "actual"};
 
 bool Contains(absl::Span<const absl::string_view> keys, absl::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
@@ -34,13 +33,24 @@ std::string ShortReason(absl::string_view reason, size_t width) {
                                       head.substr(0, colon).find_first_of(" =") == absl::string_view::npos) {
     head.remove_prefix(colon + 2);
   }
-  std::string lead;        // what was done
   std::string target;      // "->1022MiB"
-  std::string state;       // "state=stuck" (ok is the default and says nothing)
   std::vector<std::pair<std::string, std::string>> numbers;  // key, "key=value"
   std::vector<std::string> words;  // words before the first key=value (a hold's cause)
   bool seen_kv = false;
   std::vector<absl::string_view> tokens = absl::StrSplit(head, ' ', absl::SkipEmpty());
+  // A policy may write its numbers after its decision, past a " | " ("take x=0.00 taken=80MiB
+  // -> 620MiB | src=agent actual=1024MiB ..."): a part right after the head that starts with a
+  // key=value is the policy's; the loop's notes start with words.
+  size_t first_note = 1;
+  if (parts.size() > 1) {
+    const absl::string_view next = absl::StripAsciiWhitespace(parts[1]);
+    const size_t eq = next.find('=');
+    if (eq != absl::string_view::npos && eq > 0 && eq < next.find(' ')) {
+      std::vector<absl::string_view> more = absl::StrSplit(next, ' ', absl::SkipEmpty());
+      tokens.insert(tokens.end(), more.begin(), more.end());
+      first_note = 2;
+    }
+  }
   for (size_t i = 0; i < tokens.size(); ++i) {
     absl::string_view t = tokens[i];
     if (t == "->" && i + 1 < tokens.size()) {
@@ -54,27 +64,18 @@ std::string ShortReason(absl::string_view reason, size_t width) {
     }
     seen_kv = true;
     const absl::string_view key = t.substr(0, eq);
-    const absl::string_view value = t.substr(eq + 1);
-    if (key == "action") {
-      lead = std::string(value);
-    } else if (key == "state") {
-      if (value != "ok") state = std::string(t);
-    } else if (!Contains(kDroppedKeys, key)) {
+    // The first of a key wins: a policy may say a number in its decision and again in its numbers.
+    if (!Contains(kDroppedKeys, key) &&
+        std::none_of(numbers.begin(), numbers.end(), [&](const auto& n) { return n.first == key; })) {
       numbers.emplace_back(std::string(key), std::string(t));
     }
   }
-  // A hold says why in words ("hold stale stats"); with an action too, the action leads.
-  const std::string phrase = absl::StrJoin(words, " ");
-  if (lead.empty()) {
-    lead = phrase;
-  } else if (absl::StartsWith(phrase, "hold") && !absl::StartsWith(lead, "hold")) {
-    lead = absl::StrCat("hold(", lead, ")");
-  }
+  // What was done, and a hold's cause, in words ("retry churning", "hold").
+  const std::string lead = absl::StrJoin(words, " ");
 
   std::vector<std::string> pieces;
   if (!lead.empty()) pieces.push_back(lead);
-  if (!state.empty()) pieces.push_back(state);
-  for (size_t i = 1; i < parts.size(); ++i) {
+  for (size_t i = first_note; i < parts.size(); ++i) {
     absl::string_view note = absl::StripAsciiWhitespace(parts[i]);
     if (!note.empty()) pieces.push_back(absl::StrCat("| ", note));
   }

@@ -2,12 +2,13 @@
 // (`plimsollctl guests` and `top`). The full reason stays in `plimsollctl guest NAME`, in `--wide`
 // tables and in plimsolld's log.
 //
-// A reason is the policy's part ("pagecache: src=agent actual=... action=backoff ... -> 1022MiB")
-// and then the loop's notes, each after " | " ("held: stale stats ...", "apply failed ...").
-// The short form keeps, in this order while they fit: what was done (the action, or a hold and
-// its cause), a state other than ok, the loop's notes, the numbers that decide a decision (what
-// was taken or granted, stall, refaults, working set, cache, free, floor), the rest, and last the
-// target it led to (a table shows that in its own column).
+// A reason is the policy's part ("pagecache: backoff x=2.10 granted=64MiB -> 1022MiB", and
+// its numbers after " | ": "src=agent actual=958MiB floor=480MiB ...") and then the loop's
+// notes, each after " | " ("held: stale stats ...", "apply failed ...").
+// The short form keeps, in this order while they fit: what was done (the words before the first
+// number: "take", "retry churning"), the loop's notes, the numbers that decide a decision (what
+// was taken or granted, pressure, stall, refaults, working set, cache, free, floor), the rest,
+// and last the target it led to (a table shows that in its own column).
 #ifndef PLIMSOLL_CTL_SHORT_REASON_H_
 #define PLIMSOLL_CTL_SHORT_REASON_H_
 
