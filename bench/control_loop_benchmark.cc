@@ -219,7 +219,7 @@ void BM_Tick(benchmark::State& state, const std::string& policy, bool fresh) {
 int Register() {
   const char* ticks_env = getenv("PLIMSOLL_BENCH_TICKS");
   const int ticks = ticks_env != nullptr ? atoi(ticks_env) : 0;
-  for (const char* policy : {"static", "mom", "pagecache", "pagecache_law"}) {
+  for (const char* policy : {"static", "mom", "pagecache"}) {
     for (bool fresh : {false, true}) {
       for (int n : {100, 1000, 10000}) {
         benchmark::RegisterBenchmark(absl::StrCat("BM_Tick/", policy, fresh ? "/fresh" : "/driver").c_str(),

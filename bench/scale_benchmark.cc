@@ -99,7 +99,7 @@ void BM_Decide(benchmark::State& state, const char* policy_name) {
   std::unique_ptr<Warm> w = WarmUp(policy_name);
   // A tick of its own, as every decision in the daemon: a snapshot at the warm-up's last time
   // repeats that decision's readings (no time has passed: no rate of anything), which makes the
-  // law's pass look 9% cheaper than a real tick's.
+  // pagecache's pass look 9% cheaper than a real tick's.
   w->sim->Step(5);
   const policy::Snapshot snapshot = w->sim->MakeSnapshot();
   for (auto _ : state) {
@@ -109,7 +109,6 @@ void BM_Decide(benchmark::State& state, const char* policy_name) {
   PerGuestCounter(state);
 }
 BENCHMARK_CAPTURE(BM_Decide, pagecache, "pagecache")->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Decide, pagecache_law, "pagecache_law")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decide, mom, "mom")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decide, proxmox, "proxmox")->Unit(benchmark::kMillisecond);
 

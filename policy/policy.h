@@ -77,7 +77,7 @@ struct GuestView {
   // refault in the guest is a disk read seen from here: these are an agentless policy's view of
   // refaults. plimsolld fills them from the bulk stats call (server/hypervisor/block_reads.h;
   // absent with drivers that answer no bulk block stats, such as the test driver), and the
-  // simulator (sim/guest_model.h) models them. pagecache_law reads disk_read_bytes through
+  // simulator (sim/guest_model.h) models them. The pagecache policy reads disk_read_bytes through
   // pressure_profile.h when its profile_ratio is on.
   std::optional<uint64_t> disk_read_bytes;
   std::optional<uint64_t> disk_read_requests;
@@ -146,11 +146,19 @@ class Policy {
   virtual Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const = 0;
 };
 
-// Builds a policy by name ("mom", "static"). INVALID_ARGUMENT names the unknown policy.
+// Builds a policy by name ("mom", "static"), or "pagecache" with parameters changed
+// ("pagecache:profile_ratio=0", docs/policy.md). INVALID_ARGUMENT names the unknown policy and
+// lists PolicyNames().
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name);
 
 // The names MakePolicy accepts, for help texts and errors.
 std::vector<std::string> PolicyNames();
+
+// For a name an earlier plimsolld accepted and this one calls otherwise, the name it is now:
+// "pagecache_law" is "pagecache", "pagecache_law:k=v" is "pagecache:k=v". nullopt for any other
+// name. MakePolicy does not take these names: a caller that reads names written for an earlier
+// plimsolld (a config file, a stored host policy) translates them and tells the operator.
+std::optional<std::string> RenamedPolicy(absl::string_view name);
 
 }  // namespace plimsoll::policy
 

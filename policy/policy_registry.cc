@@ -1,5 +1,6 @@
 // MakePolicy and PolicyNames from policy.h: the one place that knows every policy by name.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "policy/mom_policy.h"
-#include "policy/pagecache_law_policy.h"
-#include "policy/rule_heap_policy.h"
+#include "policy/pagecache_policy.h"
 #include "policy/policy.h"
 #include "policy/proxmox_policy.h"
 #include "policy/static_policy.h"
@@ -24,19 +24,24 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name) {
   if (name == "static") return std::make_unique<StaticPolicy>();
   if (name == "pagecache") return std::make_unique<PagecachePolicy>();
   if (name == "proxmox") return std::make_unique<ProxmoxPolicy>();
-  if (name == "pagecache_law") return std::make_unique<PagecacheLawPolicy>();
-  // A variant with some parameters changed ("pagecache_law:probe_fraction=0.01:profile_ratio=0"),
-  // for comparing components side by side in the simulator.
-  if (absl::ConsumePrefix(&name, "pagecache_law:")) {
-    absl::StatusOr<PagecacheLawParams> params = ParsePagecacheLawParams(name);
+  // A variant with some parameters changed ("pagecache:probe_fraction=0.01:profile_ratio=0"),
+  // for comparing components side by side in the simulator and on real guests.
+  if (absl::ConsumePrefix(&name, "pagecache:")) {
+    absl::StatusOr<PagecacheParams> params = ParsePagecacheParams(name);
     if (!params.ok()) return params.status();
-    return std::make_unique<PagecacheLawPolicy>(*params);
+    return std::make_unique<PagecachePolicy>(*params);
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown policy \"", absl::CHexEscape(name),
                                                  "\"; known policies: ",
                                                  absl::StrJoin(PolicyNames(), ", ")));
 }
 
-std::vector<std::string> PolicyNames() { return {"mom", "static", "pagecache", "proxmox", "pagecache_law"}; }
+std::vector<std::string> PolicyNames() { return {"mom", "static", "pagecache", "proxmox"}; }
+
+std::optional<std::string> RenamedPolicy(absl::string_view name) {
+  if (name == "pagecache_law") return std::string("pagecache");
+  if (absl::ConsumePrefix(&name, "pagecache_law:")) return absl::StrCat("pagecache:", name);
+  return std::nullopt;
+}
 
 }  // namespace plimsoll::policy

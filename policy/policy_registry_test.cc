@@ -1,4 +1,5 @@
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,10 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Optional;
 
 TEST(PolicyRegistryTest, NamesAreEveryPolicy) {
-  EXPECT_THAT(PolicyNames(), ElementsAre("mom", "static", "pagecache", "proxmox", "pagecache_law"));
+  EXPECT_THAT(PolicyNames(), ElementsAre("mom", "static", "pagecache", "proxmox"));
 }
 
 TEST(PolicyRegistryTest, EveryNameBuildsAPolicyOfThatName) {
@@ -29,27 +31,43 @@ TEST(PolicyRegistryTest, EveryNameBuildsAPolicyOfThatName) {
 }
 
 TEST(PolicyRegistryTest, UnknownNameListsKnownNames) {
-  for (const char* name : {"", "Mom", "Proxmox", "mom ", "page_cache"}) {
+  for (const char* name : {"", "Mom", "Proxmox", "mom ", "page_cache", "pagecache_law"}) {
     absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
     ASSERT_FALSE(policy.ok()) << name;
     EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(policy.status().message(),
-                HasSubstr("known policies: mom, static, pagecache, proxmox, pagecache_law"));
+                HasSubstr("known policies: mom, static, pagecache, proxmox"));
   }
   EXPECT_THAT(MakePolicy("Proxmox").status().message(), HasSubstr("unknown policy \"Proxmox\""));
   EXPECT_THAT(MakePolicy("a\nb").status().message(), HasSubstr("\"a\\nb\""));
 }
 
-TEST(PolicyRegistryTest, PagecacheLawVariantsNameTheirBadParameter) {
-  absl::StatusOr<std::unique_ptr<Policy>> ok = MakePolicy("pagecache_law:profile_ratio=0:probe_fraction=0.01");
+TEST(PolicyRegistryTest, PagecacheVariantsNameTheirBadParameter) {
+  absl::StatusOr<std::unique_ptr<Policy>> ok = MakePolicy("pagecache:profile_ratio=0:probe_fraction=0.01");
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ((*ok)->name(), "pagecache_law");
-  EXPECT_THAT(MakePolicy("pagecache_law:bogus=1").status().message(),
-              HasSubstr("unknown pagecache_law parameter \"bogus\"; known: headroom_min_mib,"));
-  EXPECT_THAT(MakePolicy("pagecache_law:probe_fraction=2").status().message(),
+  EXPECT_EQ((*ok)->name(), "pagecache");
+  EXPECT_THAT(MakePolicy("pagecache:bogus=1").status().message(),
+              HasSubstr("unknown pagecache parameter \"bogus\"; known: headroom_min_mib,"));
+  EXPECT_THAT(MakePolicy("pagecache:probe_fraction=2").status().message(),
               HasSubstr("probe_fraction=2 is outside [0, 1]"));
-  EXPECT_THAT(MakePolicy("pagecache_law:probe_fraction").status().message(),
+  EXPECT_THAT(MakePolicy("pagecache:probe_fraction").status().message(),
               HasSubstr("\"probe_fraction\" is not name=number"));
+}
+
+// Configs and stored host policies written for an earlier plimsolld call the pagecache policy
+// "pagecache_law".
+TEST(PolicyRegistryTest, TheLawsOldNameIsRenamedPagecache) {
+  EXPECT_THAT(RenamedPolicy("pagecache_law"), Optional(std::string("pagecache")));
+  EXPECT_THAT(RenamedPolicy("pagecache_law:profile_ratio=0"),
+              Optional(std::string("pagecache:profile_ratio=0")));
+  for (const std::string& name : PolicyNames()) EXPECT_EQ(RenamedPolicy(name), std::nullopt) << name;
+  EXPECT_EQ(RenamedPolicy("pagecache:profile_ratio=0"), std::nullopt);
+  EXPECT_EQ(RenamedPolicy("pagecache_lawless"), std::nullopt);
+  EXPECT_EQ(RenamedPolicy(""), std::nullopt);
+  // What a renamed name becomes is a policy MakePolicy builds.
+  absl::StatusOr<std::unique_ptr<Policy>> made = MakePolicy(*RenamedPolicy("pagecache_law:profile_ratio=0"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ((*made)->name(), "pagecache");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -280,6 +281,7 @@ absl::Status Daemon::ReloadConfig() {
   };
   absl::StatusOr<EffectiveConfig> next = LoadEffectiveConfig(config_path_, flag_config_);
   if (!next.ok()) return fail(next.status());
+  for (const std::string& w : next->options.warnings) PLOG_WARNING << "config reload: " << w;
   const ConfigChanges changes = DiffConfig(options_, control_, next->options, next->control);
   const Options merged = MergeReloadable(options_, next->options);
   if (changes.loop) {
@@ -381,6 +383,7 @@ absl::Status Daemon::Start() {
   if (agent_) {
     if (absl::Status s = agent_->Start(hypervisor_.get(), std::move(vsock_listener_)); !s.ok()) return s;
   }
+  for (const std::string& w : options_.warnings) PLOG_WARNING << w;
   PLOG_INFO << "plimsolld serving grpc=" << grpc_address_ << " metrics="
             << (options_.metrics_listen.empty()
                     ? std::string("off")

@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
     if (absl::Status s = plimsoll::server::CheckTlsFiles(*control); !s.ok()) return Fail(std::string(s.message()));
   }
   if (check_config) {
+    for (const std::string& w : options->warnings) std::cerr << "plimsolld: warning: " << w << "\n";
     std::cout << "# effective plimsolld configuration (valid)\n" << plimsoll::server::ToText(effective);
     return 0;
   }

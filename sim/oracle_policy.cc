@@ -10,14 +10,14 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "policy/rule_heap_policy.h"
+#include "policy/pagecache_policy.h"
 #include "sim/units.h"
 
 namespace plimsoll::sim {
 
 double OracleHeadroom(int64_t max_bytes) {
-  const policy::PagecacheParams params;
-  return std::max(params.headroom_min_bytes, params.headroom_fraction * max_bytes);
+  const policy::LawParams params = policy::PagecacheParams().law;
+  return std::max(params.headroom_min_bytes, params.headroom_fraction * static_cast<double>(max_bytes));
 }
 
 namespace {

@@ -16,7 +16,7 @@
 // reclaim more (its oracle_share is then above 1). Stall the workload causes at any size (a
 // hot set larger than the guest, a loop over a file that does not fit) the oracle has too.
 //
-// Headroom: the pagecache policy's (policy/pagecache_policy.h, PagecacheParams defaults):
+// Headroom: the pagecache policy's h (policy/pagecache_law.h, LawParams defaults):
 // max(headroom_min_bytes, headroom_fraction * max), 128 MiB or 5% of the guest's max.
 //
 // The budget: min(the snapshot's guest budget, host total - outside memory - reserve), so that

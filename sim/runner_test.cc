@@ -68,8 +68,9 @@ TEST(RunnerTest, PagecacheReclaimsAndRecordsEverything) {
   EXPECT_EQ(*MetricValue(*r, "guest.a.state_seen.stuck"), 0);
   EXPECT_EQ(*MetricValue(*r, "guest.a.state_first_s.stuck"), -1);
   EXPECT_EQ(r->trace.size(), static_cast<size_t>(r->decisions));
-  EXPECT_THAT(r->trace.back(), HasSubstr("pagecache: src=agent"));
-  EXPECT_THAT(r->last_summary, StartsWith("pagecache: mode="));
+  EXPECT_THAT(r->trace.back(), HasSubstr("| pagecache: "));
+  EXPECT_THAT(r->trace.back(), HasSubstr(" | src=agent actual="));
+  EXPECT_THAT(r->last_summary, StartsWith("pagecache: limit="));
   EXPECT_EQ(MetricValue(*r, "guest.zz.stall_s").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(MetricValue(*r, "speed").status().code(), absl::StatusCode::kNotFound);
   for (const char* m : {"reclaimed_gib_s", "mean_reclaimed_gib", "stall_s", "refault_gib",
@@ -125,12 +126,12 @@ TEST(RunnerTest, TheOracleTakesTheColdCacheWithoutStalling) {
   EXPECT_EQ(oracle->oom_kills, 0);
   EXPECT_EQ(oracle->refault_bytes, 0);
   EXPECT_LT(oracle->stall_s, 0.5);
-  // pagecache probes into the headroom the oracle keeps (b at 854-872 MiB against the oracle's
-  // 997 MiB here) and pays for it in stall: it may reclaim a little more than the oracle, never
-  // much more.
+  // pagecache keeps a little less than the oracle's headroom (b at 965 MiB against the oracle's
+  // 997 MiB here) and stalls no more: it may reclaim a little more than the oracle, never much
+  // more.
   EXPECT_GT(oracle->reclaimed_byte_s, 0.9 * pagecache->reclaimed_byte_s);
   EXPECT_LT(oracle->reclaimed_byte_s, pagecache->reclaimed_byte_s);
-  EXPECT_GT(pagecache->stall_s, oracle->stall_s);
+  EXPECT_LT(pagecache->stall_s, 0.5);
   // b keeps its 400 MiB hot set, its anon and kernel, and a headroom of 128 MiB, no less.
   const double b_floor = 300 * kMib + 400 * kMib + 64 * kMib + 48 * kMib + 0.02 * 2 * kGib;
   EXPECT_GE(oracle->guests[1].min_actual, b_floor + 128 * kMib);

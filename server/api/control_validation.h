@@ -22,8 +22,8 @@ namespace plimsoll::server {
 // Linux guest survives, and a typo ("512" for "512M") would kill one.
 inline constexpr int64_t kMinGuestSizeBytes = 64LL << 20;
 // How far an override (a pin, a lowered min) moves a guest down per tick without `force`: the
-// safety envelope's step, max(256 MiB, a quarter of its <memory>) (the pagecache policy's reclaim
-// step), so an override cannot drop a guest by gigabytes in one balloon move.
+// safety envelope's step, max(256 MiB, a quarter of its <memory>), so an override cannot drop a
+// guest by gigabytes in one balloon move.
 int64_t OverrideStepBytes(int64_t memory_bytes);
 // Upper sanity bound of every byte count in a request (1 PiB).
 inline constexpr int64_t kMaxRequestBytes = 1LL << 50;

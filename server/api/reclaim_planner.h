@@ -7,8 +7,8 @@
 //     paused guests are skipped);
 //   - a guest gives at most what it can spare without pressure: what lies
 //     above the larger of its policy's floor and working set (the last
-//     decision's policy_floor_bytes and working_set_bytes, from pagecache and
-//     pagecache_law), or, for policies without these estimates, its usable
+//     decision's policy_floor_bytes and working_set_bytes, from pagecache),
+//     or, for policies without these estimates, its usable
 //     memory (MemAvailable, which counts hot cache as spare) minus a margin
 //     (max(keep_free_bytes, keep_free_fraction x target)); and never goes
 //     below its floor (Guest.min_bytes, raised by an override's min_bytes and

@@ -6,7 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -318,8 +321,16 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
     if (absl::Status s = ValidateListen("metrics_listen", o.metrics_listen, false); !s.ok()) return s;
   }
   o.policy = c.policy();
-  // MakePolicy is the one place that knows the policies, and it also takes a law variant with
-  // parameters changed ("pagecache_law:profile_ratio=1.5", docs/policy.md), which the lab
+  // A config written for an earlier plimsolld must not stop the daemon after an upgrade: the
+  // old name runs the same policy, and the operator is told to change it.
+  if (std::optional<std::string> renamed = policy::RenamedPolicy(o.policy); renamed.has_value()) {
+    o.warnings.push_back(absl::StrCat("config field \"policy\": \"", o.policy, "\" is a deprecated name of \"",
+                                      *renamed, "\" (the same policy), which runs; write policy: \"", *renamed,
+                                      "\""));
+    o.policy = *std::move(renamed);
+  }
+  // MakePolicy is the one place that knows the policies, and it also takes a variant with
+  // parameters changed ("pagecache:profile_ratio=1.5", docs/policy.md), which the lab
   // benchmarks compare on real guests.
   if (auto made = policy::MakePolicy(o.policy); !made.ok()) {
     return FieldError("policy", made.status().message());

@@ -53,6 +53,10 @@ struct Options {
   int64_t line_new_guest_room_bytes = 0;
   int64_t line_burst_reserve_bytes = 0;
   absl::Duration line_offer_hold;
+  // Settings accepted under a deprecated spelling and what they were taken as, one sentence each
+  // naming the field ("config field \"policy\": ..."). --check_config prints them; the daemon
+  // logs them as warnings at start and on reload.
+  std::vector<std::string> warnings;
 };
 
 // True when a "host:port" listen address is a loopback IP literal: 127.0.0.0/8, ::1 (also
@@ -86,7 +90,9 @@ plimsoll::v1::DaemonConfig Overlay(const plimsoll::v1::DaemonConfig& base,
 plimsoll::v1::DaemonConfig WithDefaults(const plimsoll::v1::DaemonConfig& config);
 
 // Validates a defaulted config and converts it. INVALID_ARGUMENT names the
-// field, the bad value and what is expected.
+// field, the bad value and what is expected (for `policy`, the policies there are). A policy
+// named as an earlier plimsolld did ("pagecache_law") is taken under its current name, with a
+// warning in Options::warnings.
 absl::StatusOr<Options> Resolve(const plimsoll::v1::DaemonConfig& config);
 
 // The config as text format, for --check_config and logs.

@@ -43,6 +43,9 @@ absl::StatusOr<EffectiveConfig> LoadEffectiveConfig(const std::string& config_pa
   auto options = Resolve(e.config);
   if (!options.ok()) return options.status();
   e.options = *std::move(options);
+  // The effective configuration names the policy that runs, also when the file used a
+  // deprecated name for it (Options::warnings says so).
+  e.config.set_policy(e.options.policy);
   auto control = ResolveControlApi(e.config);
   if (!control.ok()) return control.status();
   e.control = *std::move(control);

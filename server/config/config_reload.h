@@ -25,7 +25,7 @@
 namespace plimsoll::server {
 
 struct EffectiveConfig {
-  plimsoll::v1::DaemonConfig config;  // overlaid and defaulted
+  plimsoll::v1::DaemonConfig config;  // overlaid and defaulted; `policy` as it runs (Options::policy)
   Options options;
   ControlApiOptions control;
 };

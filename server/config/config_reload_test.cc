@@ -178,6 +178,23 @@ TEST(ConfigReloadTest, LoadEffectiveConfigOverlaysFlagsOnTheFile) {
   EXPECT_EQ(e->control.state_file, kDefaultStateFile);
 }
 
+// A file that names the pagecache policy as an earlier plimsolld did loads, and the effective
+// configuration (what --check_config prints) names the policy that runs.
+TEST(ConfigReloadTest, LoadEffectiveConfigRunsADeprecatedPolicyNameUnderItsCurrentOne) {
+  auto e = LoadEffectiveConfig(WriteTemp("policy: \"pagecache_law\"\n"), {});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->options.policy, "pagecache");
+  EXPECT_EQ(e->config.policy(), "pagecache");
+  EXPECT_NE(ToText(e->config).find("policy: \"pagecache\"\n"), std::string::npos) << ToText(e->config);
+  ASSERT_EQ(e->options.warnings.size(), 1u);
+  EXPECT_NE(e->options.warnings[0].find("\"pagecache_law\" is a deprecated name"), std::string::npos)
+      << e->options.warnings[0];
+  // Reloading it over a daemon that runs "pagecache" changes nothing.
+  auto current = LoadEffectiveConfig(WriteTemp("policy: \"pagecache\"\n"), {});
+  ASSERT_TRUE(current.ok()) << current.status();
+  EXPECT_TRUE(DiffConfig(current->options, current->control, e->options, e->control).live.empty());
+}
+
 TEST(ConfigReloadTest, LoadEffectiveConfigErrorsNameTheLineOrTheField) {
   const std::string unknown = WriteTemp("policy: \"mom\"\n  bogus_field: 1\n");
   auto e = LoadEffectiveConfig(unknown, {});

@@ -107,6 +107,7 @@ TEST(ConfigTest, BadValuesNameTheField) {
       {R"(block_stats_interval: "2h")", "\"block_stats_interval\""},
       {R"(block_stats_interval: "rarely")", "\"block_stats_interval\""},
       {R"(policy: "yolo")", "\"policy\""},
+      {R"(policy: "pagecache:no_such_param=1")", "no_such_param"},
       {R"(policy: "pagecache_law:no_such_param=1")", "no_such_param"},
       {R"(grpc_listen: "unix:relative.sock")", "\"grpc_listen\""},
       {R"(grpc_listen: "localhost")", "\"grpc_listen\""},
@@ -136,10 +137,56 @@ TEST(ConfigTest, BadValuesNameTheField) {
   }
 }
 
-TEST(ConfigTest, TakesALawVariant) {
-  auto o = ResolveText(R"(policy: "pagecache_law:profile_ratio=1.5")");
+TEST(ConfigTest, TakesAPagecacheVariant) {
+  auto o = ResolveText(R"(policy: "pagecache:profile_ratio=1.5")");
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->policy, "pagecache_law:profile_ratio=1.5");
+  EXPECT_EQ(o->policy, "pagecache:profile_ratio=1.5");
+  EXPECT_TRUE(o->warnings.empty());
+}
+
+// A config written for an earlier plimsolld names the pagecache policy "pagecache_law": it runs
+// "pagecache", and the warning says which field, what was taken and what to write.
+TEST(ConfigTest, ThePagecachePolicysOldNameRunsItWithAWarning) {
+  auto o = ResolveText(R"(policy: "pagecache_law")");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->policy, "pagecache");
+  ASSERT_EQ(o->warnings.size(), 1u);
+  EXPECT_EQ(o->warnings[0],
+            "config field \"policy\": \"pagecache_law\" is a deprecated name of \"pagecache\" (the same "
+            "policy), which runs; write policy: \"pagecache\"");
+  auto variant = ResolveText(R"(policy: "pagecache_law:profile_ratio=1.5")");
+  ASSERT_TRUE(variant.ok()) << variant.status();
+  EXPECT_EQ(variant->policy, "pagecache:profile_ratio=1.5");
+  ASSERT_EQ(variant->warnings.size(), 1u);
+  EXPECT_NE(variant->warnings[0].find("write policy: \"pagecache:profile_ratio=1.5\""), std::string::npos)
+      << variant->warnings[0];
+  // Through the flag, as --check_config --policy=pagecache_law sees it.
+  auto flags = ConfigFromFlags({{"policy", "pagecache_law"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto f = Resolve(WithDefaults(*flags));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->policy, "pagecache");
+  EXPECT_EQ(f->warnings.size(), 1u);
+  // Every current name, and the default, is taken as it is, without a warning.
+  for (const char* name : {"mom", "static", "pagecache", "proxmox"}) {
+    auto current = ResolveText(absl::StrCat("policy: \"", name, "\""));
+    ASSERT_TRUE(current.ok()) << current.status();
+    EXPECT_EQ(current->policy, name);
+    EXPECT_TRUE(current->warnings.empty()) << name;
+  }
+  EXPECT_TRUE(Resolve(WithDefaults(DaemonConfig()))->warnings.empty());
+}
+
+// An unknown policy names the field and lists the policies there are.
+TEST(ConfigTest, AnUnknownPolicyListsThePolicies) {
+  for (const char* name : {"yolo", "pagecache_laws", "rule_heap", ""}) {
+    auto o = ResolveText(absl::StrCat("policy: \"", name, "\""));
+    ASSERT_FALSE(o.ok()) << name;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(o.status().message(),
+              absl::StrCat("config field \"policy\": unknown policy \"", name,
+                           "\"; known policies: mom, static, pagecache, proxmox"));
+  }
 }
 
 TEST(ConfigTest, UnknownFieldsAndSyntaxErrorsGivePosition) {

@@ -170,7 +170,18 @@ void ControlLoop::ApplyHostPolicy() {
                  << hp.updated_by() << "\")"
                  << (paused_ ? ": deciding and reporting, moving no balloon" : ": the policy acts again");
   }
-  const std::string wanted = hp.has_policy() ? hp.policy() : std::string(base_policy_->name());
+  std::string wanted = hp.has_policy() ? hp.policy() : std::string(base_policy_->name());
+  // A host policy stored by an earlier plimsolld may name a policy by its old name: the same
+  // policy runs, and the operator is told once how to store its current name.
+  if (std::optional<std::string> renamed = policy::RenamedPolicy(wanted); renamed.has_value()) {
+    if (renamed_policy_ != wanted) {
+      PLOG_WARNING << "host policy asks for policy \"" << wanted << "\", a deprecated name of \"" << *renamed
+                   << "\" (the same policy), which runs; store the current name: plimsollctl host set --policy="
+                   << *renamed;
+      renamed_policy_ = wanted;
+    }
+    wanted = *std::move(renamed);
+  }
   if (wanted == policy_->name()) {
     refused_policy_.clear();
     return;

@@ -287,6 +287,7 @@ class ControlLoop {
   const policy::Policy* policy_;
   std::unique_ptr<policy::Policy> runtime_policy_;
   std::string refused_policy_;  // a host-policy name MakePolicy refused (logged once)
+  std::string renamed_policy_;  // a deprecated host-policy name taken under its current one (logged once)
   // The host settings in force this tick (config overlaid with the host policy).
   int64_t reserve_bytes_;
   std::optional<int64_t> budget_cap_;

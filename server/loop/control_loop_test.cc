@@ -813,6 +813,26 @@ TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) 
   EXPECT_EQ(policy_.last_snapshot.host.guest_budget_bytes, 2048 * kMiB);
 }
 
+// A host policy stored by an earlier plimsolld names the pagecache policy "pagecache_law": the
+// same policy runs under its current name, and the log says so once.
+TEST_F(ControlLoopTest, AStoredHostPolicyWithADeprecatedPolicyNameRunsItUnderItsCurrentOne) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::HostPolicy hp;
+  hp.set_policy("pagecache_law");
+  SetHostPolicy(hp);
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) TickWithFreshStats({kA});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(loop_->Published()->host().policy(), "pagecache");
+  EXPECT_EQ(Published(kA)->last_decision().policy(), "pagecache");
+  const std::string warning = "\"pagecache_law\", a deprecated name of \"pagecache\"";
+  const size_t at = log.find(warning);
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find(warning, at + 1), std::string::npos) << "logged once: " << log;
+  EXPECT_EQ(log.find("keeping policy="), std::string::npos) << "not refused: " << log;
+}
+
 // A held guest is logged after a move or a minute of silence; log_every_decision (a live
 // config field) logs every tick's decision, holds included, for following a policy step by step.
 TEST_F(ControlLoopTest, LogEveryDecisionLogsHoldsEveryTick) {

@@ -741,6 +741,35 @@ TEST(DaemonReloadTest, ReloadAppliesLiveSettingsKeepsFlagsAndKeepsTheOldConfigWh
   EXPECT_EQ(metric("plimsoll_config_reloads_total{result=\"success\"}"), 2);
 }
 
+// A config that names the pagecache policy as an earlier plimsolld did starts the daemon, which
+// runs "pagecache" and says why in a warning at start.
+TEST(DaemonStartTest, ADeprecatedPolicyNameStartsWithAWarningInTheLog) {
+  auto parsed = server::ParseConfigText(R"(policy: "pagecache_law")", "old.textproto");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  auto resolved = server::Resolve(server::WithDefaults(*parsed));
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  server::Options o = BaseOptions("unix:" + TestTmp() + "/old-name.sock");
+  o.policy = resolved->policy;
+  o.warnings = resolved->warnings;
+  auto d = server::Daemon::Create(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ::testing::internal::CaptureStderr();
+  const absl::Status started = (*d)->Start();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(started.ok()) << started;
+  std::string warning;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (line.find("is a deprecated name") != absl::string_view::npos) warning = std::string(line);
+  }
+  EXPECT_EQ(warning.substr(0, 2), "W ") << log;
+  EXPECT_NE(warning.find("] config field \"policy\": \"pagecache_law\" is a deprecated name of \"pagecache\" "
+                         "(the same policy), which runs; write policy: \"pagecache\""),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("plimsolld serving grpc="), std::string::npos) << log;
+  EXPECT_NE(log.find(" policy=pagecache tick="), std::string::npos) << log;
+}
+
 TEST(DaemonStartTest, MetricsPortInUseIsAClearError) {
   auto first = server::Daemon::Create(BaseOptions("unix:" + TestTmp() + "/a.sock"));
   ASSERT_TRUE(first.ok());

@@ -1,12 +1,11 @@
-// The page-cache-aware policy rebuilt as a small law: each guest's proposal from the
+// The page-cache-aware policy, "pagecache" (plimsolld's default): each guest's proposal from the
 // per-guest law (pagecache_law.h), the host's say from the one share-out (share_out.h), and the
-// safety rules every policy applies (guest_safety.h). Registered as "pagecache_law" while it is
-// measured against today's "pagecache" on the corpus; docs/policy.md writes it as equations.
+// safety rules every policy applies (guest_safety.h). docs/policy.md writes it as equations.
 //
 // Per-guest memory: LawMemory (pagecache_law.h) in each guest's slot. Immutable after
 // construction: thread-safe.
-#ifndef PLIMSOLL_POLICY_PAGECACHE_LAW_POLICY_H_
-#define PLIMSOLL_POLICY_PAGECACHE_LAW_POLICY_H_
+#ifndef PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
+#define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
 
 #include <string>
 #include <vector>
@@ -20,7 +19,7 @@
 
 namespace plimsoll::policy {
 
-struct PagecacheLawParams {
+struct PagecacheParams {
   LawParams law;
   ShareOutParams share;
   // Changes smaller than this are not worth a balloon operation.
@@ -30,21 +29,21 @@ struct PagecacheLawParams {
 // Sets the parameter `name` (docs/policy.md's table: "probe_fraction", "cooldown_min_s",
 // "profile_ratio", ...) to `value`. INVALID_ARGUMENT names an unknown parameter or a value out
 // of its range.
-absl::Status SetPagecacheLawParam(absl::string_view name, double value, PagecacheLawParams* params);
+absl::Status SetPagecacheParam(absl::string_view name, double value, PagecacheParams* params);
 
-// The parameter names SetPagecacheLawParam knows, in the table's order.
-std::vector<std::string> PagecacheLawParamNames();
+// The parameter names SetPagecacheParam knows, in the table's order.
+std::vector<std::string> PagecacheParamNames();
 
-// "k=v:k=v" (the part after "pagecache_law:" in a policy name, so the simulator can run
-// variants side by side: --policies=pagecache_law,pagecache_law:profile_ratio=0) applied to the
+// "k=v:k=v" (the part after "pagecache:" in a policy name, so the simulator can run
+// variants side by side: --policies=pagecache,pagecache:profile_ratio=0) applied to the
 // defaults. INVALID_ARGUMENT names the bad item.
-absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec);
+absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec);
 
-class PagecacheLawPolicy : public Policy {
+class PagecachePolicy : public Policy {
  public:
-  explicit PagecacheLawPolicy(PagecacheLawParams params = PagecacheLawParams()) : params_(params) {}
+  explicit PagecachePolicy(PagecacheParams params = PagecacheParams()) : params_(params) {}
 
-  // "pagecache_law".
+  // "pagecache".
   absl::string_view name() const override;
 
   // One decision per guest in snapshot order; a snapshot with guest_budget_bytes <= 0 holds
@@ -52,9 +51,9 @@ class PagecacheLawPolicy : public Policy {
   Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const override;
 
  private:
-  const PagecacheLawParams params_;
+  const PagecacheParams params_;
 };
 
 }  // namespace plimsoll::policy
 
-#endif  // PLIMSOLL_POLICY_PAGECACHE_LAW_POLICY_H_
+#endif  // PLIMSOLL_POLICY_PAGECACHE_POLICY_H_

@@ -1,4 +1,4 @@
-#include "policy/pagecache_law_policy.h"
+#include "policy/pagecache_policy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +30,7 @@ struct Row {
   double scale, lo, hi;
 };
 
-std::vector<Row> Rows(PagecacheLawParams* p) {
+std::vector<Row> Rows(PagecacheParams* p) {
   constexpr double kMibBytes = 1 << 20;
   return {
       {"headroom_min_mib", &p->law.headroom_min_bytes, kMibBytes, 0, 1e9},
@@ -54,52 +54,52 @@ std::vector<Row> Rows(PagecacheLawParams* p) {
 
 }  // namespace
 
-absl::Status SetPagecacheLawParam(absl::string_view name, double value, PagecacheLawParams* params) {
+absl::Status SetPagecacheParam(absl::string_view name, double value, PagecacheParams* params) {
   for (const Row& r : Rows(params)) {
     if (name != r.name) continue;
     if (!(value >= r.lo && value <= r.hi)) {
-      return absl::InvalidArgumentError(absl::StrCat("pagecache_law parameter ", name, "=", value,
+      return absl::InvalidArgumentError(absl::StrCat("pagecache parameter ", name, "=", value,
                                                      " is outside [", r.lo, ", ", r.hi, "]"));
     }
     *r.field = value * r.scale;
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown pagecache_law parameter \"", name,
-                                                 "\"; known: ", absl::StrJoin(PagecacheLawParamNames(), ", ")));
+  return absl::InvalidArgumentError(absl::StrCat("unknown pagecache parameter \"", name,
+                                                 "\"; known: ", absl::StrJoin(PagecacheParamNames(), ", ")));
 }
 
-std::vector<std::string> PagecacheLawParamNames() {
-  PagecacheLawParams unused;
+std::vector<std::string> PagecacheParamNames() {
+  PagecacheParams unused;
   std::vector<std::string> names;
   for (const Row& r : Rows(&unused)) names.push_back(r.name);
   return names;
 }
 
-absl::StatusOr<PagecacheLawParams> ParsePagecacheLawParams(absl::string_view spec) {
-  PagecacheLawParams params;
+absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec) {
+  PagecacheParams params;
   for (absl::string_view item : absl::StrSplit(spec, ':', absl::SkipEmpty())) {
     const size_t eq = item.find('=');
     double value = 0;
     if (eq == absl::string_view::npos || !absl::SimpleAtod(item.substr(eq + 1), &value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("pagecache_law parameter \"", item, "\" is not name=number"));
+          absl::StrCat("pagecache parameter \"", item, "\" is not name=number"));
     }
-    if (absl::Status s = SetPagecacheLawParam(item.substr(0, eq), value, &params); !s.ok()) return s;
+    if (absl::Status s = SetPagecacheParam(item.substr(0, eq), value, &params); !s.ok()) return s;
   }
   return params;
 }
 
 
-absl::string_view PagecacheLawPolicy::name() const { return "pagecache_law"; }
+absl::string_view PagecachePolicy::name() const { return "pagecache"; }
 
-Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
+Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
   Decisions decisions;
   const size_t n = snapshot.guests.size();
   decisions.guests.reserve(n);
   const double now_s = absl::ToDoubleSeconds(snapshot.now - absl::UnixEpoch());
   if (snapshot.host.guest_budget_bytes <= 0) {
     const std::string why =
-        absl::StrCat("pagecache_law: hold guest_budget_bytes=", snapshot.host.guest_budget_bytes);
+        absl::StrCat("pagecache: hold guest_budget_bytes=", snapshot.host.guest_budget_bytes);
     for (const GuestView& g : snapshot.guests) {
       decisions.guests.push_back(HoldDecision(g, why));
       auto it = state.guests.find(g.uuid);
@@ -194,7 +194,7 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     if (!outcomes[i].has_value()) {
-      decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache_law: hold ", held[i])));
+      decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache: hold ", held[i])));
       continue;
     }
     const LawOutcome& o = *outcomes[i];
@@ -211,7 +211,7 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
       d.distress = absl::StrCat("pressure x=", FormatFixed(o.pressure, 2));
     }
     d.target_bytes = targets[i];
-    d.reason = absl::StrCat("pagecache_law: ", o.reason);
+    d.reason = absl::StrCat("pagecache: ", o.reason);
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
     absl::StrAppend(&d.reason, small_take[i]);
@@ -243,7 +243,7 @@ Decisions PagecacheLawPolicy::Decide(const Snapshot& snapshot, const PolicyState
     if (o.futile_level > 0) absl::StrAppend(&d.reason, " futile=", FormatFixed(o.futile_level, 2));
     decisions.guests.push_back(std::move(d));
   }
-  decisions.summary = absl::StrCat("pagecache_law: ", ShareOutSummary(r), " guests=", n);
+  decisions.summary = absl::StrCat("pagecache: ", ShareOutSummary(r), " guests=", n);
   return decisions;
 }
 

@@ -1,4 +1,4 @@
-#include "policy/pagecache_law_policy.h"
+#include "policy/pagecache_policy.h"
 
 #include <cstdint>
 #include <string>
@@ -59,15 +59,15 @@ GuestView Hot(const std::string& name) {
   return g;
 }
 
-TEST(PagecacheLawPolicyTest, TheBudgetIsTakenByShares) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, TheBudgetIsTakenByShares) {
+  const PagecachePolicy policy;
   // Proposals 1024 MiB each (held at W), 3072 in all: 672 MiB over a 2400 MiB budget.
   const Decisions d = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 2400), PolicyState());
   ASSERT_EQ(d.guests.size(), 3u);
   int64_t sum = 0;
   for (const GuestDecision& g : d.guests) {
     sum += g.target_bytes;
-    EXPECT_THAT(g.reason, StartsWith("pagecache_law: hold"));
+    EXPECT_THAT(g.reason, StartsWith("pagecache: hold"));
     EXPECT_THAT(g.reason, HasSubstr("taken=224MiB"));
     EXPECT_NEAR(static_cast<double>(g.target_bytes) / kMib, 800, 0.01);
   }
@@ -76,8 +76,8 @@ TEST(PagecacheLawPolicyTest, TheBudgetIsTakenByShares) {
   EXPECT_THAT(d.summary, HasSubstr("unmet=0"));
 }
 
-TEST(PagecacheLawPolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
+  const PagecachePolicy policy;
   // 1024 MiB over 2048; at most 25% of 1024 MiB from each guest per decision.
   const Decisions d = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 2048), PolicyState());
   for (const GuestDecision& g : d.guests) {
@@ -88,8 +88,8 @@ TEST(PagecacheLawPolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
 
 // Every take is at least a step (2% of M: 20.48 MiB here), whoever asks for it: the budget
 // round's 4 MiB share is not taken; 30 MiB is.
-TEST(PagecacheLawPolicyTest, ATakeUnderAStepIsNotMade) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMade) {
+  const PagecachePolicy policy;
   const Decisions small = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
   for (const GuestDecision& g : small.guests) {
     EXPECT_EQ(g.target_bytes, 1024 * kMib) << g.reason;
@@ -109,8 +109,8 @@ TEST(PagecacheLawPolicyTest, ATakeUnderAStepIsNotMade) {
 
 // With many guests the budget round's shares are each under a step, and together they are the
 // host's room: what is left untaken stays within the limit plus one step.
-TEST(PagecacheLawPolicyTest, SmallTakesTogetherStillMeetTheBudget) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, SmallTakesTogetherStillMeetTheBudget) {
+  const PagecachePolicy policy;
   std::vector<GuestView> guests;
   for (int i = 0; i < 100; ++i) guests.push_back(Hot("g" + std::to_string(i)));
   // 1500 MiB over the budget: 15 MiB from each guest, under a step (20.48 MiB).
@@ -125,11 +125,11 @@ TEST(PagecacheLawPolicyTest, SmallTakesTogetherStillMeetTheBudget) {
   EXPECT_LE(sum, 100 * 1024 - 1500 + 20.48);
 }
 
-TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
+TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   GuestView stale = Guest("s", 1024);
   stale.stats_fresh = false;
   stale.stats_age_seconds = 40;
-  const PagecacheLawPolicy policy;
+  const PagecachePolicy policy;
   const Decisions d = policy.Decide(Snap({stale, Guest("b", 1024)}, 1536), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
   EXPECT_THAT(d.guests[0].reason, HasSubstr("stats_fresh=false"));
@@ -137,8 +137,8 @@ TEST(PagecacheLawPolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   EXPECT_NEAR(static_cast<double>(d.guests[1].target_bytes) / kMib, 512, 0.01);
 }
 
-TEST(PagecacheLawPolicyTest, RemembersTypedStatePerGuest) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, RemembersTypedStatePerGuest) {
+  const PagecachePolicy policy;
   const Decisions d = policy.Decide(Snap({Guest("a", 1024)}, 4096), PolicyState());
   const LawMemory* m = FindGuestState<LawMemory>(d.next_state, "uuid-a");
   ASSERT_NE(m, nullptr);
@@ -149,8 +149,8 @@ TEST(PagecacheLawPolicyTest, RemembersTypedStatePerGuest) {
 
 // A measured calm report takes half of the memory above the working set; the next report sees
 // the balloon landed, the one after measures and takes again.
-TEST(PagecacheLawPolicyTest, TakesColdCacheStepByStep) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, TakesColdCacheStepByStep) {
+  const PagecachePolicy policy;
   PolicyState state;
   GuestView g = Guest("a", 1024);
   std::vector<int64_t> targets;
@@ -164,31 +164,31 @@ TEST(PagecacheLawPolicyTest, TakesColdCacheStepByStep) {
   EXPECT_EQ(targets, (std::vector<int64_t>{726, 726, 577, 577, 502, 502}));
 }
 
-TEST(PagecacheLawPolicyTest, ParamsInTheTablesUnits) {
-  absl::StatusOr<PagecacheLawParams> p =
-      ParsePagecacheLawParams("headroom_min_mib=64:cooldown_max_s=300:profile_ratio=0");
+TEST(PagecachePolicyTest, ParamsInTheTablesUnits) {
+  absl::StatusOr<PagecacheParams> p =
+      ParsePagecacheParams("headroom_min_mib=64:cooldown_max_s=300:profile_ratio=0");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->law.headroom_min_bytes, 64.0 * kMib);
   EXPECT_EQ(p->law.cooldown_max_seconds, 300);
   EXPECT_EQ(p->law.profile.ratio, 0);
-  EXPECT_EQ(p->law.probe_fraction, PagecacheLawParams().law.probe_fraction);
+  EXPECT_EQ(p->law.probe_fraction, PagecacheParams().law.probe_fraction);
   // Every name in the list can be set.
-  for (const std::string& name : PagecacheLawParamNames()) {
-    PagecacheLawParams q;
-    EXPECT_TRUE(SetPagecacheLawParam(name, 0.5, &q).ok()) << name;
+  for (const std::string& name : PagecacheParamNames()) {
+    PagecacheParams q;
+    EXPECT_TRUE(SetPagecacheParam(name, 0.5, &q).ok()) << name;
   }
 }
 
-TEST(PagecacheLawPolicyTest, NoBudgetHoldsEveryGuest) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, NoBudgetHoldsEveryGuest) {
+  const PagecachePolicy policy;
   const Decisions d = policy.Decide(Snap({Guest("a", 1024)}, 0), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
   EXPECT_THAT(d.summary, HasSubstr("hold guest_budget_bytes=0"));
 }
 
 // The daemon ends an operator's reclaim hold on a guest in distress: the decision says so.
-TEST(PagecacheLawPolicyTest, DistressIsSaid) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, DistressIsSaid) {
+  const PagecachePolicy policy;
   GuestView calm = Guest("calm", 1024);
   GuestView pressured = Guest("pressured", 600);
   pressured.refaults_per_second = 3.0 * kMib / 4096;  // x = 3
@@ -203,8 +203,8 @@ TEST(PagecacheLawPolicyTest, DistressIsSaid) {
 
 // Hard-demand growth is paid for by the neighbours, so an agent's AnonPages
 // alone do not buy it: libvirt's MemAvailable must show the shortage too.
-TEST(PagecacheLawPolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
+  const PagecachePolicy policy;
   auto run = [&](int64_t libvirt_usable_mib) {
     GuestView claimant = Guest("claimant", 600);
     claimant.anon_bytes = 900 * kMib;  // floor min(900 + 50 + 128, 1024) MiB: over its 600 MiB
@@ -242,8 +242,8 @@ TEST(PagecacheLawPolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOn
 
 // The same claim with an OOM kill the agent counted: the kill makes the growth hard, but the
 // neighbours still pay only for what libvirt sees (here nothing: 500 MiB usable).
-TEST(PagecacheLawPolicyTest, AnOomKillOnTheAgentsWordDoesNotMakeTheNeighboursPay) {
-  const PagecacheLawPolicy policy;
+TEST(PagecachePolicyTest, AnOomKillOnTheAgentsWordDoesNotMakeTheNeighboursPay) {
+  const PagecachePolicy policy;
   GuestView claimant = Guest("claimant", 600);
   claimant.anon_bytes = 900 * kMib;
   claimant.disk_caches_bytes = 50 * kMib;
