@@ -41,6 +41,12 @@ import lab_policy_bench  # noqa: E402  (the mixes: hot set and allocation of eac
 
 MIB = 1 << 20
 PAGE = 4096
+# The recorded runs name their policies as they were run: there `pagecache` is the rule heap,
+# deleted (its code, and the models of those runs, are at commit 280c340), which the simulator
+# cannot play; the `pagecache` here is another policy. Those runs are not modelled; their
+# guests still count where the guest is measured (min_free from the squeezed guests).
+RECORDED = os.path.join(REPO, "docs", "bench", "calibration_real.json.gz")
+RECORDED_DELETED_POLICIES = {"pagecache"}
 MEASURES = [  # (key, label, unit, floor: both under it count as agreeing)
     ("stall_s", "stall s", "s", "floor_stall_s"),
     ("refault_mib", "refaults MiB", "MiB", "floor_mib"),
@@ -271,7 +277,7 @@ def write_expectations(rows, files, real, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--real", default=os.path.join(REPO, "docs", "bench", "calibration_real.json.gz"),
+    ap.add_argument("--real", default=RECORDED,
                     help="comma-separated lab_policy_bench.py JSON files (.gz read as gzip); default: "
                          "the recorded calibration runs")
     ap.add_argument("--scenario_dir", default=os.path.join(REPO, "sim", "scenarios", "calibration"))
@@ -294,9 +300,13 @@ def main():
     args = ap.parse_args()
 
     real = []
+    unplayable = set()  # id() of the runs whose policy the simulator cannot play
     for path in args.real.split(","):
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-            real.extend(json.load(f))
+            runs = json.load(f)
+        if os.path.realpath(path) == os.path.realpath(RECORDED):
+            unplayable |= {id(r) for r in runs if r["policy"] in RECORDED_DELETED_POLICIES}
+        real.extend(runs)
     groups = {}
     for r in real:
         groups.setdefault((r["mix"], r["agent"]), []).append(r)
@@ -311,7 +321,7 @@ def main():
         if min_free is None:
             sys.exit("%s: no squeezed guest to read min_free from (pass --min_free_mib)" % mix)
         for run in runs:
-            if run["budget_mib"] is None:
+            if run["budget_mib"] is None or id(run) in unplayable:
                 continue
             name, text = scenario_text(bases[0], run, args.stream_mib, args, min_free)
             path = os.path.join(args.scenario_dir, name + ".scenario")
@@ -335,7 +345,7 @@ def main():
     rows = []
     for (mix, agent), runs in sorted(groups.items()):
         for run in runs:
-            if run["budget_mib"] is None:
+            if run["budget_mib"] is None or id(run) in unplayable:
                 continue
             model = sim[id(run)]
             for n in run["guest_max_mib"]:

@@ -9,6 +9,10 @@ The instruments (docs/instruments.md), for every policy in the files or those --
   python3 bench/corpus_compare.py --instruments --policies=pagecache,pagecache_law,mom,limit \\
       --markdown docs/bench/instruments_seed10?.json
 
+  (The recorded files in docs/bench/ name policies as they were run: there `pagecache_law` is
+  the policy called `pagecache` here, and `pagecache` is the rule heap, deleted; its code and
+  data are at commit 280c340.)
+
   per seed and policy, the median and the worst decile (the 10th percentile of
   safe_reclaim_share, the 90th of the harms) of
     safe       safe_reclaim_share: reclaim above the true working sets / the limit's
@@ -24,7 +28,7 @@ The instruments (docs/instruments.md), for every policy in the files or those --
 
 One policy against another (the targets in docs/benchmarks.md):
 
-  python3 bench/corpus_compare.py --policy=pagecache_law --against=pagecache /tmp/law/seed*.json
+  python3 bench/corpus_compare.py --policy=pagecache --against=mom /tmp/corpus/seed*.json
 
   Per seed, over all cases (and the cache-heavy ones where the target is about them):
     reclaim    median reclaimed GiB*s, policy / against (ratio of the medians)

@@ -3,10 +3,10 @@
 flags into one, each file's policies renamed TAG_policy, so that bench/corpus_compare.py can
 score one against the other:
 
-  simulate --corpus --seed=1 --count=50 --policies=pagecache_law --block_stats_interval=0 --json=a1.json
-  simulate --corpus --seed=1 --count=50 --policies=pagecache_law --json=b1.json
+  simulate --corpus --seed=1 --count=50 --policies=pagecache --block_stats_interval=0 --json=a1.json
+  simulate --corpus --seed=1 --count=50 --policies=pagecache --json=b1.json
   python3 bench/corpus_merge.py --out=m1.json every_tick=a1.json every_5s=b1.json
-  python3 bench/corpus_compare.py --policy=every_5s_pagecache_law --against=every_tick_pagecache_law m1.json
+  python3 bench/corpus_compare.py --policy=every_5s_pagecache --against=every_tick_pagecache m1.json
 
 The files must hold the same cases (same seed and count); the oracle's results come from the
 first file, unrenamed, and every policy's oracle share is kept as its own file computed it.

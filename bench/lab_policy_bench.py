@@ -61,7 +61,7 @@ reserve could reclaim); --protect GUEST=MIB sets a hot guest's collapse size for
   sudo python3 bench/lab_policy_bench.py --mix=trio,sizes4 --agent=both --repeat=3 \
       --policies=mom,proxmox,pagecache --stream-mib=1536 --out=/tmp/mixes.json
   sudo python3 bench/lab_policy_bench.py --mix=gen:101,gen:102 --repeat=3 \
-      --policies=pagecache_law,mom --out=/tmp/gen.json
+      --policies=pagecache,mom --out=/tmp/gen.json
   python3 bench/lab_mix_gen.py 101 102     # what those mixes are, without running them
 
 Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per run.
@@ -181,7 +181,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     guests, stream_mib, hot_file_mib, desc = lab_spec(mix, args)
     GUESTS = [g[0] for g in guests]
     maxb = {g[0]: g[2] for g in guests}
-    # A law variant's name ("pagecache_law:profile_ratio=1.5") has characters libvirtd's log
+    # A variant's name ("pagecache:profile_ratio=1.5") has characters libvirtd's log
     # setting cannot take in a path.
     # A long one would make the lab's socket paths too long for a unix socket (108 bytes).
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", policy)

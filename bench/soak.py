@@ -6,7 +6,7 @@ plimsoll-agent (2 s interval):
   stream  reads a 700 MiB file through its page cache in a loop
   hot     re-reads a 128 MiB file
   anon    idles, then allocates 400 MiB after 60 s and keeps it
-plimsolld runs --policy (default `pagecache_law`) with
+plimsolld runs --policy (default `pagecache`) with
 a guest budget (--budget-mib, 2048 MiB) under the guests' 3072 MiB, at --tick (1 s: more ticks
 per minute than the 5 s default).
 
@@ -27,7 +27,8 @@ and at the end reports the three criteria of a soak:
   error  warning/error log lines by message, libvirt errors, rejected reports, OOM kills,
          guests lost, agent disconnections
 
-  sudo python3 bench/soak.py --minutes=35          # docs/bench/soak_pagecache_law.json
+  sudo python3 bench/soak.py --minutes=35 --out=docs/bench/soak_pagecache_law.json
+      # the recorded run's file, named after the policy's deprecated name
 
 Writes the JSON (every sample included) and, beside it, NAME_rss.svg for NAME.json (RSS over
 time, with the guests' targets below). Progress goes to stdout, one line per sample; Ctrl-C (or SIGTERM)
@@ -452,7 +453,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--tick", default="1s")
     ap.add_argument("--budget-mib", type=int, default=2048)
-    ap.add_argument("--policy", default="pagecache_law", help="plimsolld's policy (a spec: name[:k=v...])")
+    ap.add_argument("--policy", default="pagecache", help="plimsolld's policy (a spec: name[:k=v...])")
     ap.add_argument("--sample-seconds", type=float, default=10)
     ap.add_argument("--window-minutes", type=float, default=5, help="window for moves per window")
     ap.add_argument("--out", help="default docs/bench/soak_<policy>.json; with --reanalyse, the JSON reanalysed")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A lying agent cannot make plimsolld shrink a neighbour for it, on real
-QEMU guests under pagecache_law.
+QEMU guests under pagecache.
 
 Two 1 GiB guests under a private libvirtd:
   neighbour  re-reads a file (its hot cache is memory the share-out could take), with the real
@@ -31,9 +31,9 @@ from test_hostile_agent_e2e import CLIENT, SYSTEM_PYTHON, client_problem
 GUEST_MIB = 1024
 FREE_MIB = 32
 LIAR_MIB = 400
-# pagecache_law's headroom for a 1 GiB guest (LawHeadroom: max(128 MiB, fraction x max)).
+# pagecache's headroom for a 1 GiB guest (LawHeadroom: max(128 MiB, fraction x max)).
 HEADROOM_MIB = 128
-FLAGS = dict(tick="1s", stats_period_seconds=1, stale_after="5s", host_reserve_bytes=0, policy="pagecache_law",
+FLAGS = dict(tick="1s", stats_period_seconds=1, stale_after="5s", host_reserve_bytes=0, policy="pagecache",
              agent_stale_after="4s", log_every_decision="true")
 DECISION_RE = re.compile(r"decision tick=(\d+) guest=(\S+) .* prev_target=([\d.]+)MiB target=([\d.]+)MiB .* "
                          r"reason=\"(.*)\"$")
