@@ -54,8 +54,6 @@ struct ProgressMemory {
   double raise_s = -1e18;  // when the target was last raised
 };
 
-enum class ProgressEvent { kNone, kStuck, kChurning, kSelfDeflated };
-
 struct ProgressVerdict {
   ProgressEvent event = ProgressEvent::kNone;
   // True when the guest arrived at a target it had to travel to since the previous call.
