@@ -73,6 +73,7 @@ policy::Snapshot Simulation::MakeSnapshot() {
   const bool read_disks = now_ - disk_read_at_ >= 0.9 * block_stats_interval_;
   if (read_disks) disk_read_at_ = now_;
   disk_reads_.resize(guests_.size());
+  histories_.resize(guests_.size());
   for (size_t i = 0; i < guests_.size(); ++i) {
     const GuestModel& g = guests_[i];
     policy::GuestView v;
@@ -92,6 +93,7 @@ policy::Snapshot Simulation::MakeSnapshot() {
       v.disk_read_requests = disk_reads_[i].requests;
     }
     if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = now_ - disk_read_at_;
+    v.history = policy::DeriveHistory(v, absl::ToDoubleSeconds(s.now - absl::UnixEpoch()), &histories_[i]);
     s.guests.push_back(std::move(v));
   }
   return s;

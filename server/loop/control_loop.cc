@@ -696,8 +696,17 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   snap.host.psi_some_avg10 = h.psi_some_avg10;
   snap.host.psi_full_avg10 = h.psi_full_avg10;
   snap.guests = tracker_.Views();
+  if (deps_.agents != nullptr) {
+    for (policy::GuestView& v : snap.guests) AddAgentSignals(v);
+  }
+  // From what the guests reported and the targets the calls set, before the operator's controls
+  // change the ceiling the policy sees.
+  tracker_.DeriveHistories(now, &snap.guests);
   for (policy::GuestView& v : snap.guests) {
-    if (deps_.agents != nullptr) AddAgentSignals(v);
+    if (const BalloonCalls::Call* p = calls_->Pending(v.uuid);
+        p != nullptr && p->kind == BalloonCalls::Kind::kSetTarget && v.history.has_value()) {
+      v.history->pending_target_bytes = p->value;
+    }
     const GuestControl& c = ControlOf(v.uuid);
     if (c.floor == 0 && c.ceiling == 0) continue;  // not tracked: cannot happen
     v.min_bytes = c.floor;

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "plimsoll/v1/types.pb.h"
+#include "policy/history_deriver.h"
 #include "policy/policy.h"
 #include "server/hypervisor/hypervisor.h"
 
@@ -74,6 +75,8 @@ struct TrackedGuest {
   // The lowest an override takes the guest without force (Guest.envelope_floor_bytes), from the
   // last decision; 0 before it.
   int64_t envelope_floor = 0;
+  // What DeriveHistories keeps from one tick to the next (policy/history_deriver.h).
+  policy::HistoryMemory history;
 };
 
 class GuestTracker {
@@ -113,6 +116,12 @@ class GuestTracker {
 
   // The policy's view of every guest, in a stable order (ByName()).
   std::vector<policy::GuestView> Views() const;
+
+  // Derives each guest's history (policy/history_deriver.h) into `views`: Views()'s guests, in
+  // its order, with everything the guest reported added (the agent's signals) and its ceiling
+  // still <memory>. Once per tick, before the policy decides: a history's "new report" and rates
+  // are relative to the previous call.
+  void DeriveHistories(absl::Time now, std::vector<policy::GuestView>* views);
 
   // Every guest by name, then uuid. Kept from one Reconcile to the next (sorting
   // thousands of names twice a tick was a visible share of it); valid until the
