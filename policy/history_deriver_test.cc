@@ -148,22 +148,39 @@ TEST(HistoryDeriverTest, MajorFaultRateWithoutTheAgent) {
   EXPECT_FALSE(DeriveHistory(g, 20, &m).new_oom_kills.has_value());  // no counter reported
 }
 
-TEST(HistoryDeriverTest, DiskReadRateOverTheReadsOwnTimes) {
+TEST(HistoryDeriverTest, DiskRateFromTheCounter) {
   HistoryMemory m;
-  GuestView g = At(4096, 4096);
-  g.disk_read_bytes = 0;
-  g.disk_read_age_seconds = 0;
-  EXPECT_FALSE(DeriveHistory(g, 0, &m).disk_read_bytes_per_s.has_value());
-  g.disk_read_bytes = 10 * kMib;
-  g.disk_read_age_seconds = 1;  // read at 4
-  EXPECT_NEAR(*DeriveHistory(g, 5, &m).disk_read_bytes_per_s, 10.0 * kMib / 4, 1e-6);
-  g.disk_read_age_seconds = 3;  // the same read, seen again at 7: the same rate
-  EXPECT_NEAR(*DeriveHistory(g, 7, &m).disk_read_bytes_per_s, 10.0 * kMib / 4, 1e-6);
-  g.disk_read_bytes = 5 * kMib;  // a restarted domain
-  g.disk_read_age_seconds = 0;
-  EXPECT_FALSE(DeriveHistory(g, 9, &m).disk_read_bytes_per_s.has_value());
-  g.disk_read_bytes.reset();
+  GuestView g;
+  g.disk_read_bytes = 1000;
   EXPECT_FALSE(DeriveHistory(g, 10, &m).disk_read_bytes_per_s.has_value());
+  g.disk_read_bytes = 5000;
+  EXPECT_EQ(DeriveHistory(g, 12, &m).disk_read_bytes_per_s, 2000);
+  g.disk_read_bytes = 100;  // the domain restarted
+  EXPECT_FALSE(DeriveHistory(g, 14, &m).disk_read_bytes_per_s.has_value());
+  g.disk_read_bytes.reset();
+  EXPECT_FALSE(DeriveHistory(g, 16, &m).disk_read_bytes_per_s.has_value());
+}
+
+// plimsolld reads the disks every block_stats_interval: between reads a tick sees the last
+// read again, older, and the rate is taken between the reads' own times.
+TEST(HistoryDeriverTest, DiskRateOverTheReadsOwnTimes) {
+  HistoryMemory m;
+  GuestView g;
+  g.disk_read_bytes = 1000;
+  g.disk_read_age_seconds = 0;
+  EXPECT_FALSE(DeriveHistory(g, 10, &m).disk_read_bytes_per_s.has_value());  // read at 10
+  g.disk_read_bytes = 11000;
+  g.disk_read_age_seconds = 1;
+  EXPECT_EQ(DeriveHistory(g, 16, &m).disk_read_bytes_per_s, 2000);  // read at 15: 10000 bytes in 5 s
+  g.disk_read_age_seconds = 2;
+  EXPECT_EQ(DeriveHistory(g, 17, &m).disk_read_bytes_per_s, 2000) << "the same read again keeps its rate";
+  g.disk_read_age_seconds = 4.5;
+  EXPECT_EQ(DeriveHistory(g, 19.5, &m).disk_read_bytes_per_s, 2000);
+  g.disk_read_bytes = 11000;
+  g.disk_read_age_seconds = 0;
+  EXPECT_EQ(DeriveHistory(g, 20, &m).disk_read_bytes_per_s, 0) << "a new read without new bytes is a rate of 0";
+  // Stamped with the tick's time instead, the kept count would have read 0 at 16-19.5 and the
+  // next read's bytes over the last interval alone.
 }
 
 // The balloon's size at the report's time: libvirt's actual is now, the report is older.

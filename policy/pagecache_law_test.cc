@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/history_deriver.h"
 
 namespace plimsoll::policy {
 namespace {
@@ -49,14 +50,16 @@ GuestView Agentless(double actual_mib, double usable_mib) {
   return g;
 }
 
-// Drives the law like a loop: one report per call (age 0 at a time that advances), the balloon
-// landing on its target at once unless told not to.
+// Drives the law like a loop: one report per call (age 0 at a time that advances), the guest's
+// history derived before each decision as the collect step does, the balloon landing on its
+// target at once unless told not to.
 class Driver {
  public:
   explicit Driver(GuestView g, LawParams p = LawParams()) : g_(g), p_(p) {}
 
   LawOutcome Step(double dt = 2, bool land = true) {
     now_ += dt;
+    g_.history = DeriveHistory(g_, now_, &h_);
     LawOutcome o = StepLaw(g_, now_, p_, &m_);
     last_ = o;
     g_.target_bytes = static_cast<int64_t>(std::llround(o.proposal_bytes));
@@ -72,6 +75,7 @@ class Driver {
   GuestView g_;
   LawParams p_;
   LawMemory m_;
+  HistoryMemory h_;
   LawOutcome last_;
   double now_ = 1e9;
 };
@@ -377,10 +381,13 @@ TEST(PagecacheLawTest, CalmAtASmallerSizeLowersTheAllowance) {
   // it was measured calm while cooling down: 3000 MiB is the allowance now.
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(3000 * kMib);
+  g.history.emplace();
+  g.history->landed_s = 1e9 - 10;
+  g.history->report_s = 1e9;
+  g.history->new_report = true;
+  g.history->report_after_landing = true;
   LawMemory m;
   m.allowance_bytes = 4096 * kMib;
-  m.target_bytes = static_cast<double>(g.target_bytes);
-  m.landed_s = 1e9 - 10;
   m.cool_until_s = 1e9 + 1000;
   const LawOutcome o = StepLaw(g, 1e9, LawParams(), &m);
   EXPECT_TRUE(o.measured);

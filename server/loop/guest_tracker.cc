@@ -36,9 +36,9 @@ void MergeStats(const hypervisor::BalloonStats& in, hypervisor::BalloonStats* ou
 
 // Disk reads are the host's count, read at one call: a call that read them replaces them
 // (absent from a full record: the guest has no disk now), one that did not keeps them with the
-// time they were read, so a rate is taken over the reads' own times (pressure_profile.h
-// UpdateDiskRate): a kept count stamped with the tick's time would make one interval read 0
-// and the next twice the rate. A partial record (a domain busy with a job, answered without
+// time they were read, so a rate is taken over the reads' own times (policy/history_deriver.h):
+// a kept count stamped with the tick's time would make one interval read 0 and the next twice
+// the rate. A partial record (a domain busy with a job, answered without
 // asking it) that lacks them keeps the last ones too: the domain's disks did not go away.
 void MergeDiskReads(const hypervisor::BalloonStats& in, bool read, absl::Time now, TrackedGuest* g) {
   const std::optional<uint64_t> bytes = g->stats.disk_read_bytes;
