@@ -70,6 +70,15 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // What the world did: the collect step's (history_deriver.h). Without it nothing is known.
   static const GuestHistory kUnknown;
   const GuestHistory& h = guest.history.has_value() ? *guest.history : kUnknown;
+  // A take the last decision asked for and the world did not make: the target is still the one
+  // it was asked from and no call is setting another (the envelope, a pause, a busy domain or a
+  // failed call kept it). The allowance it lowered was never the guest's size.
+  const double target = static_cast<double>(guest.target_bytes);
+  if (m->asked_bytes.has_value() && *m->asked_bytes <= m->asked_from_bytes - 1 &&
+      std::fabs(target - m->asked_from_bytes) < 1 && !h.pending_target_bytes.has_value()) {
+    if (m->allowance_bytes.has_value()) m->allowance_bytes = std::max(*m->allowance_bytes, target);
+    m->probed_s = -HUGE_VAL;
+  }
   // The agent's hard demand (AnonPages + Shmem + SUnreclaim) leaves out what the kernel holds
   // outside MemTotal (memmap, the kernel image: 64 MiB of a 1 GiB lab guest), which a balloon
   // cannot take either. M - MemTotal is that much when the balloon leaves MemTotal alone

@@ -31,6 +31,8 @@
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
 //   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
 //   in the guest backs off at once, measured or not.
+//   a take not made (the history shows the target it was asked from, and no call setting
+//   another): a <- max(a, T), and the next take may come at once.
 //   c starts at cooldown_min, doubles per episode up to cooldown_max, and goes back to
 //   cooldown_min after cooldown_max without pressure.
 //   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
@@ -109,6 +111,10 @@ struct LawMemory {
   std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
+  // The target the last decision asked for and the target it was asked from (recorded by
+  // pagecache_law_policy.cc): a take the history shows was not made is forgotten.
+  std::optional<double> asked_bytes;
+  double asked_from_bytes = 0;
 };
 
 enum class LawAction {

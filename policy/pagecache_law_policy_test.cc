@@ -176,6 +176,22 @@ TEST(PagecacheLawPolicyTest, TakesColdCacheStepByStep) {
   EXPECT_EQ(targets, (std::vector<int64_t>{726, 726, 577, 577, 502, 502}));
 }
 
+// A take the envelope or a busy domain kept from being made leaves the target where it was: the
+// policy reads that in the history and asks for the same step again, not for the next one.
+TEST(PagecacheLawPolicyTest, ATakeNotMadeIsAskedForAgain) {
+  const PagecacheLawPolicy policy;
+  PolicyState state;
+  Histories histories;
+  const GuestView g = Guest("a", 1024);
+  std::vector<int64_t> asked;
+  for (int i = 0; i < 3; ++i) {
+    const Decisions d = policy.Decide(Snap({g}, 4096, 1e9 + 5 * i, &histories), state);
+    state = d.next_state;
+    asked.push_back(d.guests[0].target_bytes / kMib);
+  }
+  EXPECT_EQ(asked, (std::vector<int64_t>{726, 726, 726}));
+}
+
 TEST(PagecacheLawPolicyTest, ParamsInTheTablesUnits) {
   absl::StatusOr<PagecacheLawParams> p =
       ParsePagecacheLawParams("headroom_min_mib=64:cooldown_max_s=300:profile_ratio=0");

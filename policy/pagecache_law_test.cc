@@ -395,6 +395,32 @@ TEST(PagecacheLawTest, CalmAtASmallerSizeLowersTheAllowance) {
   EXPECT_NEAR(o.proposal_bytes / kMib, 3000, 0.01);
 }
 
+// A take the world did not make (the history's target is still the one it was asked from) is
+// forgotten: the next measured report asks for the same step, not for one below it. While the
+// call that makes it is in flight, the take stands.
+TEST(PagecacheLawTest, ATakeNotMadeIsForgotten) {
+  for (const bool in_flight : {false, true}) {
+    SCOPED_TRACE(in_flight);
+    GuestView g = Agent();
+    g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
+    HistoryMemory history;
+    LawMemory m;
+    g.history = DeriveHistory(g, 1e9, &history);
+    const LawOutcome first = StepLaw(g, 1e9, LawParams(), &m);
+    ASSERT_EQ(first.action, LawAction::kTake) << first.reason;
+    EXPECT_NEAR(first.proposal_bytes / kMib, 2000 - (2000 - 1204.8) / 2, 0.01);
+    m.asked_bytes = first.proposal_bytes;  // as pagecache_law_policy.cc records it
+    m.asked_from_bytes = static_cast<double>(g.target_bytes);
+    g.history = DeriveHistory(g, 1e9 + 6, &history);  // a new report; the target unchanged
+    if (in_flight) g.history->pending_target_bytes = static_cast<int64_t>(first.proposal_bytes);
+    const LawOutcome next = StepLaw(g, 1e9 + 6, LawParams(), &m);
+    EXPECT_EQ(next.action, LawAction::kTake) << next.reason;
+    const double again = in_flight ? first.proposal_bytes - (first.proposal_bytes - 1204.8 * kMib) / 2
+                                   : first.proposal_bytes;
+    EXPECT_NEAR(next.proposal_bytes / kMib, again / kMib, 0.01);
+  }
+}
+
 TEST(PagecacheLawTest, AStaleReportIsNotANewMeasurement) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);

@@ -139,7 +139,6 @@ void ControlLoop::ApplyReconfig() {
     if (base_in_force) {
       policy_ = base_policy_;
       policy_state_ = {};
-      before_move_.clear();
       if (old != policy_->name()) {
         PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name()
                   << " by config reload; policy state reset";
@@ -194,7 +193,6 @@ void ControlLoop::ApplyHostPolicy() {
   }
   refused_policy_.clear();
   policy_state_ = {};
-  before_move_.clear();
   PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name() << " by host policy (by=\""
             << hp.updated_by() << "\"); policy state reset";
 }
@@ -417,25 +415,7 @@ void ControlLoop::TakeCallResults(absl::Time now) {
   }
 }
 
-void ControlLoop::UndoPolicyState(const std::string& uuid, policy::StateSlot slot, bool failed) {
-  if (slot.empty()) {
-    policy_state_.guests.erase(uuid);
-  } else {
-    policy_state_.guests[uuid] = std::move(slot);
-  }
-  if (deps_.metrics != nullptr) deps_.metrics->CountPolicyMoveUndone(failed);
-}
-
 void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now) {
-  // The policy state from before the move this call made: put back if the move did not happen.
-  std::optional<policy::StateSlot> before;
-  if (!r.late) {
-    if (auto it = before_move_.find(r.call.uuid); it != before_move_.end()) {
-      before = std::move(it->second);
-      before_move_.erase(it);
-    }
-  }
-  if (!r.status.ok() && !r.late && before.has_value()) UndoPolicyState(r.call.uuid, *std::move(before), true);
   // The decision that issued the call is still the guest's last one: it is completed here.
   plimsoll::v1::Decision& rec = g->last_decision;
   const bool own_record = !r.late && rec.tick() == r.call.tick;
@@ -600,7 +580,6 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
-    before_move_.erase(uuid);
     last_logged_.erase(uuid);
     busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
@@ -783,25 +762,16 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     std::string reason = std::move(move.reason);
     Direction direction = move.direction;
     const bool reassert = move.reassert;
-    bool submitted = false;
     if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
       absl::StrAppend(&reason, " | management paused: not applied");
     } else if ((direction != plimsoll::v1::DIRECTION_HOLD || reassert) && !paused_) {
       BusyReason why = BusyReason::kInFlight;
       const std::string busy = SubmitTarget(*g, target, now, &why);
-      submitted = busy.empty();
       if (!busy.empty()) {
         absl::StrAppend(&reason, " | busy: ", busy);
         NoteBusy(g, why, busy, now);
         target = previous;
         direction = plimsoll::v1::DIRECTION_HOLD;
-      }
-    }
-    if (auto before = before_decision_.find(d.uuid); before != before_decision_.end()) {
-      if (submitted && direction != plimsoll::v1::DIRECTION_HOLD) {
-        before_move_[d.uuid] = std::move(before->second);
-      } else {  // not submitted, or only the old target set again: the policy's move was not made
-        UndoPolicyState(d.uuid, std::move(before->second), /*failed=*/false);
       }
     }
     if (c.exclude) {
@@ -1115,13 +1085,6 @@ void ControlLoop::Tick() {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
       } else {
-        before_decision_.clear();
-        for (const policy::GuestDecision& d : decisions.guests) {
-          const TrackedGuest* g = tracker_.Find(d.uuid);
-          if (g == nullptr || d.target_bytes == g->target_bytes) continue;
-          auto it = policy_state_.guests.find(d.uuid);
-          before_decision_[d.uuid] = it == policy_state_.guests.end() ? policy::StateSlot() : it->second;
-        }
         policy_state_ = std::move(decisions.next_state);
         Apply(*snap, decisions, start);
       }
