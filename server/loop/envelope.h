@@ -33,10 +33,6 @@
 
 namespace plimsoll::server {
 
-// A balloon within this of its target has arrived (the driver keeps a few pages; the policies'
-// landing tolerance, balloon_progress.h, starts at the same 16 MiB).
-inline constexpr int64_t kInflationSlackBytes = int64_t{16} << 20;
-
 // The operator's controls over one guest this tick: its overrides and the tightest active hold.
 struct GuestControl {
   int64_t floor = 0;      // effective floor (override min_bytes or configured)

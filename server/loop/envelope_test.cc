@@ -111,6 +111,15 @@ std::vector<Row> Rows() {
          g.actual_bytes = 1300 * kMiB;
        },
        1280, {R::kHoldReleased}, "self_deflated actual=1300MiB", "self_deflated"},
+      {"a large balloon within the landing tolerance of its hold has not self-deflated",
+       [](auto& d, EnvelopeGuest& g, GuestControl& c, auto&...) {
+         g.max_bytes = c.ceiling = 4096 * kMiB;
+         Hold(c, 3000);
+         g.target_bytes = 3000 * kMiB;
+         g.lowest_actual_bytes = 3000 * kMiB;
+         g.actual_bytes = 3020 * kMiB;  // within max(16 MiB, 1% of 3000 MiB)
+       },
+       1280, {}, "policy", ""},
       {"hard demand above a landed hold ends it",
        [](auto& d, EnvelopeGuest& g, GuestControl& c, auto& h, auto& o, policy::GuestView& v) {
          Hold(c, 400);
