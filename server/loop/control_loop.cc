@@ -222,7 +222,8 @@ int ControlLoop::FoldBalloonChanges() {
   for (const auto& [uuid, bytes] : changes) {
     TrackedGuest* g = tracker_.Find(uuid);
     if (g == nullptr || bytes <= 0) continue;
-    if (g->lowest_actual > 0) g->lowest_actual = std::min(g->lowest_actual, bytes);
+    // A size between ticks: a balloon that reached its target and came back up is seen rising.
+    policy::NoteBalloonSize(static_cast<double>(bytes), static_cast<double>(g->target_bytes), &g->history.progress);
     if (g->actual_bytes != bytes) {
       g->actual_bytes = bytes;
       ++changed;
@@ -348,7 +349,6 @@ EnvelopeGuest ControlLoop::EnvelopeOf(const TrackedGuest& g) {
   EnvelopeGuest e;
   e.target_bytes = g.target_bytes;
   e.actual_bytes = g.actual_bytes;
-  e.lowest_actual_bytes = g.lowest_actual;
   e.max_bytes = g.info.max_bytes;
   e.configured_floor_bytes = g.min_bytes;
   e.has_stats = g.has_stats;
@@ -431,7 +431,6 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
     // them may have been last (balloon_calls.h), and the loop sets it again before it believes it.
     // Of overlapping calls, the one submitted last is the better guess (still unsure, below).
     if (r.call.submitted_at >= g->target_call_at) {
-      if (g->target_bytes != r.call.value) g->lowest_actual = g->actual_bytes;
       g->target_bytes = r.call.value;
       g->target_call_at = r.call.submitted_at;
     }
@@ -794,9 +793,6 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_policy_floor_bytes(d.floor_bytes);
     rec.set_seen_floor_bytes(move.seen_floor_bytes);
     rec.set_working_set_bytes(d.working_set_bytes);
-    g->lowest_actual = previous != g->target_bytes || g->lowest_actual == 0
-                           ? g->actual_bytes
-                           : std::min(g->lowest_actual, g->actual_bytes);
     // "" (not yet tracked) reads as "ok": only real changes are worth a warning.
     if (!d.state.empty() && d.state != (g->balloon_state.empty() ? "ok" : g->balloon_state)) {
       PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)

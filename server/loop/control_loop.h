@@ -190,10 +190,10 @@ class ControlLoop {
   // balloon now holds `actual_bytes`. Thread-safe, cheap (the last value per guest is kept).
   // Between ticks, Run() folds the kept values into the tracker and the published view (and
   // /metrics), at most once per min_wake_interval: the view's actual sizes follow the balloon
-  // within about a second instead of a tick, and the tracker's lowest actual since the target
-  // changed sees a balloon that went down and came back up between two ticks (a guest
-  // deflating it on OOM), which the tick's own look would miss. A tick's
-  // bulk survey supersedes what was kept before it.
+  // within about a second instead of a tick, and the guest's history (its balloon progress,
+  // policy/balloon_progress.h NoteBalloonSize) sees a balloon that went down and came back up
+  // between two ticks (a guest deflating it on OOM), which the tick's own look would miss. A
+  // tick's bulk survey supersedes what was kept before it.
   void NoteBalloonChange(const std::string& uuid, int64_t actual_bytes);
   // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
   // this guest's decision first, counts it, and logs it ("agent spike uuid=..."), at most one

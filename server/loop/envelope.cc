@@ -24,6 +24,7 @@ struct Facts {
   int64_t floor = 0;       // the envelope floor
   const char* floor_is = "";
   int64_t seen_floor = 0;
+  const policy::GuestView* view = nullptr;  // the guest's snapshot entry, with its history
 };
 
 void Fire(Move& w, EnvelopeRule rule, absl::string_view why) {
@@ -61,12 +62,14 @@ int64_t LandingSlack(int64_t target) {
 std::string HoldReleaseWhy(const Facts& f) {
   if (!f.d.distress.empty()) return f.d.distress;
   const int64_t held = f.c.hold->max_target_bytes();
-  // The balloon rose since the previous tick, to above the held target, although its target was
-  // at or below it (a balloon still travelling down to the held target is above it too, but
-  // falling): the guest deflated it on OOM.
+  // The history saw the balloon rise above its target by itself (balloon_progress.h: from the
+  // least it was seen at, balloon-change events included), to above the held target, although
+  // its target was at or below it (a balloon still travelling down to the held target is above
+  // it too, but falling): the guest deflated it on OOM.
   const int64_t slack = LandingSlack(held);
-  if (f.g.target_bytes <= held && f.g.lowest_actual_bytes > 0 && f.g.actual_bytes > held + slack &&
-      f.g.actual_bytes > f.g.lowest_actual_bytes + slack) {
+  if (f.view != nullptr && f.view->history.has_value() &&
+      f.view->history->progress == policy::ProgressEvent::kSelfDeflated && f.g.target_bytes <= held &&
+      f.g.actual_bytes > held + slack) {
     return absl::StrCat("self_deflated actual=", FormatMib(f.g.actual_bytes), " held=", FormatMib(held));
   }
   // Judged only once the balloon has landed at the hold: while it travels, actual and the stats'
@@ -207,7 +210,7 @@ Move Constrain(const policy::GuestDecision& decision, const policy::GuestView* v
   Move move;
   move.target_bytes = decision.target_bytes;
   move.reason = decision.reason;
-  Facts f{decision, guest, control, host, false, "", 0, 0, "", 0};
+  Facts f{decision, guest, control, host, false, "", 0, 0, "", 0, view};
   f.force = control.override != nullptr && control.override->force();
   if (f.force) {
     f.forced = absl::StrCat(" (forced by=\"", control.override->updated_by(), "\": ", control.override->note(), ")");

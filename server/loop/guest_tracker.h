@@ -63,9 +63,6 @@ struct TrackedGuest {
   std::string balloon_state;  // from the policy's last decision ("" when not tracked)
   uint64_t listed_in = 0;     // the last Reconcile that listed the guest
   int missed_listings = 0;    // successful listings in a row without it (kept, not managed)
-  // The lowest actual_bytes seen since the target last changed (0: none yet): a balloon that
-  // rose above it while its target stayed was deflated by the guest.
-  int64_t lowest_actual = 0;
   // Two balloon calls to the domain overlapped (one had timed out, balloon_calls.h): libvirt
   // holds the target of whichever it ran last, which is not known, so target_bytes is the last
   // one reported. The loop sets the target again, alone, before it believes it.
