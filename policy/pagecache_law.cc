@@ -56,8 +56,7 @@ const char* LawActionName(LawAction action) {
 }
 
 double LawHeadroom(const GuestView& guest, const LawParams& params) {
-  return std::max(params.headroom_min_bytes,
-                  params.headroom_fraction * static_cast<double>(guest.max_bytes));
+  return HeadroomBytes(guest, params.headroom_min_bytes, params.headroom_fraction);
 }
 
 double LawStep(const GuestView& guest, const LawParams& params) {

@@ -51,6 +51,7 @@
 #include "policy/balloon_follow.h"
 #include "policy/burst_headroom.h"
 #include "policy/futile_pressure.h"
+#include "policy/guest_safety.h"
 #include "policy/guest_signals.h"
 #include "policy/policy.h"
 #include "policy/pressure_edge.h"
@@ -61,8 +62,8 @@ namespace plimsoll::policy {
 struct LawParams {
   // The floor's headroom over hard demand: the larger of the two. Memory a guest needs to
   // start a process or absorb a burst before the next report.
-  double headroom_min_bytes = 128.0 * (1 << 20);
-  double headroom_fraction = 0.05;  // of M
+  double headroom_min_bytes = kHeadroomMinBytes;  // guest_safety.h
+  double headroom_fraction = kHeadroomFraction;   // of M
   // The smallest step (probe_fraction of M), which is also, without the agent, the probe below
   // the working set; at most one step every probe_interval_seconds. Small, because a hot set's
   // edge is a cliff (docs/policy.md).

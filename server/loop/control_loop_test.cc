@@ -1069,7 +1069,7 @@ TEST_F(ControlLoopTest, APinStopsAtTheHardDemandLibvirtShowsWhateverThePolicy) {
   pin.set_pin_bytes(512 * kMiB);
   SetOverride(kA, "a", pin);
   TickWithFreshStats({kA});
-  const int64_t seen = 1400 * kMiB + 4096 * kMiB / 1000 * 50;
+  const int64_t seen = 1400 * kMiB + static_cast<int64_t>(0.05 * 4096 * kMiB);
   EXPECT_EQ(hv_.LastTarget(kA), seen / 1024 * 1024) << "libvirt sets KiB";
   const plimsoll::v1::Guest* a = Published(kA);
   EXPECT_EQ(a->envelope_floor_bytes(), seen);
