@@ -23,6 +23,10 @@ std::optional<std::string> UnsafeToActReason(const GuestView& guest) {
   return std::nullopt;
 }
 
+bool StatsFresh(double age_seconds, double stale_after_seconds) { return age_seconds <= stale_after_seconds; }
+
+bool MayShrink(const GuestView& guest) { return guest.has_stats && guest.stats_fresh; }
+
 int64_t FloorBytes(const GuestView& guest) {
   int64_t floor = std::max<int64_t>(guest.min_bytes, 0);
   if (guest.max_bytes > 0) floor = std::min(floor, guest.max_bytes);

@@ -24,6 +24,16 @@ namespace plimsoll::policy {
 // stats_fresh, unused_bytes present, actual_bytes > 0, max_bytes > 0.
 std::optional<std::string> UnsafeToActReason(const GuestView& guest);
 
+// Whether stats `age_seconds` old may steer a shrink: at most `stale_after_seconds`. The one
+// freshness gate: plimsolld's tracker (GuestView::stats_fresh) and the simulator's reports judge
+// by it.
+bool StatsFresh(double age_seconds, double stale_after_seconds);
+
+// Whether a guest may be shrunk on its stats: it has balloon stats and they are fresh. Growing
+// never needs them. The envelope's no_stats and stale_stats rules say this with their reasons;
+// the simulator applies it as is.
+bool MayShrink(const GuestView& guest);
+
 // The lowest target any policy may set for `guest`: min_bytes, but never below 0 and, when
 // max_bytes is known (> 0), never above max_bytes (a balloon cannot be set above its ceiling,
 // so a misconfigured min above max yields max).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "policy/guest_safety.h"
 
 namespace plimsoll::sim {
 namespace {
@@ -111,9 +112,9 @@ int Simulation::Apply(const policy::Decisions& decisions) {
     double target = std::clamp(static_cast<double>(d.target_bytes), g.spec().min, g.spec().max);
     policy::GuestView v;
     g.FillStats(now_, scenario_.stale_after, &v);
-    // plimsolld's safety net (server/loop/control_loop.cc, Apply): never shrink without fresh
-    // stats; growing needs none.
-    if ((!v.has_stats || !v.stats_fresh) && target < previous) target = previous;
+    // plimsolld's safety net (server/loop/envelope.h): never shrink without fresh stats; growing
+    // needs none.
+    if (!policy::MayShrink(v) && target < previous) target = previous;
     if (target != previous) {
       g.SetTarget(target);
       ++changed;

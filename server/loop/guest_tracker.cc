@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "policy/guest_safety.h"
 
 namespace plimsoll::server {
 namespace {
@@ -136,7 +137,7 @@ void GuestTracker::RefreshFreshness(TrackedGuest& g, absl::Time now) const {
   }
   const absl::Duration age = now - *g.last_update_changed_at;
   g.stats_age_seconds = absl::ToDoubleSeconds(age);
-  g.stats_fresh = age <= rules_.stale_after;
+  g.stats_fresh = policy::StatsFresh(absl::ToDoubleSeconds(age), absl::ToDoubleSeconds(rules_.stale_after));
 }
 
 void GuestTracker::UpdateStats(
