@@ -25,16 +25,16 @@ FollowVerdict CheckFollow(const GuestView& guest, double now_s, const FollowPara
                           FollowMemory* m) {
   FollowVerdict v;
   if (p.retry_seconds <= 0) return v;
-  const ProgressVerdict progress = CheckProgress(guest, now_s, ProgressParams(), &m->progress);
+  const ProgressEvent event = guest.history.has_value() ? guest.history->progress : ProgressEvent::kNone;
   if (now_s - m->event_s >= p.max_retry_seconds) m->next_retry_s = 0;
-  if (progress.event != ProgressEvent::kNone) {
+  if (event != ProgressEvent::kNone) {
     const double retry = m->next_retry_s > 0 ? m->next_retry_s : p.retry_seconds;
     m->next_retry_s = std::min(2 * retry, std::max(p.retry_seconds, p.max_retry_seconds));
     m->retry_until_s = now_s + retry;
     m->event_s = now_s;
-    m->last_event = progress.event;
-    v.event = progress.event;
-    v.detail = progress.detail;
+    m->last_event = event;
+    v.event = event;
+    v.detail = guest.history->progress_detail;
   }
   v.in_retry = now_s < m->retry_until_s;
   v.retry_left_s = v.in_retry ? m->retry_until_s - now_s : 0;

@@ -21,7 +21,6 @@
 #include <limits>
 #include <string>
 
-#include "policy/balloon_progress.h"
 #include "policy/policy.h"
 
 namespace plimsoll::policy {
@@ -32,7 +31,6 @@ struct FollowParams {
 };
 
 struct FollowMemory {
-  ProgressMemory progress;
   double retry_until_s = -std::numeric_limits<double>::infinity();
   double next_retry_s = 0;  // the next event's retry; 0 means retry_seconds
   double event_s = -std::numeric_limits<double>::infinity();
@@ -49,8 +47,9 @@ struct FollowVerdict {
   std::string detail;  // balloon_progress.h's numbers for the event
 };
 
-// Judges `guest` at `now_s` and updates `memory`. Returns a verdict with event kNone and no
-// retry when the component is off.
+// Acts on `guest`'s balloon-progress verdict at `now_s` (its history: history_deriver.h judges
+// it with balloon_progress.h; no history, no event) and updates `memory`. Returns a verdict with
+// event kNone and no retry when the component is off.
 FollowVerdict CheckFollow(const GuestView& guest, double now_s, const FollowParams& params,
                           FollowMemory* memory);
 

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/history_deriver.h"
 #include "policy/policy.h"
 
 namespace plimsoll::policy {
@@ -25,8 +26,20 @@ GuestView At(double actual_mib, double target_mib, double inflated_mib = 0, doub
   return g;
 }
 
+// What a loop keeps for one guest: the history's and the component's memories.
+struct Memories {
+  HistoryMemory history;
+  FollowMemory follow;
+};
+
+// CheckFollow on `g` at `t` with its history derived first, as plimsolld's collect step does.
+FollowVerdict CheckFollow(GuestView g, double t, const FollowParams& p, Memories* m) {
+  g.history = DeriveHistory(g, t, &m->history);
+  return policy::CheckFollow(g, t, p, &m->follow);
+}
+
 TEST(BalloonFollowTest, AFollowingBalloonIsOk) {
-  FollowMemory m;
+  Memories m;
   EXPECT_EQ(CheckFollow(At(4096, 3072), 0, FollowParams(), &m).event, ProgressEvent::kNone);
   FollowVerdict v = CheckFollow(At(3072, 3072), 5, FollowParams(), &m);
   EXPECT_EQ(v.event, ProgressEvent::kNone);
@@ -36,7 +49,7 @@ TEST(BalloonFollowTest, AFollowingBalloonIsOk) {
 }
 
 TEST(BalloonFollowTest, ChurnStopsTheBalloonAndHoldsTakingForTheRetry) {
-  FollowMemory m;
+  Memories m;
   CheckFollow(At(4096, 2048), 0, FollowParams(), &m);
   // 500 MiB inflated, 494 MiB handed back by the guest: churn.
   FollowVerdict v = CheckFollow(At(4090, 2048, 500, 494), 5, FollowParams(), &m);
@@ -59,7 +72,7 @@ TEST(BalloonFollowTest, TheRetryDoublesPerEventAndResetsAfterTheMax) {
   FollowParams p;
   p.retry_seconds = 60;
   p.max_retry_seconds = 200;
-  FollowMemory m;
+  Memories m;
   double t = 0;
   double inflated = 0, deflated = 0;
   CheckFollow(At(4096, 2048, inflated, deflated), t, p, &m);
@@ -87,7 +100,7 @@ TEST(BalloonFollowTest, TheRetryDoublesPerEventAndResetsAfterTheMax) {
 }
 
 TEST(BalloonFollowTest, SelfDeflationKeepsWhatTheGuestTook) {
-  FollowMemory m;
+  Memories m;
   CheckFollow(At(2048, 2048), 0, FollowParams(), &m);
   FollowVerdict v = CheckFollow(At(2600, 2048), 5, FollowParams(), &m);
   ASSERT_EQ(v.event, ProgressEvent::kSelfDeflated);
@@ -100,7 +113,7 @@ TEST(BalloonFollowTest, SelfDeflationKeepsWhatTheGuestTook) {
 TEST(BalloonFollowTest, OffSeesNothing) {
   FollowParams p;
   p.retry_seconds = 0;
-  FollowMemory m;
+  Memories m;
   CheckFollow(At(2048, 2048), 0, p, &m);
   FollowVerdict v = CheckFollow(At(2600, 2048), 5, p, &m);
   EXPECT_EQ(v.event, ProgressEvent::kNone);

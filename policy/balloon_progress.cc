@@ -19,6 +19,15 @@ void OpenWindow(ProgressMemory* memory, int direction, double now_s, double actu
 
 }  // namespace
 
+void NoteBalloonSize(double actual, double target, ProgressMemory* memory) {
+  if (!memory->lowest_actual.has_value() || std::fabs(memory->lowest_for_target - target) >= 1) {
+    memory->lowest_actual = actual;
+    memory->lowest_for_target = target;
+    return;
+  }
+  memory->lowest_actual = std::min(*memory->lowest_actual, actual);
+}
+
 double ProgressTolerance(double target_bytes, const ProgressParams& params) {
   return std::max(params.tolerance_min_bytes, params.tolerance_fraction * target_bytes);
 }
@@ -34,6 +43,7 @@ ProgressVerdict CheckProgress(const GuestView& guest, double now_s, const Progre
   const std::optional<double> previous_target = memory->target;
   memory->actual = actual;
   memory->target = target;
+  NoteBalloonSize(actual, target, memory);
   const int direction = actual > target + tolerance ? -1 : actual < target - tolerance ? 1 : 0;
 
   // Counter deltas since the previous call (the agent's vmstat, pages).
@@ -57,13 +67,17 @@ ProgressVerdict CheckProgress(const GuestView& guest, double now_s, const Progre
   }
   if (target > *previous_target + tolerance) memory->raise_s = now_s;
 
-  // Self-deflation: above both the old and the new target, and rising.
+  // Self-deflation: above both the old and the new target, and risen from the least it was
+  // seen at since the previous call or the target was set. Once: the new size is where the next
+  // rise is measured from.
   const double highest_target = std::max(target, *previous_target);
-  if (actual > highest_target + tolerance && actual > *previous_actual + tolerance) {
+  const double rose_from = std::min(*previous_actual, *memory->lowest_actual);
+  if (actual > highest_target + tolerance && actual > rose_from + tolerance) {
     verdict.event = ProgressEvent::kSelfDeflated;
     verdict.detail =
-        absl::StrCat("actual=", FormatMib(actual), " rose_from=", FormatMib(*previous_actual),
+        absl::StrCat("actual=", FormatMib(actual), " rose_from=", FormatMib(rose_from),
                      " above_target=", FormatMib(highest_target));
+    memory->lowest_actual = actual;
     OpenWindow(memory, direction, now_s, actual);
     return verdict;
   }

@@ -7,7 +7,9 @@
 //   what balloon_inflate rose: the balloon-vs-page-cache busy no-op of the 2020 thread, where a
 //   53 GB inflation moved 154,828,377 pages each way.
 // - self_deflated: actual rose above the target without us asking: the guest deflated on OOM
-//   (autodeflate='on').
+//   (autodeflate='on'). Risen from the least it was seen at since the target was set, at the
+//   calls or by a balloon-change event between them (NoteBalloonSize): a balloon that reached
+//   its target and came back up between two calls is seen too.
 // The caller decides what to do about it; this file only observes.
 //
 // Pure functions, thread-safe.
@@ -52,9 +54,11 @@ struct ProgressMemory {
   std::optional<double> inflate_pages;
   std::optional<double> deflate_pages;
   double raise_s = -1e18;  // when the target was last raised
+  // The lowest actual seen while the target was lowest_for_target (unix seconds not needed: only
+  // the level), from the calls and from balloon-change events between them (NoteBalloonSize).
+  std::optional<double> lowest_actual;
+  double lowest_for_target = 0;
 };
-
-enum class ProgressEvent { kNone, kStuck, kChurning, kSelfDeflated };
 
 struct ProgressVerdict {
   ProgressEvent event = ProgressEvent::kNone;
@@ -74,6 +78,10 @@ double ProgressTolerance(double target_bytes, const ProgressParams& params);
 // direction or arriving does. The first call only records.
 ProgressVerdict CheckProgress(const GuestView& guest, double now_s, const ProgressParams& params,
                               ProgressMemory* memory);
+
+// Records a balloon size seen between calls (a balloon-change event) for a guest whose target is
+// `target_bytes`: the self-deflation check measures a rise from the least size seen.
+void NoteBalloonSize(double actual_bytes, double target_bytes, ProgressMemory* memory);
 
 }  // namespace plimsoll::policy
 

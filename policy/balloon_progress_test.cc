@@ -97,6 +97,22 @@ TEST(BalloonProgressTest, DeflateOnOomIsSelfDeflation) {
   EXPECT_EQ(CheckProgress(At(2600, 3072), 5, ProgressParams(), &m2).event, ProgressEvent::kNone);
 }
 
+// The calls saw 1500 then 1300 MiB (falling, on the way to 1024): only a balloon-change event
+// between them shows it reached 1024 MiB first, so 1300 MiB is a rise, once.
+TEST(BalloonProgressTest, ARiseSeenOnlyByAnEventBetweenCallsIsSelfDeflation) {
+  ProgressMemory m;
+  CheckProgress(At(2048, 1024), 0, ProgressParams(), &m);
+  CheckProgress(At(1500, 1024), 5, ProgressParams(), &m);
+  ProgressMemory without = m;
+  NoteBalloonSize(1024.0 * kMib, 1024.0 * kMib, &m);
+  ProgressVerdict v = CheckProgress(At(1300, 1024), 10, ProgressParams(), &m);
+  EXPECT_EQ(v.event, ProgressEvent::kSelfDeflated);
+  EXPECT_THAT(v.detail, HasSubstr("actual=1300MiB rose_from=1024MiB"));
+  EXPECT_EQ(CheckProgress(At(1300, 1024), 15, ProgressParams(), &m).event, ProgressEvent::kNone)
+      << "said once";
+  EXPECT_EQ(CheckProgress(At(1300, 1024), 10, ProgressParams(), &without).event, ProgressEvent::kNone);
+}
+
 TEST(BalloonProgressTest, DeflatingWhileWeInflateIsChurn) {
   GuestView g = WithCounters(4096, 2048);
   ProgressMemory m;

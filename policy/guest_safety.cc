@@ -23,6 +23,10 @@ std::optional<std::string> UnsafeToActReason(const GuestView& guest) {
   return std::nullopt;
 }
 
+bool StatsFresh(double age_seconds, double stale_after_seconds) { return age_seconds <= stale_after_seconds; }
+
+bool MayShrink(const GuestView& guest) { return guest.has_stats && guest.stats_fresh; }
+
 int64_t FloorBytes(const GuestView& guest) {
   int64_t floor = std::max<int64_t>(guest.min_bytes, 0);
   if (guest.max_bytes > 0) floor = std::min(floor, guest.max_bytes);
@@ -39,12 +43,14 @@ int64_t ClampTarget(const GuestView& guest, double proposed_bytes) {
   return std::clamp(rounded, floor, ceiling);
 }
 
+double HeadroomBytes(const GuestView& guest, double min_bytes, double fraction) {
+  return std::max(min_bytes, fraction * static_cast<double>(guest.max_bytes));
+}
+
 std::optional<int64_t> SeenFloorBytes(const GuestView& guest) {
   if (!guest.usable_bytes.has_value() || guest.actual_bytes <= 0) return std::nullopt;
-  constexpr int64_t kHeadroomMinBytes = int64_t{128} << 20;
-  constexpr int64_t kHeadroomPerMille = 50;  // 5% of the ceiling
   const int64_t hard = std::max<int64_t>(0, guest.actual_bytes - *guest.usable_bytes);
-  int64_t floor = hard + std::max(kHeadroomMinBytes, guest.max_bytes / 1000 * kHeadroomPerMille);
+  int64_t floor = hard + static_cast<int64_t>(HeadroomBytes(guest));
   if (guest.max_bytes > 0) floor = std::min(floor, guest.max_bytes);
   return floor;
 }

@@ -100,7 +100,7 @@ TEST(GuestSafetyTest, SeenFloorIsHardDemandPlusHeadroom) {
   GuestView stale = Healthy();
   stale.stats_fresh = false;
   stale.usable_bytes = 1000 * kMib;
-  EXPECT_EQ(SeenFloorBytes(stale), 4096 * kMib - 1000 * kMib + 8192 * kMib / 1000 * 50);
+  EXPECT_EQ(SeenFloorBytes(stale), 4096 * kMib - 1000 * kMib + static_cast<int64_t>(0.05 * 8192 * kMib));
 }
 
 TEST(GuestSafetyTest, ClampTarget) {

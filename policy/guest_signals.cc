@@ -84,8 +84,10 @@ std::optional<std::string> ImplausibleStatsReason(const GuestView& guest) {
   return std::nullopt;
 }
 
-GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemory& previous,
-                         SignalMemory* next) {
+namespace {
+
+// The source, hard demand and cache of `guest`: what its latest stats say, without its past.
+GuestSignals Classify(const GuestView& guest) {
   GuestSignals s;
   const double actual = static_cast<double>(guest.actual_bytes);
   s.cache_bytes = static_cast<double>(guest.disk_caches_bytes.value_or(0));
@@ -104,7 +106,26 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
     s.source = SignalSource::kFreeOnly;
     s.hard_bytes = std::max(0.0, actual - static_cast<double>(guest.unused_bytes.value_or(0)));
   }
+  return s;
+}
 
+}  // namespace
+
+GuestSignals SignalsOf(const GuestView& guest) {
+  GuestSignals s = Classify(guest);
+  if (!guest.history.has_value()) return s;
+  const GuestHistory& h = *guest.history;
+  s.new_report = h.new_report;
+  s.report_s = h.report_s;
+  s.stall_pct = h.stall_pct;
+  s.refault_bytes_per_s = h.refault_bytes_per_s;
+  s.new_oom_kills = h.new_oom_kills.value_or(0);
+  return s;
+}
+
+GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemory& previous,
+                         SignalMemory* next) {
+  GuestSignals s = Classify(guest);
   const double age = guest.agent_age_seconds.value_or(std::max(0.0, guest.stats_age_seconds));
   s.report_s = now_s - age;
   s.new_report = !previous.report_s.has_value() || s.report_s > *previous.report_s + 1e-3;

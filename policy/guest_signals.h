@@ -37,7 +37,7 @@ enum class SignalSource { kAgent, kLibvirt, kFreeOnly };
 // "agent", "libvirt", "free_only".
 const char* SignalSourceName(SignalSource source);
 
-// What ReadSignals remembers between calls for one guest (carried in PolicyState by the caller).
+// What ReadSignals remembers between calls for one guest (history_deriver.h keeps it per guest).
 struct SignalMemory {
   std::optional<double> report_s;  // report time of the last report seen (unix seconds)
   std::optional<double> psi_total_us;
@@ -84,6 +84,11 @@ bool HostSeesHardDemand(const GuestView& guest, const GuestSignals& signals, dou
 
 GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemory& previous,
                          SignalMemory* next);
+
+// The signals of `guest` from its latest stats and its history (guest_history.h: the report's
+// time and whether it is new, the rates, the OOM kills), which ReadSignals derived when the
+// snapshot was made (history_deriver.h). Without a history: no report is new and no rate known.
+GuestSignals SignalsOf(const GuestView& guest);
 
 }  // namespace plimsoll::policy
 

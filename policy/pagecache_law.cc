@@ -6,10 +6,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "policy/balloon_progress.h"
 #include "policy/burst_headroom.h"
 #include "policy/futile_pressure.h"
 #include "policy/guest_safety.h"
+#include "policy/history_deriver.h"
 #include "policy/pressure_profile.h"
 #include "policy/reason_format.h"
 
@@ -29,21 +29,6 @@ double Pressure(const PressureReading& r, const LawParams& p) {
     }
   }
   return x;
-}
-
-// Records `actual` at `now_s`, and returns the balloon's size at `report_s` as the decisions saw
-// it: the latest recorded at or before it, or the oldest kept when the report is older.
-double SizeAtReport(double now_s, double actual, double report_s, LawMemory* m) {
-  if (m->sizes_at_count == static_cast<int>(m->sizes_at.size())) {
-    std::rotate(m->sizes_at.begin(), m->sizes_at.begin() + 1, m->sizes_at.end());
-    --m->sizes_at_count;
-  }
-  m->sizes_at[m->sizes_at_count++] = {now_s, actual};
-  double size = m->sizes_at[0].second;
-  for (int i = 0; i < m->sizes_at_count; ++i) {
-    if (m->sizes_at[i].first <= report_s + 1e-6) size = m->sizes_at[i].second;
-  }
-  return size;
 }
 
 }  // namespace
@@ -71,8 +56,7 @@ const char* LawActionName(LawAction action) {
 }
 
 double LawHeadroom(const GuestView& guest, const LawParams& params) {
-  return std::max(params.headroom_min_bytes,
-                  params.headroom_fraction * static_cast<double>(guest.max_bytes));
+  return HeadroomBytes(guest, params.headroom_min_bytes, params.headroom_fraction);
 }
 
 double LawStep(const GuestView& guest, const LawParams& params) {
@@ -81,9 +65,19 @@ double LawStep(const GuestView& guest, const LawParams& params) {
 
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m) {
   LawOutcome out;
-  SignalMemory next_signals;
-  out.signals = ReadSignals(guest, now_s, m->signals, &next_signals);
-  m->signals = next_signals;
+  out.signals = SignalsOf(guest);
+  // What the world did: the collect step's (history_deriver.h). Without it nothing is known.
+  static const GuestHistory kUnknown;
+  const GuestHistory& h = guest.history.has_value() ? *guest.history : kUnknown;
+  // A take the last decision asked for and the world did not make: the target is still the one
+  // it was asked from and no call is setting another (the envelope, a pause, a busy domain or a
+  // failed call kept it). The allowance it lowered was never the guest's size.
+  const double target = static_cast<double>(guest.target_bytes);
+  if (m->asked_bytes.has_value() && *m->asked_bytes <= m->asked_from_bytes - 1 &&
+      std::fabs(target - m->asked_from_bytes) < 1 && !h.pending_target_bytes.has_value()) {
+    if (m->allowance_bytes.has_value()) m->allowance_bytes = std::max(*m->allowance_bytes, target);
+    m->probed_s = -HUGE_VAL;
+  }
   // The agent's hard demand (AnonPages + Shmem + SUnreclaim) leaves out what the kernel holds
   // outside MemTotal (memmap, the kernel image: 64 MiB of a 1 GiB lab guest), which a balloon
   // cannot take either. M - MemTotal is that much when the balloon leaves MemTotal alone
@@ -91,19 +85,13 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // estimate, exact once the guest was seen at its ceiling, too high (safe) before. At most
   // the headroom: a guest first seen ballooned (plimsolld restarted) without autodeflate would
   // otherwise have its floor raised by the whole balloon, paid by its neighbours.
-  if (out.signals.source == SignalSource::kAgent &&
-      guest.total_bytes.has_value() && *guest.total_bytes > 0) {
-    const double outside = std::max(0.0, static_cast<double>(guest.max_bytes - *guest.total_bytes));
-    m->outside_bytes = std::min(m->outside_bytes.value_or(outside), outside);
-  }
   if (out.signals.source == SignalSource::kAgent) {
-    out.signals.hard_bytes += std::min(m->outside_bytes.value_or(0), LawHeadroom(guest, p));
+    out.signals.hard_bytes += std::min(h.outside_bytes.value_or(0), LawHeadroom(guest, p));
   }
   const GuestSignals& s = out.signals;
 
   const double max_bytes = static_cast<double>(guest.max_bytes);
   const double actual = static_cast<double>(guest.actual_bytes);
-  const double target = static_cast<double>(guest.target_bytes);
   const double min_bytes = static_cast<double>(FloorBytes(guest));
   const double headroom = LawHeadroom(guest, p);
   // Without the agent H = A - usable, and A is libvirt's now while usable is the guest's at its
@@ -111,7 +99,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // report's time. Measuring the fall of usable memory instead reads our own takes as bursts:
   // on sizes4 every agentless guest's floor held its first take, 165-486 MiB
   // (docs/benchmarks.md "What each part of the law buys").
-  const double size_at_report = SizeAtReport(now_s, actual, s.report_s, m);
+  const double size_at_report = h.size_at_report_bytes.value_or(actual);
   const double burst_demand =
       s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual + size_at_report;
   // The two are different measures: when the source changes (the agent connecting, or going
@@ -130,33 +118,19 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   }
   out.working_set_bytes = std::clamp(out.working_set_bytes, out.floor_bytes, std::max(out.floor_bytes, max_bytes));
 
-  // Landing: the balloon is within tolerance of the target, first seen when. A new target
-  // (ours or anyone's) starts the journey again.
-  // A guest seen for the first time at its target has been there since before we know (the
-  // daemon adopts a guest's actual size as its target): its first report measures that size.
-  const bool first = !m->target_bytes.has_value();
-  if (first || std::fabs(*m->target_bytes - target) >= 1) m->landed_s.reset();
-  m->target_bytes = target;
-  const bool landed = std::fabs(actual - target) <= ProgressTolerance(target, ProgressParams());
-  if (!landed) {
-    m->landed_s.reset();
-  } else if (first) {
-    m->landed_s = -HUGE_VAL;
-  } else if (!m->landed_s.has_value()) {
-    m->landed_s = now_s;
-  }
-  out.measured = s.new_report && m->landed_s.has_value() && s.report_s > *m->landed_s;
+  // One action per measurement: a new report, taken after the balloon landed on its target.
+  out.measured = s.new_report && h.report_after_landing;
 
   double a = m->allowance_bytes.value_or(actual);
   const FollowVerdict follow = CheckFollow(guest, now_s, p.follow, &m->follow);
   a = FollowAllowance(follow, actual, a);
   out.state = follow.state;
   const double step = LawStep(guest, p);
-  const PressureReading raw{s.stall_pct, s.refault_bytes_per_s, UpdateDiskRate(guest, now_s, &m->profile)};
+  const PressureReading raw{s.stall_pct, s.refault_bytes_per_s, h.disk_read_bytes_per_s};
   // Within a landing tolerance of the ceiling is the ceiling (the balloon driver keeps a few
   // pages).
   const double profile_size =
-      actual >= max_bytes - ProgressTolerance(max_bytes, ProgressParams()) ? max_bytes : actual;
+      actual >= max_bytes - LandingToleranceBytes(max_bytes) ? max_bytes : actual;
   // The profile is the agentless guest's: with the agent the refault counter says which reads
   // are refaults, and on the corpus the profile bought agent guests nothing (docs/benchmarks.md
   // "The access mode").
@@ -170,7 +144,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // reads too, and a verdict on them cost the corpus stall (seeds 1-5: docs/benchmarks.md).
   if (s.new_report && s.new_oom_kills == 0 && s.source == SignalSource::kAgent) {
     const FutileSize size{profile_size, out.working_set_bytes, max_bytes, step,
-                          ProgressTolerance(max_bytes, ProgressParams()), m->landed_s.value_or(now_s)};
+                          LandingToleranceBytes(max_bytes), h.landed_s.value_or(now_s)};
     const bool had_verdict = m->futile.level.has_value();
     out.pressure = FilterFutile(out.pressure, out.measured, size, now_s, p.cooldown_max_seconds,
                                 p.futile, &m->futile);

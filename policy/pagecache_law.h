@@ -31,6 +31,8 @@
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
 //   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
 //   in the guest backs off at once, measured or not.
+//   a take not made (the history shows the target it was asked from, and no call setting
+//   another): a <- max(a, T), and the next take may come at once.
 //   c starts at cooldown_min, doubles per episode up to cooldown_max, and goes back to
 //   cooldown_min after cooldown_max without pressure.
 //   proposal  clamp(max(a, F), F, M): the floor rises with hard demand at once.
@@ -42,15 +44,14 @@
 #ifndef PLIMSOLL_POLICY_PAGECACHE_LAW_H_
 #define PLIMSOLL_POLICY_PAGECACHE_LAW_H_
 
-#include <array>
 #include <limits>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "policy/balloon_follow.h"
 #include "policy/burst_headroom.h"
 #include "policy/futile_pressure.h"
+#include "policy/guest_safety.h"
 #include "policy/guest_signals.h"
 #include "policy/policy.h"
 #include "policy/pressure_edge.h"
@@ -61,8 +62,8 @@ namespace plimsoll::policy {
 struct LawParams {
   // The floor's headroom over hard demand: the larger of the two. Memory a guest needs to
   // start a process or absorb a burst before the next report.
-  double headroom_min_bytes = 128.0 * (1 << 20);
-  double headroom_fraction = 0.05;  // of M
+  double headroom_min_bytes = kHeadroomMinBytes;  // guest_safety.h
+  double headroom_fraction = kHeadroomFraction;   // of M
   // The smallest step (probe_fraction of M), which is also, without the agent, the probe below
   // the working set; at most one step every probe_interval_seconds. Small, because a hot set's
   // edge is a cliff (docs/policy.md).
@@ -92,15 +93,11 @@ struct LawParams {
   EdgeParams edge;
 };
 
-// What the law remembers between decisions for one guest. Times are unix seconds.
+// What the law remembers between decisions for one guest: its own variables only (what the world
+// did, landing, rates, the size at a report, is the snapshot's GuestView::history). Times are
+// unix seconds.
 struct LawMemory {
-  SignalMemory signals;                   // guest_signals.h's rates and counters
   std::optional<double> allowance_bytes;  // a: the size the guest is believed calm at
-  // The least M - MemTotal seen: the kernel's memory outside MemTotal (bytes).
-  std::optional<double> outside_bytes;
-  std::optional<double> target_bytes;     // the target last seen (a change means a move)
-  // When the balloon was first seen landed on the current target; absent while travelling.
-  std::optional<double> landed_s;
   double probed_s = -std::numeric_limits<double>::infinity();
   double cool_until_s = -std::numeric_limits<double>::infinity();
   double cooldown_s = 0;  // the next episode's cooldown; 0 means cooldown_min_seconds
@@ -115,10 +112,10 @@ struct LawMemory {
   std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
-  // The balloon's size at the latest decisions, oldest first (unix seconds, bytes): without the
-  // agent the burst takes A at the report's time (SizeAtReport in pagecache_law.cc).
-  std::array<std::pair<double, double>, 8> sizes_at{};
-  int sizes_at_count = 0;
+  // The target the last decision asked for and the target it was asked from (recorded by
+  // pagecache_policy.cc): a take the history shows was not made is forgotten.
+  std::optional<double> asked_bytes;
+  double asked_from_bytes = 0;
 };
 
 enum class LawAction {
@@ -137,15 +134,14 @@ const char* LawActionName(LawAction action);
 
 struct LawOutcome {
   LawAction action = LawAction::kHold;
-  GuestSignals signals;          // what ReadSignals made of the guest's stats
+  GuestSignals signals;          // what SignalsOf made of the guest's stats and history
   double floor_bytes = 0;        // F
   double burst_bytes = 0;        // the burst headroom in F
   double working_set_bytes = 0;  // W
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)
-  // The disk read rate between the last two reads of the guest's disks (bytes/s;
-  // pressure_profile.h UpdateDiskRate: plimsolld reads them every block_stats_interval), absent
-  // without a previous count.
+  // The disk read rate between the last two reads of the guest's disks (bytes/s; the history's:
+  // plimsolld reads them every block_stats_interval), absent without a previous count.
   std::optional<double> disk_bytes_per_s;
   double futile_level = 0;       // ℓ while a futile verdict holds (futile_pressure.h), else 0
   bool measured = false;         // this report measured the current size
@@ -164,8 +160,9 @@ double LawHeadroom(const GuestView& guest, const LawParams& params);
 double LawStep(const GuestView& guest, const LawParams& params);
 
 // One decision of the law for `guest` at `now_s`, whose stats are safe to act on
-// (guest_safety.h UnsafeToActReason is empty, ImplausibleStatsReason too). `memory` is read and
-// updated (its signals by ReadSignals).
+// (guest_safety.h UnsafeToActReason is empty, ImplausibleStatsReason too). What the world did
+// comes from guest.history (history_deriver.h; without it nothing is measured). `memory` is read
+// and updated.
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& params,
                    LawMemory* memory);
 

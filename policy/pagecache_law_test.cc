@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/history_deriver.h"
 
 namespace plimsoll::policy {
 namespace {
@@ -49,14 +50,16 @@ GuestView Agentless(double actual_mib, double usable_mib) {
   return g;
 }
 
-// Drives the law like a loop: one report per call (age 0 at a time that advances), the balloon
-// landing on its target at once unless told not to.
+// Drives the law like a loop: one report per call (age 0 at a time that advances), the guest's
+// history derived before each decision as the collect step does, the balloon landing on its
+// target at once unless told not to.
 class Driver {
  public:
   explicit Driver(GuestView g, LawParams p = LawParams()) : g_(g), p_(p) {}
 
   LawOutcome Step(double dt = 2, bool land = true) {
     now_ += dt;
+    g_.history = DeriveHistory(g_, now_, &h_);
     LawOutcome o = StepLaw(g_, now_, p_, &m_);
     last_ = o;
     g_.target_bytes = static_cast<int64_t>(std::llround(o.proposal_bytes));
@@ -72,6 +75,7 @@ class Driver {
   GuestView g_;
   LawParams p_;
   LawMemory m_;
+  HistoryMemory h_;
   LawOutcome last_;
   double now_ = 1e9;
 };
@@ -377,15 +381,44 @@ TEST(PagecacheLawTest, CalmAtASmallerSizeLowersTheAllowance) {
   // it was measured calm while cooling down: 3000 MiB is the allowance now.
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(3000 * kMib);
+  g.history.emplace();
+  g.history->landed_s = 1e9 - 10;
+  g.history->report_s = 1e9;
+  g.history->new_report = true;
+  g.history->report_after_landing = true;
   LawMemory m;
   m.allowance_bytes = 4096 * kMib;
-  m.target_bytes = static_cast<double>(g.target_bytes);
-  m.landed_s = 1e9 - 10;
   m.cool_until_s = 1e9 + 1000;
   const LawOutcome o = StepLaw(g, 1e9, LawParams(), &m);
   EXPECT_TRUE(o.measured);
   EXPECT_EQ(o.action, LawAction::kCooling) << o.reason;
   EXPECT_NEAR(o.proposal_bytes / kMib, 3000, 0.01);
+}
+
+// A take the world did not make (the history's target is still the one it was asked from) is
+// forgotten: the next measured report asks for the same step, not for one below it. While the
+// call that makes it is in flight, the take stands.
+TEST(PagecacheLawTest, ATakeNotMadeIsForgotten) {
+  for (const bool in_flight : {false, true}) {
+    SCOPED_TRACE(in_flight);
+    GuestView g = Agent();
+    g.actual_bytes = g.target_bytes = static_cast<int64_t>(2000 * kMib);
+    HistoryMemory history;
+    LawMemory m;
+    g.history = DeriveHistory(g, 1e9, &history);
+    const LawOutcome first = StepLaw(g, 1e9, LawParams(), &m);
+    ASSERT_EQ(first.action, LawAction::kTake) << first.reason;
+    EXPECT_NEAR(first.proposal_bytes / kMib, 2000 - (2000 - 1204.8) / 2, 0.01);
+    m.asked_bytes = first.proposal_bytes;  // as pagecache_policy.cc records it
+    m.asked_from_bytes = static_cast<double>(g.target_bytes);
+    g.history = DeriveHistory(g, 1e9 + 6, &history);  // a new report; the target unchanged
+    if (in_flight) g.history->pending_target_bytes = static_cast<int64_t>(first.proposal_bytes);
+    const LawOutcome next = StepLaw(g, 1e9 + 6, LawParams(), &m);
+    EXPECT_EQ(next.action, LawAction::kTake) << next.reason;
+    const double again = in_flight ? first.proposal_bytes - (first.proposal_bytes - 1204.8 * kMib) / 2
+                                   : first.proposal_bytes;
+    EXPECT_NEAR(next.proposal_bytes / kMib, again / kMib, 0.01);
+  }
 }
 
 TEST(PagecacheLawTest, AStaleReportIsNotANewMeasurement) {

@@ -216,6 +216,11 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
       decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache: hold ", held[i])));
       continue;
     }
+    // What this decision asks, for the law to see next time whether it was made (StepLaw).
+    if (LawMemory* m = decisions.next_state.guests[g.uuid].GetMutable<LawMemory>(); m != nullptr) {
+      m->asked_bytes = static_cast<double>(targets[i]);
+      m->asked_from_bytes = static_cast<double>(g.target_bytes);
+    }
     const LawOutcome& o = *outcomes[i];
     GuestDecision d;
     d.uuid = g.uuid;

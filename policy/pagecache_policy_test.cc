@@ -1,12 +1,14 @@
 #include "policy/pagecache_policy.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "absl/time/time.h"
+#include "policy/history_deriver.h"
 #include "policy/pagecache_law.h"
 
 namespace plimsoll::policy {
@@ -40,7 +42,16 @@ GuestView Guest(const std::string& name, int64_t actual_mib) {
   return g;
 }
 
-Snapshot Snap(std::vector<GuestView> guests, int64_t budget_mib, double t = 1e9) {
+// The collect step's memory of each guest's history, by uuid, from one snapshot to the next.
+using Histories = std::map<std::string, HistoryMemory>;
+
+// A snapshot at `t` of `guests`, their histories derived as the collect step does: from
+// `histories` (the snapshots before), or from none.
+Snapshot Snap(std::vector<GuestView> guests, int64_t budget_mib, double t = 1e9,
+              Histories* histories = nullptr) {
+  Histories none;
+  if (histories == nullptr) histories = &none;
+  for (GuestView& g : guests) g.history = DeriveHistory(g, t, &(*histories)[g.uuid]);
   Snapshot s;
   s.now = absl::FromUnixSeconds(static_cast<int64_t>(t));
   s.host.mem_total_bytes = 64 * 1024 * kMib;
@@ -186,16 +197,33 @@ TEST(PagecachePolicyTest, RemembersTypedStatePerGuest) {
 TEST(PagecachePolicyTest, TakesColdCacheStepByStep) {
   const PagecachePolicy policy;
   PolicyState state;
+  Histories histories;
   GuestView g = Guest("a", 1024);
   std::vector<int64_t> targets;
   for (int i = 0; i < 6; ++i) {
-    const Decisions d = policy.Decide(Snap({g}, 4096, 1e9 + 5 * i), state);
+    const Decisions d = policy.Decide(Snap({g}, 4096, 1e9 + 5 * i, &histories), state);
     state = d.next_state;
     g.target_bytes = g.actual_bytes = d.guests[0].target_bytes;
     targets.push_back(g.target_bytes / kMib);
   }
   // F = 200 + 128 = 328 MiB, W = 428 MiB: 1024 -> 726 -> 577 -> 502.5.
   EXPECT_EQ(targets, (std::vector<int64_t>{726, 726, 577, 577, 502, 502}));
+}
+
+// A take the envelope or a busy domain kept from being made leaves the target where it was: the
+// policy reads that in the history and asks for the same step again, not for the next one.
+TEST(PagecachePolicyTest, ATakeNotMadeIsAskedForAgain) {
+  const PagecachePolicy policy;
+  PolicyState state;
+  Histories histories;
+  const GuestView g = Guest("a", 1024);
+  std::vector<int64_t> asked;
+  for (int i = 0; i < 3; ++i) {
+    const Decisions d = policy.Decide(Snap({g}, 4096, 1e9 + 5 * i, &histories), state);
+    state = d.next_state;
+    asked.push_back(d.guests[0].target_bytes / kMib);
+  }
+  EXPECT_EQ(asked, (std::vector<int64_t>{726, 726, 726}));
 }
 
 TEST(PagecachePolicyTest, ParamsInTheTablesUnits) {
@@ -227,9 +255,11 @@ TEST(PagecachePolicyTest, DistressIsSaid) {
   GuestView pressured = Guest("pressured", 600);
   pressured.refaults_per_second = 3.0 * kMib / 4096;  // x = 3
   GuestView oom = Guest("oom", 600);
-  Decisions first = policy.Decide(Snap({calm, pressured, oom}, 4096), PolicyState());
+  Histories histories;
+  Decisions first = policy.Decide(Snap({calm, pressured, oom}, 4096, 1e9, &histories), PolicyState());
   oom.oom_kill = 1;
-  const Decisions d = policy.Decide(Snap({calm, pressured, oom}, 4096, 1e9 + 2), first.next_state);
+  const Decisions d =
+      policy.Decide(Snap({calm, pressured, oom}, 4096, 1e9 + 2, &histories), first.next_state);
   EXPECT_EQ(d.guests[0].distress, "");
   EXPECT_EQ(d.guests[1].distress, "pressure x=3.00");
   EXPECT_EQ(d.guests[2].distress, "oom_kill");
@@ -287,9 +317,12 @@ TEST(PagecachePolicyTest, AnOomKillOnTheAgentsWordDoesNotMakeTheNeighboursPay) {
   claimant.oom_kill = 0;
   GuestView neighbour = Hot("neighbour");
   neighbour.usable_bytes = 50 * kMib;
-  const Decisions first = policy.Decide(Snap({claimant, neighbour}, 600 + 1024), PolicyState());
+  Histories histories;
+  const Decisions first =
+      policy.Decide(Snap({claimant, neighbour}, 600 + 1024, 1e9, &histories), PolicyState());
   claimant.oom_kill = 5;
-  const Decisions d = policy.Decide(Snap({claimant, neighbour}, 600 + 1024, 1e9 + 2), first.next_state);
+  const Decisions d =
+      policy.Decide(Snap({claimant, neighbour}, 600 + 1024, 1e9 + 2, &histories), first.next_state);
   ASSERT_EQ(d.guests.size(), 2u);
   EXPECT_EQ(d.guests[0].distress, "oom_kill");
   EXPECT_LE(d.guests[0].target_bytes, 600 * kMib) << d.guests[0].reason;

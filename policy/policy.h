@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "policy/guest_history.h"
 #include "policy/policy_state.h"
 
 namespace plimsoll::policy {
@@ -84,6 +85,11 @@ struct GuestView {
   // How long before the snapshot the disk reads were read (seconds; absent: at it). plimsolld
   // reads them at most every block_stats_interval, and keeps the last between reads.
   std::optional<double> disk_read_age_seconds;
+
+  // What the world did to the guest up to now (guest_history.h): landing, report freshness,
+  // counter rates, balloon progress. Derived once per snapshot by its maker (plimsolld's collect
+  // step, the simulator) through history_deriver.h; absent when the maker derived none.
+  std::optional<GuestHistory> history;
 };
 
 // The host side of the snapshot.

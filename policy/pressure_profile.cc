@@ -36,28 +36,6 @@ void TakeMin(const std::optional<double>& v, std::optional<double>* least) {
 
 }  // namespace
 
-std::optional<double> UpdateDiskRate(const GuestView& guest, double now_s, ProfileMemory* m) {
-  if (!guest.disk_read_bytes.has_value()) {
-    m->disk_read_bytes.reset();
-    m->disk_bytes_per_s.reset();
-    return std::nullopt;
-  }
-  const double bytes = static_cast<double>(*guest.disk_read_bytes);
-  const double read_s = now_s - guest.disk_read_age_seconds.value_or(0);
-  // The same read as last time (1 ms: the age is a difference of two times).
-  if (m->disk_read_bytes.has_value() && read_s <= m->disk_read_s + 1e-3 && bytes == *m->disk_read_bytes) {
-    return m->disk_bytes_per_s;
-  }
-  std::optional<double> rate;
-  if (m->disk_read_bytes.has_value() && bytes >= *m->disk_read_bytes && read_s > m->disk_read_s) {
-    rate = (bytes - *m->disk_read_bytes) / (read_s - m->disk_read_s);
-  }
-  m->disk_read_bytes = bytes;
-  m->disk_read_s = read_s;
-  m->disk_bytes_per_s = rate;
-  return rate;
-}
-
 PressureReading ExcessPressure(const ProfileMemory& m, double size_bytes, double ceiling_bytes,
                                const PressureReading& r, double now_s, const ProfileParams& p) {
   if (p.ratio <= 0) return PressureReading{r.stall_pct, r.refault_bytes_per_s, std::nullopt};

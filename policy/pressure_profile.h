@@ -57,18 +57,7 @@ struct ProfileMemory {
     double at_s = 0;
   };
   std::vector<Bucket> buckets;  // index: size / (bucket_fraction * ceiling); empty: never measured
-  // Disk reads: the counter at the previous read and when it was read, and the last rate.
-  std::optional<double> disk_read_bytes;
-  double disk_read_s = 0;
-  std::optional<double> disk_bytes_per_s;
 };
-
-// The disk read rate of `guest` at `now_s` (bytes/s between the previous read and this one,
-// each at its own time: now_s - disk_read_age_seconds), updating `memory`. A call that sees
-// the same read again (plimsolld reads the disks every block_stats_interval, ticks may come
-// more often) returns the last rate. nullopt on the first read, when the guest reports no disk
-// reads, or when the counter went backwards (a restarted domain).
-std::optional<double> UpdateDiskRate(const GuestView& guest, double now_s, ProfileMemory* memory);
 
 // The excess pressure at `size_bytes` for a guest of ceiling `ceiling_bytes` (see the file
 // comment), without recording `reading`.

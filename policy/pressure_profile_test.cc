@@ -81,40 +81,5 @@ TEST(PressureProfileTest, OffMeansThePlainReadingsWithoutDiskReads) {
   EXPECT_TRUE(m.buckets.empty());
 }
 
-TEST(PressureProfileTest, DiskRateFromTheCounter) {
-  ProfileMemory m;
-  GuestView g;
-  g.disk_read_bytes = 1000;
-  EXPECT_FALSE(UpdateDiskRate(g, 10, &m).has_value());
-  g.disk_read_bytes = 5000;
-  EXPECT_EQ(UpdateDiskRate(g, 12, &m), 2000);
-  g.disk_read_bytes = 100;  // the domain restarted
-  EXPECT_FALSE(UpdateDiskRate(g, 14, &m).has_value());
-  g.disk_read_bytes.reset();
-  EXPECT_FALSE(UpdateDiskRate(g, 16, &m).has_value());
-}
-
-// plimsolld reads the disks every block_stats_interval: between reads a tick sees the last
-// read again, older, and the rate is taken between the reads' own times.
-TEST(PressureProfileTest, DiskRateOverTheReadsOwnTimes) {
-  ProfileMemory m;
-  GuestView g;
-  g.disk_read_bytes = 1000;
-  g.disk_read_age_seconds = 0;
-  EXPECT_FALSE(UpdateDiskRate(g, 10, &m).has_value());  // read at 10
-  g.disk_read_bytes = 11000;
-  g.disk_read_age_seconds = 1;
-  EXPECT_EQ(UpdateDiskRate(g, 16, &m), 2000);  // read at 15: 10000 bytes in 5 s
-  g.disk_read_age_seconds = 2;
-  EXPECT_EQ(UpdateDiskRate(g, 17, &m), 2000) << "the same read again keeps its rate";
-  g.disk_read_age_seconds = 4.5;
-  EXPECT_EQ(UpdateDiskRate(g, 19.5, &m), 2000);
-  g.disk_read_bytes = 11000;
-  g.disk_read_age_seconds = 0;
-  EXPECT_EQ(UpdateDiskRate(g, 20, &m), 0) << "a new read without new bytes is a rate of 0";
-  // Stamped with the tick's time instead, the kept count would have read 0 at 16-19.5 and the
-  // next read's bytes over the last interval alone.
-}
-
 }  // namespace
 }  // namespace plimsoll::policy

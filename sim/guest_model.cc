@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "policy/guest_safety.h"
 #include "sim/units.h"
 
 namespace plimsoll::sim {
@@ -381,7 +382,7 @@ void GuestModel::FillStats(double now, double stale_after, policy::GuestView* vi
   const LibvirtReport& l = *libvirt_;
   view->has_stats = true;
   view->stats_age_seconds = now - l.t;
-  view->stats_fresh = view->stats_age_seconds <= stale_after;
+  view->stats_fresh = policy::StatsFresh(view->stats_age_seconds, stale_after);
   view->unused_bytes = static_cast<int64_t>(l.unused);
   view->usable_bytes = static_cast<int64_t>(l.usable);
   view->total_bytes = static_cast<int64_t>(l.total);
@@ -389,7 +390,7 @@ void GuestModel::FillStats(double now, double stale_after, policy::GuestView* vi
   view->major_fault = l.major_fault;
   view->swap_in = 0;
   view->swap_out = 0;
-  if (!agent_.has_value() || now - agent_->t > stale_after) return;
+  if (!agent_.has_value() || !policy::StatsFresh(now - agent_->t, stale_after)) return;
   const AgentReport& a = *agent_;
   view->anon_bytes = static_cast<int64_t>(a.anon);
   view->unreclaimable_bytes = static_cast<int64_t>(a.unreclaimable);

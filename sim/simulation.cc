@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "policy/guest_safety.h"
 
 namespace plimsoll::sim {
 namespace {
@@ -73,6 +74,7 @@ policy::Snapshot Simulation::MakeSnapshot() {
   const bool read_disks = now_ - disk_read_at_ >= 0.9 * block_stats_interval_;
   if (read_disks) disk_read_at_ = now_;
   disk_reads_.resize(guests_.size());
+  histories_.resize(guests_.size());
   for (size_t i = 0; i < guests_.size(); ++i) {
     const GuestModel& g = guests_[i];
     policy::GuestView v;
@@ -92,6 +94,7 @@ policy::Snapshot Simulation::MakeSnapshot() {
       v.disk_read_requests = disk_reads_[i].requests;
     }
     if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = now_ - disk_read_at_;
+    v.history = policy::DeriveHistory(v, absl::ToDoubleSeconds(s.now - absl::UnixEpoch()), &histories_[i]);
     s.guests.push_back(std::move(v));
   }
   return s;
@@ -109,9 +112,9 @@ int Simulation::Apply(const policy::Decisions& decisions) {
     double target = std::clamp(static_cast<double>(d.target_bytes), g.spec().min, g.spec().max);
     policy::GuestView v;
     g.FillStats(now_, scenario_.stale_after, &v);
-    // plimsolld's safety net (server/loop/control_loop.cc, Apply): never shrink without fresh
-    // stats; growing needs none.
-    if ((!v.has_stats || !v.stats_fresh) && target < previous) target = previous;
+    // plimsolld's safety net (server/loop/envelope.h): never shrink without fresh stats; growing
+    // needs none.
+    if (!policy::MayShrink(v) && target < previous) target = previous;
     if (target != previous) {
       g.SetTarget(target);
       ++changed;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/history_deriver.h"
 #include "policy/policy.h"
 #include "sim/guest_model.h"
 #include "sim/scenario.h"
@@ -30,7 +31,8 @@ class Simulation {
 
   // What plimsolld would hand its policy now. Not const: the guests' disk reads are read when
   // due (set_block_stats_interval), and the last ones are handed on in between, as plimsolld
-  // does.
+  // does; and each guest's history (policy/history_deriver.h) is derived from the snapshot
+  // before, as plimsolld's collect step does once per tick: call it once per decision.
   policy::Snapshot MakeSnapshot();
 
   // Applies decisions as plimsolld's control loop does; returns how many targets changed.
@@ -69,6 +71,7 @@ class Simulation {
     std::optional<uint64_t> bytes, requests;
   };
   std::vector<DiskRead> disk_reads_;
+  std::vector<policy::HistoryMemory> histories_;  // per guest, what DeriveHistory keeps
   double disk_read_at_ = -1e18;
 };
 

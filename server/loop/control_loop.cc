@@ -139,7 +139,6 @@ void ControlLoop::ApplyReconfig() {
     if (base_in_force) {
       policy_ = base_policy_;
       policy_state_ = {};
-      before_move_.clear();
       if (old != policy_->name()) {
         PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name()
                   << " by config reload; policy state reset";
@@ -205,7 +204,6 @@ void ControlLoop::ApplyHostPolicy() {
   }
   refused_policy_.clear();
   policy_state_ = {};
-  before_move_.clear();
   PLOG_INFO << "policy switched from=" << old << " to=" << policy_->name() << " by host policy (by=\""
             << hp.updated_by() << "\"); policy state reset";
 }
@@ -235,7 +233,8 @@ int ControlLoop::FoldBalloonChanges() {
   for (const auto& [uuid, bytes] : changes) {
     TrackedGuest* g = tracker_.Find(uuid);
     if (g == nullptr || bytes <= 0) continue;
-    if (g->lowest_actual > 0) g->lowest_actual = std::min(g->lowest_actual, bytes);
+    // A size between ticks: a balloon that reached its target and came back up is seen rising.
+    policy::NoteBalloonSize(static_cast<double>(bytes), static_cast<double>(g->target_bytes), &g->history.progress);
     if (g->actual_bytes != bytes) {
       g->actual_bytes = bytes;
       ++changed;
@@ -361,7 +360,6 @@ EnvelopeGuest ControlLoop::EnvelopeOf(const TrackedGuest& g) {
   EnvelopeGuest e;
   e.target_bytes = g.target_bytes;
   e.actual_bytes = g.actual_bytes;
-  e.lowest_actual_bytes = g.lowest_actual;
   e.max_bytes = g.info.max_bytes;
   e.configured_floor_bytes = g.min_bytes;
   e.has_stats = g.has_stats;
@@ -428,25 +426,7 @@ void ControlLoop::TakeCallResults(absl::Time now) {
   }
 }
 
-void ControlLoop::UndoPolicyState(const std::string& uuid, policy::StateSlot slot, bool failed) {
-  if (slot.empty()) {
-    policy_state_.guests.erase(uuid);
-  } else {
-    policy_state_.guests[uuid] = std::move(slot);
-  }
-  if (deps_.metrics != nullptr) deps_.metrics->CountPolicyMoveUndone(failed);
-}
-
 void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result& r, absl::Time now) {
-  // The policy state from before the move this call made: put back if the move did not happen.
-  std::optional<policy::StateSlot> before;
-  if (!r.late) {
-    if (auto it = before_move_.find(r.call.uuid); it != before_move_.end()) {
-      before = std::move(it->second);
-      before_move_.erase(it);
-    }
-  }
-  if (!r.status.ok() && !r.late && before.has_value()) UndoPolicyState(r.call.uuid, *std::move(before), true);
   // The decision that issued the call is still the guest's last one: it is completed here.
   plimsoll::v1::Decision& rec = g->last_decision;
   const bool own_record = !r.late && rec.tick() == r.call.tick;
@@ -462,7 +442,6 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
     // them may have been last (balloon_calls.h), and the loop sets it again before it believes it.
     // Of overlapping calls, the one submitted last is the better guess (still unsure, below).
     if (r.call.submitted_at >= g->target_call_at) {
-      if (g->target_bytes != r.call.value) g->lowest_actual = g->actual_bytes;
       g->target_bytes = r.call.value;
       g->target_call_at = r.call.submitted_at;
     }
@@ -611,7 +590,6 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
-    before_move_.erase(uuid);
     last_logged_.erase(uuid);
     busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
@@ -707,8 +685,17 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   snap.host.psi_some_avg10 = h.psi_some_avg10;
   snap.host.psi_full_avg10 = h.psi_full_avg10;
   snap.guests = tracker_.Views();
+  if (deps_.agents != nullptr) {
+    for (policy::GuestView& v : snap.guests) AddAgentSignals(v);
+  }
+  // From what the guests reported and the targets the calls set, before the operator's controls
+  // change the ceiling the policy sees.
+  tracker_.DeriveHistories(now, &snap.guests);
   for (policy::GuestView& v : snap.guests) {
-    if (deps_.agents != nullptr) AddAgentSignals(v);
+    if (const BalloonCalls::Call* p = calls_->Pending(v.uuid);
+        p != nullptr && p->kind == BalloonCalls::Kind::kSetTarget && v.history.has_value()) {
+      v.history->pending_target_bytes = p->value;
+    }
     const GuestControl& c = ControlOf(v.uuid);
     if (c.floor == 0 && c.ceiling == 0) continue;  // not tracked: cannot happen
     v.min_bytes = c.floor;
@@ -785,25 +772,16 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     std::string reason = std::move(move.reason);
     Direction direction = move.direction;
     const bool reassert = move.reassert;
-    bool submitted = false;
     if (direction != plimsoll::v1::DIRECTION_HOLD && paused_) {
       absl::StrAppend(&reason, " | management paused: not applied");
     } else if ((direction != plimsoll::v1::DIRECTION_HOLD || reassert) && !paused_) {
       BusyReason why = BusyReason::kInFlight;
       const std::string busy = SubmitTarget(*g, target, now, &why);
-      submitted = busy.empty();
       if (!busy.empty()) {
         absl::StrAppend(&reason, " | busy: ", busy);
         NoteBusy(g, why, busy, now);
         target = previous;
         direction = plimsoll::v1::DIRECTION_HOLD;
-      }
-    }
-    if (auto before = before_decision_.find(d.uuid); before != before_decision_.end()) {
-      if (submitted && direction != plimsoll::v1::DIRECTION_HOLD) {
-        before_move_[d.uuid] = std::move(before->second);
-      } else {  // not submitted, or only the old target set again: the policy's move was not made
-        UndoPolicyState(d.uuid, std::move(before->second), /*failed=*/false);
       }
     }
     if (c.exclude) {
@@ -826,9 +804,6 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_policy_floor_bytes(d.floor_bytes);
     rec.set_seen_floor_bytes(move.seen_floor_bytes);
     rec.set_working_set_bytes(d.working_set_bytes);
-    g->lowest_actual = previous != g->target_bytes || g->lowest_actual == 0
-                           ? g->actual_bytes
-                           : std::min(g->lowest_actual, g->actual_bytes);
     // "" (not yet tracked) reads as "ok": only real changes are worth a warning.
     if (!d.state.empty() && d.state != (g->balloon_state.empty() ? "ok" : g->balloon_state)) {
       PLOG_WARNING << "balloon state guest=" << g->info.name << " " << (g->balloon_state.empty() ? "ok" : g->balloon_state)
@@ -1117,13 +1092,6 @@ void ControlLoop::Tick() {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
       } else {
-        before_decision_.clear();
-        for (const policy::GuestDecision& d : decisions.guests) {
-          const TrackedGuest* g = tracker_.Find(d.uuid);
-          if (g == nullptr || d.target_bytes == g->target_bytes) continue;
-          auto it = policy_state_.guests.find(d.uuid);
-          before_decision_[d.uuid] = it == policy_state_.guests.end() ? policy::StateSlot() : it->second;
-        }
         policy_state_ = std::move(decisions.next_state);
         Apply(*snap, decisions, start);
       }

@@ -190,10 +190,10 @@ class ControlLoop {
   // balloon now holds `actual_bytes`. Thread-safe, cheap (the last value per guest is kept).
   // Between ticks, Run() folds the kept values into the tracker and the published view (and
   // /metrics), at most once per min_wake_interval: the view's actual sizes follow the balloon
-  // within about a second instead of a tick, and the tracker's lowest actual since the target
-  // changed sees a balloon that went down and came back up between two ticks (a guest
-  // deflating it on OOM), which the tick's own look would miss. A tick's
-  // bulk survey supersedes what was kept before it.
+  // within about a second instead of a tick, and the guest's history (its balloon progress,
+  // policy/balloon_progress.h NoteBalloonSize) sees a balloon that went down and came back up
+  // between two ticks (a guest deflating it on OOM), which the tick's own look would miss. A
+  // tick's bulk survey supersedes what was kept before it.
   void NoteBalloonChange(const std::string& uuid, int64_t actual_bytes);
   // A guest's agent sent a spike report (PSI trigger): asks for an early tick that applies
   // this guest's decision first, counts it, and logs it ("agent spike uuid=..."), at most one
@@ -298,16 +298,10 @@ class ControlLoop {
   std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
   GuestTracker tracker_;
   bool agents_told_ = false;  // the agent store has been given the tracked guests once
+  // The policy's memory, committed as each Decide returns it. A move the envelope, a pause or a
+  // busy domain kept from being made, or whose call failed, is not undone here: the policy learns
+  // it from the next snapshot's history (its target unchanged, no call in flight).
   policy::PolicyState policy_state_;
-  // The policy never remembers a move the balloon never made. Before a
-  // decision's new state is committed, the state of every guest whose decision proposes a move
-  // is kept here (an empty slot: it had none); Apply puts it back when the move is not made
-  // (envelope, pause, busy), or keeps it in before_move_ while the move's call is in flight,
-  // to be put back if the call fails or times out.
-  absl::flat_hash_map<std::string, policy::StateSlot> before_decision_;
-  absl::flat_hash_map<std::string, policy::StateSlot> before_move_;
-  // Puts `slot` back as the guest's policy state (an empty slot erases it).
-  void UndoPolicyState(const std::string& uuid, policy::StateSlot slot, bool failed);
   std::atomic<int64_t> tick_{0};
   TickTimes last_tick_times_;
   // The Plimsoll line: the figures of the last tick that had a snapshot (ComputeLine), the gate

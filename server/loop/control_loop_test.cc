@@ -1089,7 +1089,7 @@ TEST_F(ControlLoopTest, APinStopsAtTheHardDemandLibvirtShowsWhateverThePolicy) {
   pin.set_pin_bytes(512 * kMiB);
   SetOverride(kA, "a", pin);
   TickWithFreshStats({kA});
-  const int64_t seen = 1400 * kMiB + 4096 * kMiB / 1000 * 50;
+  const int64_t seen = 1400 * kMiB + static_cast<int64_t>(0.05 * 4096 * kMiB);
   EXPECT_EQ(hv_.LastTarget(kA), seen / 1024 * 1024) << "libvirt sets KiB";
   const plimsoll::v1::Guest* a = Published(kA);
   EXPECT_EQ(a->envelope_floor_bytes(), seen);
@@ -1617,39 +1617,33 @@ TEST_F(ControlLoopTest, AForcedPinAppliesAtOnceBelowTheFloor) {
   EXPECT_EQ(SnapshotView(kA)->max_bytes, 1024 * kMiB) << "a forced pin is fixed for the policy";
 }
 
-// A policy that counts, in its own per-guest state, the moves it decided (the scripted target
-// differs from the guest's target), and records the count each Decide was given.
-struct MoveCount {
-  int moves = 0;
-};
-class CountingPolicy : public policy::Policy {
+// A policy that moves as scripted and records, for each guest and each Decide, the target the
+// snapshot gave and the history's call in flight (0: none).
+class WitnessPolicy : public policy::Policy {
  public:
-  explicit CountingPolicy(const ScriptedPolicy* scripted) : scripted_(scripted) {}
-  absl::string_view name() const override { return "counting"; }
+  explicit WitnessPolicy(const ScriptedPolicy* scripted) : scripted_(scripted) {}
+  absl::string_view name() const override { return "witness"; }
   policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
-    policy::Decisions d = scripted_->Decide(s, state);
-    for (size_t i = 0; i < s.guests.size(); ++i) {
-      const MoveCount* before = policy::FindGuestState<MoveCount>(state, s.guests[i].uuid);
-      MoveCount next = before != nullptr ? *before : MoveCount{};
-      seen[s.guests[i].uuid].push_back(next.moves);
-      if (d.guests[i].target_bytes != s.guests[i].target_bytes) ++next.moves;
-      d.next_state.guests[s.guests[i].uuid].Set(next);
+    for (const policy::GuestView& g : s.guests) {
+      targets[g.uuid].push_back(g.target_bytes / kMiB);
+      pending[g.uuid].push_back(g.history.has_value() ? g.history->pending_target_bytes.value_or(0) / kMiB : -1);
     }
-    return d;
+    return scripted_->Decide(s, state);
   }
-  mutable absl::flat_hash_map<std::string, std::vector<int>> seen;
+  mutable absl::flat_hash_map<std::string, std::vector<int64_t>> targets;
+  mutable absl::flat_hash_map<std::string, std::vector<int64_t>> pending;
 
  private:
   const ScriptedPolicy* const scripted_;
 };
 
-// The policy's state never describes a move that did not happen. A move the
-// envelope held (stale stats) or whose call failed leaves the guest's state as it was before the
-// decision; a move made keeps it.
-TEST_F(ControlLoopTest, PolicyStateForgetsMovesThatWereNotMade) {
+// The policy learns what happened to its moves from the snapshot: a move the envelope held
+// (stale stats) or whose call failed leaves the target as it was in the next snapshot; a move
+// made shows as the new target. Nothing of the policy's state is undone by the loop.
+TEST_F(ControlLoopTest, ThePolicySeesAMoveNotMadeAsAnUnchangedTarget) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
-  CountingPolicy counting(&policy_);
-  loop_policy_ = &counting;
+  WitnessPolicy witness(&policy_);
+  loop_policy_ = &witness;
   MakeLoop();
   policy_.targets[kA] = 700 * kMiB;
   TickWithFreshStats({kA});  // the first stats prove nothing: the shrink is held
@@ -1659,27 +1653,26 @@ TEST_F(ControlLoopTest, PolicyStateForgetsMovesThatWereNotMade) {
   ASSERT_EQ(hv_.target_calls().size(), 1u);
   TickWithFreshStats({kA});  // made, and it succeeds
   EXPECT_EQ(hv_.LastTarget(kA), 700 * kMiB);
-  TickWithFreshStats({kA});  // at the target: no move
-  EXPECT_THAT(counting.seen[kA], ElementsAre(0, 0, 0, 1)) << "the held and the failed move were remembered";
-  const std::string m = metrics_.Render();
-  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"not_made\"} 1"), std::string::npos) << m;
-  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"failed\"} 1"), std::string::npos) << m;
+  TickWithFreshStats({kA});
+  EXPECT_THAT(witness.targets[kA], ElementsAre(1024, 1024, 1024, 700))
+      << "the held and the failed move left the target as it was";
+  EXPECT_THAT(witness.pending[kA], ElementsAre(0, 0, 0, 0));
+  EXPECT_EQ(metrics_.Render().find("plimsoll_policy_moves_undone_total"), std::string::npos);
 }
 
-// With the balloon pool: a move whose call is in flight is kept; the ticks that find the domain
-// busy do not count their (skipped) moves; the call timing out puts the state back.
-TEST_F(ControlLoopTest, PolicyStateForgetsAMoveWhoseCallTimedOut) {
-  CountingPolicy counting(&policy_);
-  loop_policy_ = &counting;
+// With the balloon pool: while a move's call is in flight the snapshot says so (the target is
+// still the old one, the history names the one under way); when the call times out, the history
+// shows the target unchanged and no call: the move was not made.
+TEST_F(ControlLoopTest, ThePolicySeesACallInFlightAndItsTimeout) {
+  WitnessPolicy witness(&policy_);
+  loop_policy_ = &witness;
   ASSERT_NO_FATAL_FAILURE(StartBlockedMove(1500 * kMiB));
   for (int i = 0; i < 4; ++i) TickWithFreshStats({kA});  // 8 s: busy, within the 10 s deadline
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_BUSY);
-  TickWithFreshStats({kA});  // past the deadline: timed out, undone before this tick's decision
+  TickWithFreshStats({kA});  // past the deadline: timed out before this tick's decision
   EXPECT_NE(metrics_.Render().find("plimsoll_balloon_call_timeouts_total 1"), std::string::npos);
-  EXPECT_THAT(counting.seen[kA], ElementsAre(0, 0, 0, 0, 1, 1, 1, 1, 0));
-  const std::string m = metrics_.Render();
-  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"failed\"} 1"), std::string::npos) << m;
-  EXPECT_NE(m.find("plimsoll_policy_moves_undone_total{why=\"not_made\"} 4"), std::string::npos) << m;
+  EXPECT_THAT(witness.targets[kA], ElementsAre(1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024));
+  EXPECT_THAT(witness.pending[kA], ElementsAre(0, 0, 0, 0, 1500, 1500, 1500, 1500, 0));
   hv_.UnblockSetTarget(kA);
   ASSERT_TRUE(WaitFor([&] { return TargetCallsTo(hv_, kA) == 2; }));
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/mib_format.h"
 #include "policy/guest_safety.h"
+#include "policy/history_deriver.h"
 #include "server/api/control_validation.h"
 
 namespace plimsoll::server {
@@ -23,6 +24,7 @@ struct Facts {
   int64_t floor = 0;       // the envelope floor
   const char* floor_is = "";
   int64_t seen_floor = 0;
+  const policy::GuestView* view = nullptr;  // the guest's snapshot entry, with its history
 };
 
 void Fire(Move& w, EnvelopeRule rule, absl::string_view why) {
@@ -49,16 +51,25 @@ void PinRules(const Facts& f, Move& w) {
   }
 }
 
+// Within this of `target` the balloon has arrived: the policies' landing tolerance
+// (policy/history_deriver.h), so the envelope and the history agree on where a balloon is.
+int64_t LandingSlack(int64_t target) {
+  return static_cast<int64_t>(policy::LandingToleranceBytes(static_cast<double>(target)));
+}
+
 // A guest in distress is not held: the policy's word (pressure, an OOM kill), a self-deflation
 // seen whatever the policy, or hard demand + headroom above the hold once the balloon landed.
 std::string HoldReleaseWhy(const Facts& f) {
   if (!f.d.distress.empty()) return f.d.distress;
   const int64_t held = f.c.hold->max_target_bytes();
-  // The balloon rose since the previous tick, to above the held target, although its target was
-  // at or below it (a balloon still travelling down to the held target is above it too, but
-  // falling): the guest deflated it on OOM.
-  if (f.g.target_bytes <= held && f.g.lowest_actual_bytes > 0 && f.g.actual_bytes > held + kInflationSlackBytes &&
-      f.g.actual_bytes > f.g.lowest_actual_bytes + kInflationSlackBytes) {
+  // The history saw the balloon rise above its target by itself (balloon_progress.h: from the
+  // least it was seen at, balloon-change events included), to above the held target, although
+  // its target was at or below it (a balloon still travelling down to the held target is above
+  // it too, but falling): the guest deflated it on OOM.
+  const int64_t slack = LandingSlack(held);
+  if (f.view != nullptr && f.view->history.has_value() &&
+      f.view->history->progress == policy::ProgressEvent::kSelfDeflated && f.g.target_bytes <= held &&
+      f.g.actual_bytes > held + slack) {
     return absl::StrCat("self_deflated actual=", FormatMib(f.g.actual_bytes), " held=", FormatMib(held));
   }
   // Judged only once the balloon has landed at the hold: while it travels, actual and the stats'
@@ -66,7 +77,7 @@ std::string HoldReleaseWhy(const Facts& f) {
   // demand. Without an agent and without autodeflate a guest shows no other sign before its
   // OOM kills.
   if (const int64_t demand = std::max(f.d.floor_bytes, f.seen_floor);
-      f.g.actual_bytes <= held + kInflationSlackBytes && demand > held + kInflationSlackBytes) {
+      f.g.actual_bytes <= held + slack && demand > held + slack) {
     return absl::StrCat("floor_above_hold floor=", FormatMib(demand), " held=", FormatMib(held), " (",
                         f.seen_floor > f.d.floor_bytes ? "actual - MemAvailable + headroom" : "the policy's floor", ")");
   }
@@ -160,7 +171,7 @@ void SafetyRules(const Facts& f, Move& w) {
   // go on shrinking the guest on the data that went bad. Stop it where it is (never above the
   // guest's ceiling; a pin is the operator's and stays).
   const bool data_bad = !f.g.has_stats || !f.g.stats_fresh || f.host.stale;
-  if (data_bad && !f.c.pin.has_value() && !f.c.exclude && f.g.actual_bytes > Target(w) + kInflationSlackBytes) {
+  if (data_bad && !f.c.pin.has_value() && !f.c.exclude && f.g.actual_bytes > Target(w) + LandingSlack(Target(w))) {
     if (const int64_t stop = std::min(f.g.actual_bytes, f.c.ceiling); stop > Target(w)) {
       Fire(w, EnvelopeRule::kInflationStopped,
            absl::StrCat(" | inflation stopped at ", FormatMib(stop), " (was heading for ", FormatMib(Target(w)),
@@ -199,7 +210,7 @@ Move Constrain(const policy::GuestDecision& decision, const policy::GuestView* v
   Move move;
   move.target_bytes = decision.target_bytes;
   move.reason = decision.reason;
-  Facts f{decision, guest, control, host, false, "", 0, 0, "", 0};
+  Facts f{decision, guest, control, host, false, "", 0, 0, "", 0, view};
   f.force = control.override != nullptr && control.override->force();
   if (f.force) {
     f.forced = absl::StrCat(" (forced by=\"", control.override->updated_by(), "\": ", control.override->note(), ")");

@@ -33,10 +33,6 @@
 
 namespace plimsoll::server {
 
-// A balloon within this of its target has arrived (the driver keeps a few pages; the policies'
-// landing tolerance, balloon_progress.h, starts at the same 16 MiB).
-inline constexpr int64_t kInflationSlackBytes = int64_t{16} << 20;
-
 // The operator's controls over one guest this tick: its overrides and the tightest active hold.
 struct GuestControl {
   int64_t floor = 0;      // effective floor (override min_bytes or configured)
@@ -52,7 +48,6 @@ struct GuestControl {
 struct EnvelopeGuest {
   int64_t target_bytes = 0;        // what the last successful call set: the move starts here
   int64_t actual_bytes = 0;
-  int64_t lowest_actual_bytes = 0;  // lowest actual since the target last changed; 0: unknown
   int64_t max_bytes = 0;            // <memory>
   int64_t configured_floor_bytes = 0;
   bool has_stats = false;
@@ -83,7 +78,8 @@ struct Move {
   std::vector<EnvelopeRule> fired;
 };
 
-// Pure. `view` is the guest's snapshot entry (nullptr: none, then no seen floor).
+// Pure. `view` is the guest's snapshot entry (nullptr: none, then no seen floor and no
+// self-deflation from its history).
 Move Constrain(const policy::GuestDecision& decision, const policy::GuestView* view, const EnvelopeGuest& guest,
                const GuestControl& control, const EnvelopeHost& host);
 

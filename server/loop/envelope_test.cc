@@ -35,7 +35,6 @@ void Defaults(policy::GuestDecision& d, EnvelopeGuest& g, GuestControl& c, Envel
   d.floor_bytes = 600 * kMiB;
   g.target_bytes = 1536 * kMiB;
   g.actual_bytes = 1536 * kMiB;
-  g.lowest_actual_bytes = 1536 * kMiB;
   g.max_bytes = 2048 * kMiB;
   g.configured_floor_bytes = 512 * kMiB;
   g.has_stats = true;
@@ -104,19 +103,34 @@ std::vector<Row> Rows() {
        },
        1280, {R::kHoldReleased}, "reclaim r1 released: pressure x=1.40", "pressure"},
       {"a self-deflated balloon ends the hold",
+       [](auto& d, EnvelopeGuest& g, GuestControl& c, auto& h, auto& o, policy::GuestView& v) {
+         Hold(c, 1000);
+         g.target_bytes = 1000 * kMiB;
+         g.actual_bytes = 1300 * kMiB;
+         v.history.emplace().progress = policy::ProgressEvent::kSelfDeflated;
+       },
+       1280, {R::kHoldReleased}, "self_deflated actual=1300MiB", "self_deflated"},
+      {"a balloon within the landing tolerance of a large hold is not above it",
+       [](auto& d, EnvelopeGuest& g, GuestControl& c, auto& h, auto& o, policy::GuestView& v) {
+         g.max_bytes = c.ceiling = 4096 * kMiB;
+         Hold(c, 3000);
+         g.target_bytes = 3000 * kMiB;
+         g.actual_bytes = 3020 * kMiB;  // within max(16 MiB, 1% of 3000 MiB)
+         v.history.emplace().progress = policy::ProgressEvent::kSelfDeflated;
+       },
+       1280, {}, "policy", ""},
+      {"a balloon above its hold that the history did not see rise has not self-deflated",
        [](auto& d, EnvelopeGuest& g, GuestControl& c, auto&...) {
          Hold(c, 1000);
          g.target_bytes = 1000 * kMiB;
-         g.lowest_actual_bytes = 1000 * kMiB;
-         g.actual_bytes = 1300 * kMiB;
+         g.actual_bytes = 1300 * kMiB;  // still on its way down, say
        },
-       1280, {R::kHoldReleased}, "self_deflated actual=1300MiB", "self_deflated"},
+       1000, {R::kHold}, "holds it at <= 1000MiB", ""},
       {"hard demand above a landed hold ends it",
        [](auto& d, EnvelopeGuest& g, GuestControl& c, auto& h, auto& o, policy::GuestView& v) {
          Hold(c, 400);
          g.target_bytes = 400 * kMiB;
          g.actual_bytes = 400 * kMiB;
-         g.lowest_actual_bytes = 400 * kMiB;
          v.actual_bytes = 400 * kMiB;
          v.usable_bytes = 20 * kMiB;  // 400 - 20 + 128 = 508 > 400 + 16
          d.floor_bytes = 0;
@@ -128,7 +142,6 @@ std::vector<Row> Rows() {
          c.floor = 256 * kMiB;
          g.target_bytes = 400 * kMiB;
          g.actual_bytes = 700 * kMiB;
-         g.lowest_actual_bytes = 700 * kMiB;
          v.actual_bytes = 700 * kMiB;
          v.usable_bytes = 100 * kMiB;
          d.floor_bytes = 0;

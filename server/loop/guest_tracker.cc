@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "policy/guest_safety.h"
 
 namespace plimsoll::server {
 namespace {
@@ -36,9 +37,9 @@ void MergeStats(const hypervisor::BalloonStats& in, hypervisor::BalloonStats* ou
 
 // Disk reads are the host's count, read at one call: a call that read them replaces them
 // (absent from a full record: the guest has no disk now), one that did not keeps them with the
-// time they were read, so a rate is taken over the reads' own times (pressure_profile.h
-// UpdateDiskRate): a kept count stamped with the tick's time would make one interval read 0
-// and the next twice the rate. A partial record (a domain busy with a job, answered without
+// time they were read, so a rate is taken over the reads' own times (policy/history_deriver.h):
+// a kept count stamped with the tick's time would make one interval read 0 and the next twice
+// the rate. A partial record (a domain busy with a job, answered without
 // asking it) that lacks them keeps the last ones too: the domain's disks did not go away.
 void MergeDiskReads(const hypervisor::BalloonStats& in, bool read, absl::Time now, TrackedGuest* g) {
   const std::optional<uint64_t> bytes = g->stats.disk_read_bytes;
@@ -136,7 +137,7 @@ void GuestTracker::RefreshFreshness(TrackedGuest& g, absl::Time now) const {
   }
   const absl::Duration age = now - *g.last_update_changed_at;
   g.stats_age_seconds = absl::ToDoubleSeconds(age);
-  g.stats_fresh = age <= rules_.stale_after;
+  g.stats_fresh = policy::StatsFresh(absl::ToDoubleSeconds(age), absl::ToDoubleSeconds(rules_.stale_after));
 }
 
 void GuestTracker::UpdateStats(
@@ -197,6 +198,18 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     views.push_back(std::move(v));
   }
   return views;
+}
+
+void GuestTracker::DeriveHistories(absl::Time now, std::vector<policy::GuestView>* views) {
+  const double now_s = absl::ToDoubleSeconds(now - absl::UnixEpoch());
+  const size_t n = std::min(views->size(), by_name_.size());
+  for (size_t i = 0; i < n; ++i) {
+    policy::GuestView& v = (*views)[i];
+    // by_name_ points into by_uuid_, which this object owns: the const is only for ByName().
+    TrackedGuest* g = const_cast<TrackedGuest*>(by_name_[i]);
+    if (g->info.uuid != v.uuid) continue;  // not Views()'s order: no history rather than a wrong one
+    v.history = policy::DeriveHistory(v, now_s, &g->history);
+  }
 }
 
 TrackedGuest* GuestTracker::Find(const std::string& uuid) {

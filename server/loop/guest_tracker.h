@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "plimsoll/v1/types.pb.h"
+#include "policy/history_deriver.h"
 #include "policy/policy.h"
 #include "server/hypervisor/hypervisor.h"
 
@@ -62,9 +63,6 @@ struct TrackedGuest {
   std::string balloon_state;  // from the policy's last decision ("" when not tracked)
   uint64_t listed_in = 0;     // the last Reconcile that listed the guest
   int missed_listings = 0;    // successful listings in a row without it (kept, not managed)
-  // The lowest actual_bytes seen since the target last changed (0: none yet): a balloon that
-  // rose above it while its target stayed was deflated by the guest.
-  int64_t lowest_actual = 0;
   // Two balloon calls to the domain overlapped (one had timed out, balloon_calls.h): libvirt
   // holds the target of whichever it ran last, which is not known, so target_bytes is the last
   // one reported. The loop sets the target again, alone, before it believes it.
@@ -74,6 +72,8 @@ struct TrackedGuest {
   // The lowest an override takes the guest without force (Guest.envelope_floor_bytes), from the
   // last decision; 0 before it.
   int64_t envelope_floor = 0;
+  // What DeriveHistories keeps from one tick to the next (policy/history_deriver.h).
+  policy::HistoryMemory history;
 };
 
 class GuestTracker {
@@ -113,6 +113,12 @@ class GuestTracker {
 
   // The policy's view of every guest, in a stable order (ByName()).
   std::vector<policy::GuestView> Views() const;
+
+  // Derives each guest's history (policy/history_deriver.h) into `views`: Views()'s guests, in
+  // its order, with everything the guest reported added (the agent's signals) and its ceiling
+  // still <memory>. Once per tick, before the policy decides: a history's "new report" and rates
+  // are relative to the previous call.
+  void DeriveHistories(absl::Time now, std::vector<policy::GuestView>* views);
 
   // Every guest by name, then uuid. Kept from one Reconcile to the next (sorting
   // thousands of names twice a tick was a visible share of it); valid until the

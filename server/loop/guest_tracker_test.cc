@@ -247,5 +247,32 @@ TEST(GuestTrackerTest, DiskReadsStandBetweenReadsWithTheirAge) {
   EXPECT_FALSE(t.Views()[0].disk_read_age_seconds.has_value());
 }
 
+// The history the policy reads is derived from the targets the loop set and what libvirt
+// reported, tick after tick: an adopted guest landed long ago, a new target travels until the
+// balloon is within the landing tolerance.
+TEST(GuestTrackerTest, HistoriesFollowTheTargetsSetAndTheBalloon) {
+  GuestTracker t(GuestRules{});
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1", 2048)}, now);
+  std::vector<policy::GuestView> views = t.Views();
+  t.DeriveHistories(now, &views);
+  ASSERT_TRUE(views[0].history.has_value());
+  ASSERT_TRUE(views[0].history->landed_s.has_value());
+  EXPECT_LT(*views[0].history->landed_s, 0);  // long ago
+
+  t.Find("u1")->target_bytes = 1024 * kMiB;  // a call set it
+  now += absl::Seconds(5);
+  views = t.Views();
+  t.DeriveHistories(now, &views);
+  EXPECT_FALSE(views[0].history->landed_s.has_value());
+
+  t.Find("u1")->actual_bytes = 1030 * kMiB;
+  now += absl::Seconds(5);
+  views = t.Views();
+  t.DeriveHistories(now, &views);
+  ASSERT_TRUE(views[0].history->landed_s.has_value());
+  EXPECT_EQ(*views[0].history->landed_s, absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+}
+
 }  // namespace
 }  // namespace plimsoll::server

@@ -130,8 +130,6 @@ struct Metrics::Impl {
   // By BusyReason, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllBusyReasons)> busy_skips{};
   prometheus::Counter* call_timeouts;
-  prometheus::Counter* moves_undone_not_made;
-  prometheus::Counter* moves_undone_failed;
   Family<Gauge>* host_data_age;
   // The Plimsoll line (docs/line.md), one series each.
   Gauge* line_capacity;
@@ -383,11 +381,6 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.reclaim_releases = &prometheus::BuildCounter().Name("plimsoll_reclaim_holds_released_total").Help("Reclaim holds ended early on a guest in distress (pressure over target, an OOM kill, a self-deflation); the rest of the plan held.").Register(*m.registry).Add({});
   auto& busy = prometheus::BuildCounter().Name("plimsoll_balloon_busy_skips_total").Help("Balloon moves skipped because the domain was busy, by reason: in_flight (an earlier balloon call to it has not returned), job (an active libvirt job such as a migration), pool_full (every balloon worker busy). Tried again next tick.").Register(*m.registry);
   for (BusyReason r : kAllBusyReasons) m.busy_skips[static_cast<size_t>(r)] = &busy.Add({{"reason", BusyReasonName(r)}});
-  {
-    auto& undone = prometheus::BuildCounter().Name("plimsoll_policy_moves_undone_total").Help("Policy decisions whose move did not happen, so the guest's policy state was put back to what it was before them: not_made (the envelope, a pause or a busy domain kept the target), failed (the balloon call failed or timed out).").Register(*m.registry);
-    m.moves_undone_not_made = &undone.Add({{"why", "not_made"}});
-    m.moves_undone_failed = &undone.Add({{"why", "failed"}});
-  }
   m.call_timeouts = &prometheus::BuildCounter().Name("plimsoll_balloon_call_timeouts_total").Help("Balloon calls (set target, stats period) that did not return within balloon_call_deadline: their outcome is unknown, the domain may take a new call.").Register(*m.registry).Add({});
   m.host_data_age = m.G("plimsoll_host_data_age_seconds", "Seconds since the host memory numbers in use were read; 0 when the last tick read them.");
   m.line_capacity = &m.G("plimsoll_host_line_capacity_bytes", "The Plimsoll line's capacity: the guest budget, min(MemTotal - reserve, configured budget).")->Add({});
@@ -591,9 +584,6 @@ void Metrics::CountBalloonBusySkip(BusyReason reason) { impl_->busy_skips[static
 
 void Metrics::CountBalloonCallTimeout() { impl_->call_timeouts->Increment(); }
 
-void Metrics::CountPolicyMoveUndone(bool failed) {
-  (failed ? impl_->moves_undone_failed : impl_->moves_undone_not_made)->Increment();
-}
 
 const char* BusyReasonName(BusyReason reason) {
   switch (reason) {

@@ -178,10 +178,6 @@ class Metrics {
   // (plimsoll_balloon_call_timeouts_total).
   void CountBalloonBusySkip(BusyReason reason);
   void CountBalloonCallTimeout();
-  // A guest's policy state put back to what it was before a decision whose move did not happen
-  // (plimsoll_policy_moves_undone_total{why="not_made|failed"}): the envelope, a pause or a busy
-  // domain kept the target (not_made), or the balloon call failed (failed).
-  void CountPolicyMoveUndone(bool failed);
 
   // Configuration: ConfigLoaded at startup (last_reload_success 1, timestamp
   // now, no reload counted); ConfigReloaded for every reload attempt
