@@ -1047,6 +1047,8 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   started_reclaims_.clear();
 }
 
+int ControlLoop::BalloonCallsInPool() const { return calls_ == nullptr ? 0 : calls_->in_pool(); }
+
 void ControlLoop::Tick() {
   const absl::Time start = deps_.clock->Now();
   TickTimes times;

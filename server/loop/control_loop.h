@@ -178,6 +178,10 @@ class ControlLoop {
   // Runs one tick now. Not thread-safe against itself: call from one thread.
   void Tick();
 
+  // Balloon calls submitted and not yet returned. A call that returned has its result ready for
+  // the next tick: tests that drive ticks by hand wait for 0 before the tick that must see it.
+  int BalloonCallsInPool() const;
+
   // Ticks every options.tick until Stop(); Wake() starts the next tick early.
   void Run();
   void Stop();

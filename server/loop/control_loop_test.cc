@@ -123,6 +123,9 @@ class ControlLoopTest : public ::testing::Test {
     TickWithFreshStats({kA});
     TickWithFreshStats({kA});
     ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 1; }));
+    // Counted as the call starts: its result is ready only once the pool has it back (under
+    // ASan a worker was seen to take several ticks' worth of real time).
+    ASSERT_TRUE(WaitFor([&] { return loop_->BalloonCallsInPool() == 0; }));
     TickWithFreshStats({kA});  // the stats call's result taken: the domain is free
     hv_.BlockSetTarget(kA, absl::Seconds(30));
     policy_.targets[kA] = target;
@@ -1371,6 +1374,7 @@ TEST_F(ControlLoopTest, OneBusyDomainDoesNotStallTheOthers) {
   TickWithFreshStats({kA, kB});
   TickWithFreshStats({kA, kB});  // stats proven fresh; nothing moved yet
   ASSERT_TRUE(WaitFor([&] { return hv_.call_count(FakeHypervisor::Method::kEnableStats) == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return loop_->BalloonCallsInPool() == 0; }));  // returned, not just begun
   TickWithFreshStats({kA, kB});  // the stats calls' results taken
 
   hv_.BlockSetTarget(kA, absl::Seconds(30));
