@@ -136,14 +136,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
       // hard demand, and never taken from a neighbour; held, it is never shrunk by the host.
       blind[i] = params_.blind_after_seconds > 0 && (!g.has_stats || !g.stats_fresh) &&
                  g.stats_age_seconds >= params_.blind_after_seconds && s.target < s.ceiling;
-      if (blind[i]) {
-        s.proposal = s.ceiling;
-        // The law's allowance stays as high as what is given back: when the stats return, the
-        // law takes from the guest's size step by step, not at once back to where it was.
-        if (memory.allowance_bytes.has_value()) {
-          memory.allowance_bytes = std::max(*memory.allowance_bytes, s.ceiling);
-        }
-      }
+      if (blind[i]) s.proposal = s.ceiling;
       s.floor = static_cast<double>(FloorBytes(g));
       s.active = s.actual;
       s.may_shrink = false;

@@ -210,43 +210,6 @@ TEST(PagecachePolicyTest, TakesColdCacheStepByStep) {
   EXPECT_EQ(targets, (std::vector<int64_t>{726, 726, 577, 577, 502, 502}));
 }
 
-// What blindness gave back is not taken back at once when the stats return: the law takes from
-// there step by step, as from a guest first seen at that size.
-TEST(PagecachePolicyTest, ABlindGuestsReturnIsTakenStepByStep) {
-  const PagecachePolicy policy;
-  PolicyState state;
-  Histories histories;
-  GuestView g = Guest("a", 1024);
-  double t = 1e9;
-  for (int i = 0; i < 6; ++i, t += 5) {
-    const Decisions d = policy.Decide(Snap({g}, 4096, t, &histories), state);
-    state = d.next_state;
-    g.target_bytes = g.actual_bytes = d.guests[0].target_bytes;
-  }
-  ASSERT_EQ(g.target_bytes / kMib, 502);
-  g.stats_fresh = false;
-  g.stats_age_seconds = 61;
-  g.agent_age_seconds = 61;
-  t += 61;
-  Decisions d = policy.Decide(Snap({g}, 4096, t, &histories), state);
-  state = d.next_state;
-  ASSERT_EQ(d.guests[0].target_bytes, 1024 * kMib) << d.guests[0].reason;
-  g.target_bytes = g.actual_bytes = d.guests[0].target_bytes;
-  g.stats_fresh = true;
-  g.stats_age_seconds = 0;
-  g.agent_age_seconds = 0;
-  std::vector<int64_t> targets;
-  for (int i = 0; i < 4; ++i) {
-    t += 5;
-    d = policy.Decide(Snap({g}, 4096, t, &histories), state);
-    state = d.next_state;
-    g.target_bytes = g.actual_bytes = d.guests[0].target_bytes;
-    targets.push_back(g.target_bytes / kMib);
-  }
-  // A hold while the first fresh report measures the size, then the takes of a fresh start.
-  EXPECT_EQ(targets, (std::vector<int64_t>{1024, 726, 726, 577}));
-}
-
 // A take the envelope or a busy domain kept from being made leaves the target where it was: the
 // policy reads that in the history and asks for the same step again, not for the next one.
 TEST(PagecachePolicyTest, ATakeNotMadeIsAskedForAgain) {
