@@ -415,8 +415,12 @@ class FaultsE2E(unittest.TestCase):
             self.assertRegex(x["reason"], r"^pagecache: (take|probe) .* measured=1", x)
             self.assertLessEqual(x["age"], STALE_AFTER_S, x)
             floor = re.search(r" floor=([\d.]+)MiB", x["reason"])
-            self.assertTrue(floor, x)
+            ws = re.search(r" ws=([\d.]+)MiB", x["reason"])
+            self.assertTrue(floor and ws, x)
             self.assertGreaterEqual(x["target"] + ROUNDING_MIB, float(floor.group(1)), x)
+            # The law's step: half of what lies above the working set, or a 2% probe below it.
+            step = max(0.5 * (x["prev"] - float(ws.group(1))), 0.02 * x["max"])
+            self.assertLessEqual(x["prev"] - x["target"], step + 2 * ROUNDING_MIB, "more than one step: %r" % x)
         self.assertTrue(all(v == 1 for v in per_guest.values()), per_guest)
         # Every balloon rests where it was or where one of the restarted daemon's moves sent it:
         # nothing else moved it.
@@ -486,10 +490,12 @@ class FaultsE2E(unittest.TestCase):
             # decision and never goes below the guest's floor (docs/policy.md, "Host").
             step = x["prev"] - x["target"]
             biggest = max(biggest, step)
-            allow = float(re.search(r" allow=([\d.]+)MiB", x["reason"]).group(1))
+            allow = re.search(r" allow=([\d.]+)MiB", x["reason"])
+            allow = float(allow.group(1)) if allow else x["prev"]
             taken = re.search(r" taken=([\d.]+)MiB", x["reason"])
             taken = float(taken.group(1)) if taken else 0.0
-            floor = float(re.search(r" floor=([\d.]+)MiB", x["reason"]).group(1))
+            floor = re.search(r" floor=([\d.]+)MiB", x["reason"])
+            floor = float(floor.group(1)) if floor else x["min"]
             self.assertLessEqual(taken, STEP_FRACTION * x["max"] + ROUNDING_MIB, "a budget step over the limit: %r" % x)
             self.assertLessEqual(step, max(0.0, x["prev"] - allow) + taken + 2 * ROUNDING_MIB,
                                  "a step beyond the guest's take and the budget's: %r" % x)
