@@ -66,6 +66,8 @@ double LawStep(const GuestView& guest, const LawParams& params) {
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m) {
   LawOutcome out;
   out.signals = SignalsOf(guest);
+  out.signals.new_oom_kills += m->unseen_oom_kills;
+  m->unseen_oom_kills = 0;
   // What the world did: the collect step's (history_deriver.h). Without it nothing is known.
   static const GuestHistory kUnknown;
   const GuestHistory& h = guest.history.has_value() ? *guest.history : kUnknown;

@@ -90,7 +90,7 @@ absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec) {
 }
 
 
-absl::string_view PagecachePolicy::name() const { return "pagecache"; }
+absl::string_view PagecachePolicy::name() const { return name_; }
 
 Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
   Decisions decisions;
@@ -129,6 +129,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
       // Held: never shrunk by the law nor by the host; what the law knew stays for when the
       // stats come back.
       held[i] = *unsafe;
+      if (g.history.has_value()) memory.unseen_oom_kills += g.history->new_oom_kills.value_or(0);
       s.proposal = s.target;
       s.floor = static_cast<double>(FloorBytes(g));
       s.active = s.actual;

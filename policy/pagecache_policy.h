@@ -8,6 +8,7 @@
 #define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,9 +42,12 @@ absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec);
 
 class PagecachePolicy : public Policy {
  public:
-  explicit PagecachePolicy(PagecacheParams params = PagecacheParams()) : params_(params) {}
+  // `name` is the spec it was made from ("pagecache", "pagecache:probe_fraction=0.01"): a host
+  // policy naming a variant must read as another policy than the default, and every decision
+  // says which variant decided.
+  explicit PagecachePolicy(PagecacheParams params = PagecacheParams(), std::string name = "pagecache")
+      : params_(params), name_(std::move(name)) {}
 
-  // "pagecache".
   absl::string_view name() const override;
 
   // One decision per guest in snapshot order; a snapshot with guest_budget_bytes <= 0 holds
@@ -52,6 +56,7 @@ class PagecachePolicy : public Policy {
 
  private:
   const PagecacheParams params_;
+  const std::string name_;
 };
 
 }  // namespace plimsoll::policy

@@ -231,6 +231,24 @@ TEST(PagecachePolicyTest, DistressIsSaid) {
   EXPECT_EQ(d.guests[2].distress, "oom_kill");
 }
 
+// A kill counted while the guest is held (libvirt's stats stale, the agent's report new) is the
+// law's to see when it may act again: the report that counted it is not new by then.
+TEST(PagecachePolicyTest, AnOomKillCountedWhileHeldIsSeenWhenTheLawActsAgain) {
+  const PagecachePolicy policy;
+  GuestView oom = Guest("oom", 600);
+  Histories histories;
+  Decisions d = policy.Decide(Snap({oom}, 4096, 1e9, &histories), PolicyState());
+  oom.stats_fresh = false;
+  oom.oom_kill = 1;
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 2, &histories), d.next_state);
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold stats_fresh=false"));
+  oom.stats_fresh = true;
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 4, &histories), d.next_state);
+  EXPECT_EQ(d.guests[0].distress, "oom_kill") << d.guests[0].reason;
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 6, &histories), d.next_state);
+  EXPECT_EQ(d.guests[0].distress, "") << "counted once: " << d.guests[0].reason;
+}
+
 // Hard-demand growth is paid for by the neighbours, so an agent's AnonPages
 // alone do not buy it: libvirt's MemAvailable must show the shortage too.
 TEST(PagecachePolicyTest, HardDemandOnTheAgentsWordAloneComesFromFreeMemoryOnly) {
