@@ -25,6 +25,11 @@ struct PagecacheParams {
   ShareOutParams share;
   // Changes smaller than this are not worth a balloon operation.
   double min_change_bytes = 1.0 * (1 << 20);
+  // A guest whose stats have not been fresh for this long is given its ceiling back, out of free
+  // memory only: the host cannot see what it needs, so it is kept as a guest never seen is. Held
+  // where the law last took it instead, a blind guest that allocates is OOM-killed
+  // (sim/scenarios/bad_stats.scenario). 0: off.
+  double blind_after_seconds = 60;
 };
 
 // Sets the parameter `name` (docs/policy.md's table: "probe_fraction", "cooldown_min_s",

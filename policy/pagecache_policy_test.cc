@@ -148,6 +148,45 @@ TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   EXPECT_NEAR(static_cast<double>(d.guests[1].target_bytes) / kMib, 512, 0.01);
 }
 
+// A guest unseen for blind_after_s gets its ceiling back out of free memory, and no more: the
+// neighbour, whose budget share is what free memory is, gives nothing for it.
+TEST(PagecachePolicyTest, ABlindGuestGetsItsCeilingBackOutOfFreeMemoryOnly) {
+  GuestView blind = Guest("s", 400);
+  blind.stats_fresh = false;
+  blind.stats_age_seconds = 61;
+  const PagecachePolicy policy;
+  // Budget 2048: b holds 1024 (hot), so 624 MiB are free and s may grow to 1024.
+  Decisions d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: blind stats_fresh=false"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("blind_after_s=60 granted=624MiB -> 1024MiB"));
+  EXPECT_EQ(d.guests[1].target_bytes, 1024 * kMib);
+  // With less free memory, only what is free: b is not taken for it.
+  d = policy.Decide(Snap({blind, Hot("b")}, 1624), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 600 * kMib);
+  EXPECT_EQ(d.guests[1].target_bytes, 1024 * kMib);
+  // Stale for less than blind_after_s, or the rule off: held where it is.
+  blind.stats_age_seconds = 59;
+  d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold"));
+  blind.stats_age_seconds = 61;
+  const PagecachePolicy off(*ParsePagecacheParams("blind_after_s=0"));
+  d = off.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+  // A paused guest's stats stand still because it does: held.
+  blind.running = false;
+  d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+  blind.running = true;
+  // Fresh but implausible stats (a guest that lies) are held, not given anything.
+  GuestView liar = Guest("l", 400);
+  liar.unused_bytes = 3000 * kMib;
+  liar.stats_age_seconds = 61;
+  d = policy.Decide(Snap({liar, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+}
+
 TEST(PagecachePolicyTest, RemembersTypedStatePerGuest) {
   const PagecachePolicy policy;
   const Decisions d = policy.Decide(Snap({Guest("a", 1024)}, 4096), PolicyState());
