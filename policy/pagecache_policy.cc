@@ -175,8 +175,9 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
   // readings, and the budget round's share of an overcommit, moved targets down and up again
   // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks). What
-  // is left untaken stays within the host's limit plus one step of its largest guest: with many
-  // guests the budget round's shares are each small, and together they are the host's room.
+  // is left untaken stays within the host's limit: over it, every take is made, however small,
+  // so a host is not left over its budget for a quieter balloon (docs/policy.md, "The smallest
+  // take").
   std::vector<int64_t> targets(n);
   std::vector<std::string> small_take(n);
   double total = 0, room = 0;
@@ -188,9 +189,8 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
       targets[i] = g.target_bytes;
     }
     total += static_cast<double>(targets[i]);
-    room = std::max(room, LawStep(g, params_.law));
   }
-  room += std::max(0.0, r.limit - total);
+  room = std::max(0.0, r.limit - total);
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     const double take = static_cast<double>(g.target_bytes - targets[i]);

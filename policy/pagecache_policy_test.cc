@@ -97,18 +97,21 @@ TEST(PagecachePolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
   EXPECT_THAT(d.summary, HasSubstr("unmet=256MiB"));
 }
 
-// Every take is at least a step (2% of M: 20.48 MiB here), whoever asks for it: the budget
-// round's 4 MiB share is not taken; 30 MiB is.
-TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMade) {
+// Under the host's limit a take is at least a step (2% of M), whoever asks for it: the law's own
+// 6 MiB take towards W is not made. Over the limit every take is made, the budget round's 4 MiB
+// shares included.
+TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMadeUnderTheLimit) {
   const PagecachePolicy policy;
-  const Decisions small = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
-  for (const GuestDecision& g : small.guests) {
-    EXPECT_EQ(g.target_bytes, 1024 * kMib) << g.reason;
-    EXPECT_THAT(g.reason, HasSubstr("taken=4MiB take_under_step=4MiB<20.5MiB"));
-  }
-  const Decisions step = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 90), PolicyState());
-  for (const GuestDecision& g : step.guests) {
-    EXPECT_EQ(g.target_bytes, (1024 - 30) * kMib) << g.reason;
+  GuestView above = Hot("a");
+  above.max_bytes = above.actual_bytes = above.target_bytes = 1034 * kMib;
+  const Decisions own = policy.Decide(Snap({above}, 4096), PolicyState());
+  EXPECT_EQ(own.guests[0].target_bytes, 1034 * kMib) << own.guests[0].reason;
+  EXPECT_THAT(own.guests[0].reason, HasSubstr("take_under_step=6MiB<20.7MiB"));
+
+  const Decisions over = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
+  for (const GuestDecision& g : over.guests) {
+    EXPECT_EQ(g.target_bytes, 1020 * kMib) << g.reason;
+    EXPECT_THAT(g.reason, HasSubstr("taken=4MiB -> 1020MiB"));
     EXPECT_THAT(g.reason, Not(HasSubstr("take_under_step")));
   }
   // Growth is never held back, however small.
@@ -118,9 +121,9 @@ TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMade) {
   EXPECT_EQ(grow.guests[0].target_bytes, 1024 * kMib) << grow.guests[0].reason;
 }
 
-// With many guests the budget round's shares are each under a step, and together they are the
-// host's room: what is left untaken stays within the limit plus one step.
-TEST(PagecachePolicyTest, SmallTakesTogetherStillMeetTheBudget) {
+// With many guests the budget round's shares are each under a step, and together they are what
+// takes the host back within its limit: all are made.
+TEST(PagecachePolicyTest, SmallTakesTogetherMeetTheBudget) {
   const PagecachePolicy policy;
   std::vector<GuestView> guests;
   for (int i = 0; i < 100; ++i) guests.push_back(Hot("g" + std::to_string(i)));
@@ -132,8 +135,8 @@ TEST(PagecachePolicyTest, SmallTakesTogetherStillMeetTheBudget) {
     sum += static_cast<double>(g.target_bytes) / kMib;
     if (g.target_bytes == 1024 * kMib) ++kept;
   }
-  EXPECT_EQ(kept, 1);  // 15 MiB fits within one step's room, 30 would not
-  EXPECT_LE(sum, 100 * 1024 - 1500 + 20.48);
+  EXPECT_EQ(kept, 0);
+  EXPECT_LE(sum, 100 * 1024 - 1500 + 1);
 }
 
 TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
