@@ -119,6 +119,9 @@ struct LawMemory {
   // OOM kills the history counted while the guest was held (pagecache_policy.cc: stats unsafe
   // to act on): the report that counted them is not new when the law acts again.
   double unseen_oom_kills = 0;
+  // Without the agent, H as last read on a report after a landing: until the next such report
+  // the floor's H does not fall below it (pagecache_law.cc).
+  std::optional<double> landed_hard_bytes;
 };
 
 enum class LawAction {
