@@ -551,7 +551,8 @@ class FaultsE2E(unittest.TestCase):
             items = plan.get("plan", plan).get("items", [])
             self.assertEqual([i["guest_name"] for i in items], ["held"], plan)
             held_mib = int(items[0]["new_target_bytes"]) / MIB
-            self.assertLessEqual(held_mib, 512, "the hold does not squeeze the guest: %r" % plan)
+            self.assertAlmostEqual(held_mib, target / MIB - ask_mib, delta=2, msg="the plan takes what was asked: %r" % plan)
+            self.assertLessEqual(held_mib, 700, "a 1 GiB guest held at a few hundred MiB: %r" % plan)
             hold_line = len(d.read_log().splitlines())
             self.lab.wait_actual("held", held_mib, tolerance=0.05, timeout=60)
             time.sleep(3)  # three ticks at the hold
