@@ -25,7 +25,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # First match wins: the part of the daemon a plimsoll function belongs to.
 PARTS = [
     ("policy::", "policy Decide"),
-    ("ControlLoop::ControlOf", "controls (overrides, floors)"),
     ("ControlLoop::ComputeControls", "controls (overrides, floors)"),
     ("Metrics", "metrics"),
     ("EventsBetween", "watch events"),

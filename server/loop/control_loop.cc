@@ -155,7 +155,8 @@ void ControlLoop::ApplyHostPolicy() {
   if (deps_.overrides != nullptr) {
     std::shared_ptr<const OverrideStore::Snapshot> next = deps_.overrides->snapshot();
     if (next != overrides_) {
-      controls_.clear();  // points into the snapshot being replaced; ComputeControls refills it
+      // The guests' controls point into the snapshot being replaced; ComputeControls refills them.
+      tracker_.ForEachGuest([](TrackedGuest& g) { g.control.override = nullptr; });
       overrides_ = std::move(next);
     }
   }
@@ -312,11 +313,10 @@ void ControlLoop::ReleaseHold(const std::string& id, const std::string& uuid, co
 }
 
 void ControlLoop::ComputeControls() {
-  // The entries are kept from tick to tick and overwritten: rebuilding the map
-  // cost a string key per guest per tick.
   const bool any_override = !overrides_->guests.empty();
-  for (const auto& [uuid, g] : tracker_.guests()) {
-    GuestControl& c = controls_[uuid];
+  tracker_.ForEachGuest([&](TrackedGuest& g) {
+    const std::string& uuid = g.info.uuid;
+    GuestControl& c = g.control;
     c = GuestControl();
     const int64_t memory = g.info.max_bytes;
     c.ceiling = memory;
@@ -343,17 +343,7 @@ void ControlLoop::ComputeControls() {
         }
       }
     }
-  }
-  // Every tracked guest has its entry; more entries means some guests left.
-  if (controls_.size() > tracker_.guests().size()) {
-    absl::erase_if(controls_, [this](const auto& entry) { return !tracker_.guests().contains(entry.first); });
-  }
-}
-
-const GuestControl& ControlLoop::ControlOf(const std::string& uuid) const {
-  static const GuestControl* const kNone = new GuestControl();
-  auto it = controls_.find(uuid);
-  return it == controls_.end() ? *kNone : it->second;
+  });
 }
 
 EnvelopeGuest ControlLoop::EnvelopeOf(const TrackedGuest& g) {
@@ -691,13 +681,16 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   // From what the guests reported and the targets the calls set, before the operator's controls
   // change the ceiling the policy sees.
   tracker_.DeriveHistories(now, &snap.guests);
-  for (policy::GuestView& v : snap.guests) {
+  for (size_t i = 0; i < snap.guests.size(); ++i) {
+    policy::GuestView& v = snap.guests[i];
     if (const BalloonCalls::Call* p = calls_->Pending(v.uuid);
         p != nullptr && p->kind == BalloonCalls::Kind::kSetTarget && v.history.has_value()) {
       v.history->pending_target_bytes = p->value;
     }
-    const GuestControl& c = ControlOf(v.uuid);
-    if (c.floor == 0 && c.ceiling == 0) continue;  // not tracked: cannot happen
+    const TrackedGuest* g = tracker_.FindAt(i, v.uuid);
+    if (g == nullptr) continue;  // not tracked: cannot happen
+    const GuestControl& c = g->control;
+    if (c.floor == 0 && c.ceiling == 0) continue;  // no <memory>: nothing to bound
     v.min_bytes = c.floor;
     v.max_bytes = c.ceiling;
     v.shares = c.shares;
@@ -755,9 +748,9 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
   const EnvelopeHost host_facts{host_stale_, absl::ToDoubleSeconds(now - last_host_at_)};
   for (size_t i : ApplyOrder(decisions)) {
     const policy::GuestDecision& d = decisions.guests[i];
-    TrackedGuest* g = tracker_.Find(d.uuid);
+    TrackedGuest* g = tracker_.FindAt(i, d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
-    const GuestControl& c = ControlOf(d.uuid);
+    const GuestControl& c = g->control;
     const int64_t previous = g->target_bytes;
     const policy::GuestView* view =
         i < snapshot.guests.size() && snapshot.guests[i].uuid == d.uuid ? &snapshot.guests[i] : nullptr;
@@ -765,7 +758,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     for (EnvelopeRule rule : move.fired) CountEnvelopeRule(rule);
     if (!move.hold_released.empty()) {
       ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, move.hold_released);
-      if (auto it = controls_.find(d.uuid); it != controls_.end()) it->second.hold.reset();
+      g->control.hold.reset();
     }
     g->envelope_floor = move.envelope_floor_bytes;
     int64_t target = move.target_bytes;
@@ -831,7 +824,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                 << " policy=" << policy_->name() << " direction=" << DirectionName(direction)
                 << " prev_target=" << FormatMib(rec.previous_target_bytes())
                 << " target=" << FormatMib(rec.target_bytes()) << " actual=" << FormatMib(g->actual_bytes)
-                << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(ControlOf(g->info.uuid).floor)
+                << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(g->control.floor)
                 << " unused=" << FormatMib(g->stats.unused_bytes) << " usable=" << FormatMib(g->stats.usable_bytes)
                 << " cache=" << FormatMib(g->stats.disk_caches_bytes)
                 << absl::StrFormat(" stats_age=%.1fs", g->stats_age_seconds)
@@ -941,7 +934,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     out->set_run_state(RunState(g->info.state));
     out->set_management_state(g->management);
     out->set_max_bytes(g->info.max_bytes);
-    const GuestControl& c = ControlOf(g->info.uuid);
+    const GuestControl& c = g->control;
     out->set_min_bytes(c.ceiling > 0 ? c.floor : g->min_bytes);
     if (c.override != nullptr) *out->mutable_override() = *c.override;
     if (c.hold.has_value()) *out->mutable_reclaim_hold() = *c.hold;
