@@ -10,6 +10,7 @@
 #include "policy/guest_safety.h"
 #include "server/api/control_validation.h"
 #include "server/events/view_events.h"
+#include "server/loop/view_arena.h"
 
 namespace plimsoll::server {
 namespace {
@@ -925,7 +926,7 @@ void ControlLoop::PublishLine(absl::Time now, const std::string& stale, plimsoll
 }
 
 void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
-  auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
+  auto view = NewViewOnArena(view_arena_bytes_);
   int64_t actual_sum = 0;
   for (const TrackedGuest* g : tracker_.ByName()) {
     plimsoll::v1::Guest* out = view->add_guests();
@@ -1008,6 +1009,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
   PublishLine(now, line_stale, view->mutable_host_line());
+  view_arena_bytes_ = view->GetArena()->SpaceAllocated();
   if (deps_.metrics) {
     deps_.metrics->Publish(*view);
     if (deps_.agents != nullptr) {

@@ -311,6 +311,8 @@ class ControlLoop {
   plimsoll::v1::HostLine line_figures_;
   OfferGate offer_gate_;
   bool line_logged_over_ = false;
+  // The last published view's arena size: the next view's first block (view_arena.h).
+  size_t view_arena_bytes_ = 0;
   std::optional<std::string> line_logged_stale_;
   // The guests that spiked before this tick, first spike first: Apply serves them first.
   std::vector<std::string> serve_first_;
