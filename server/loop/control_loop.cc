@@ -1031,7 +1031,12 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   }
   // After the swap: a watcher that reacts to an event reads the view it describes.
   if (deps_.hub != nullptr) {
-    for (plimsoll::v1::WatchEvent& e : EventsBetween(previous.get(), *view)) deps_.hub->Publish(std::move(e));
+    // Nobody to tell: what changed is not worked out (a decision event per guest per tick). A
+    // watcher subscribes before it reads its first view (Watch's snapshot), so one that comes
+    // after this check starts from this view and misses nothing.
+    if (deps_.hub->subscribers() > 0) {
+      for (plimsoll::v1::WatchEvent& e : EventsBetween(previous.get(), *view)) deps_.hub->Publish(std::move(e));
+    }
     for (plimsoll::v1::ReclaimPlan& plan : started_reclaims_) {
       plimsoll::v1::WatchEvent e;
       e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
