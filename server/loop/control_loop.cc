@@ -247,17 +247,15 @@ int ControlLoop::FoldBalloonChanges() {
   // is why folds are at most one per min_wake_interval; the watch stream has nothing to say
   // about sizes (view_events.h), so no event is published.
   auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>(*current);
-  std::vector<std::pair<std::string, int64_t>> sizes;
   int64_t sum = 0;
   for (plimsoll::v1::Guest& out : *view->mutable_guests()) {
     if (const TrackedGuest* g = tracker_.Find(out.uuid()); g != nullptr && out.actual_bytes() != g->actual_bytes) {
       out.set_actual_bytes(g->actual_bytes);
-      sizes.emplace_back(out.uuid(), g->actual_bytes);
     }
     sum += out.actual_bytes();
   }
   view->mutable_host()->set_guests_actual_bytes(sum);
-  if (deps_.metrics != nullptr) deps_.metrics->PublishBalloonSizes(sizes, sum);
+  if (deps_.metrics != nullptr) deps_.metrics->PublishBalloonSizes(view);
   absl::MutexLock l(&mu_);
   published_ = std::move(view);
   return changed;
@@ -1011,7 +1009,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   PublishLine(now, line_stale, view->mutable_host_line());
   view_arena_bytes_ = view->GetArena()->SpaceAllocated();
   if (deps_.metrics) {
-    deps_.metrics->Publish(*view);
+    deps_.metrics->Publish(view);
     if (deps_.agents != nullptr) {
       const agent::AgentCounters c = deps_.agents->counters();
       std::vector<std::pair<std::string, uint64_t>> rejected;
