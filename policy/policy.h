@@ -149,7 +149,7 @@ class Policy {
   virtual ~Policy() = default;
   virtual absl::string_view name() const = 0;
   // Pure: same inputs, same outputs. Must return one decision per guest, in order.
-  virtual Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const = 0;
+  virtual Decisions Decide(const Snapshot& snapshot, PolicyState state) const = 0;
 };
 
 // Builds a policy by name ("mom", "static"), or "pagecache" with parameters changed

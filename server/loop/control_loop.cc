@@ -1080,7 +1080,10 @@ void ControlLoop::Tick() {
   if (collected) {
     std::optional<policy::Snapshot> snap = BuildSnapshot(start);
     if (snap.has_value()) {
-      policy::Decisions decisions = policy_->Decide(*snap, policy_state_);
+      // The state is moved in (the policy updates its memory in place, not a copy of 10,000
+      // guests' of it) and comes back in the decisions.
+      policy::Decisions decisions = policy_->Decide(*snap, std::move(policy_state_));
+      policy_state_ = std::move(decisions.next_state);
       times.decide = since_lap();
       // Before Apply moves the state out: the line reads the decisions' floors and working sets.
       line_figures_ = ComputeLine(*snap, decisions, options_.line);
@@ -1092,7 +1095,6 @@ void ControlLoop::Tick() {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
       } else {
-        policy_state_ = std::move(decisions.next_state);
         Apply(*snap, decisions, start);
       }
     } else {
