@@ -66,6 +66,8 @@ double LawStep(const GuestView& guest, const LawParams& params) {
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m) {
   LawOutcome out;
   out.signals = SignalsOf(guest);
+  out.signals.new_oom_kills += m->unseen_oom_kills;
+  m->unseen_oom_kills = 0;
   // What the world did: the collect step's (history_deriver.h). Without it nothing is known.
   static const GuestHistory kUnknown;
   const GuestHistory& h = guest.history.has_value() ? *guest.history : kUnknown;
@@ -108,7 +110,20 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   if (s.new_report) m->burst_source = s.source;
   out.burst_bytes = s.new_report ? UpdateBurst(burst_demand, now_s, p.burst, &m->burst)
                                  : (p.burst.window_seconds > 0 ? m->burst.burst_bytes : 0.0);
-  out.floor_bytes = std::clamp(s.hard_bytes + headroom + out.burst_bytes, min_bytes,
+  // Without the agent H compares libvirt's size now with usable memory at the report: on a
+  // report taken before the balloon landed, a take under way reads as demand falling. There H
+  // rises at once (an allocation must be seen) and falls only on a report after a landing.
+  double hard = s.hard_bytes;
+  if (s.source != SignalSource::kAgent) {
+    if (h.report_after_landing || !m->landed_hard_bytes.has_value()) {
+      m->landed_hard_bytes = s.hard_bytes;
+    } else {
+      hard = std::max(s.hard_bytes, *m->landed_hard_bytes);
+    }
+  } else {
+    m->landed_hard_bytes.reset();
+  }
+  out.floor_bytes = std::clamp(hard + headroom + out.burst_bytes, min_bytes,
                                std::max(min_bytes, max_bytes));
   if (s.source == SignalSource::kAgent) {
     out.working_set_bytes = s.hard_bytes + s.active_file_bytes + headroom;

@@ -116,6 +116,12 @@ struct LawMemory {
   // pagecache_policy.cc): a take the history shows was not made is forgotten.
   std::optional<double> asked_bytes;
   double asked_from_bytes = 0;
+  // OOM kills the history counted while the guest was held (pagecache_policy.cc: stats unsafe
+  // to act on): the report that counted them is not new when the law acts again.
+  double unseen_oom_kills = 0;
+  // Without the agent, H as last read on a report after a landing: until the next such report
+  // the floor's H does not fall below it (pagecache_law.cc).
+  std::optional<double> landed_hard_bytes;
 };
 
 enum class LawAction {

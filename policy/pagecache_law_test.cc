@@ -334,6 +334,37 @@ TEST(PagecacheLawTest, WithoutTheAgentOurInflationIsNoBurst) {
   EXPECT_NEAR(o.burst_bytes / kMib, 200, 0.01);
 }
 
+// Without the agent H is libvirt's size now less usable memory at the report: while the balloon
+// travels, a report from before the move reads the move as a fall in demand. The floor's H waits
+// for a report after the landing to fall, and rises at once.
+TEST(PagecacheLawTest, WithoutTheAgentHardDemandFallsOnlyOnAReportAfterTheLanding) {
+  GuestView g = Agentless(2000, 1200);
+  g.agent_age_seconds.reset();
+  g.stats_age_seconds = 0;
+  Driver d(g);
+  const double headroom = LawHeadroom(g, LawParams()) / kMib;
+  auto hard_mib = [&](const LawOutcome& o) { return o.floor_bytes / kMib - o.burst_bytes / kMib - headroom; };
+  EXPECT_NEAR(hard_mib(d.Step()), 800, 0.01);  // at its target: a measurement
+  // A take to 1500 MiB under way (actual 1700), the report still the one from before it.
+  d.guest().target_bytes = static_cast<int64_t>(1500 * kMib);
+  d.guest().actual_bytes = static_cast<int64_t>(1700 * kMib);
+  d.guest().stats_age_seconds = 2;
+  EXPECT_NEAR(hard_mib(d.Step(2, /*land=*/false)), 800, 0.01) << "not 500: the move is no fall in demand";
+  // A report on the way shows usable falling by more than the move: demand rose, at once.
+  d.guest().stats_age_seconds = 0;
+  d.guest().usable_bytes = static_cast<int64_t>(600 * kMib);
+  EXPECT_NEAR(hard_mib(d.Step(2, /*land=*/false)), 1100, 0.01);
+  // Landed, and a report after it: H is what it reads, lower again. (The target is put back
+  // after each step: the law's own proposals would start new journeys.)
+  d.guest().actual_bytes = d.guest().target_bytes = static_cast<int64_t>(1500 * kMib);
+  d.guest().usable_bytes = static_cast<int64_t>(700 * kMib);
+  d.Step(2, /*land=*/false);  // the landing is seen; this report is not after it
+  d.guest().actual_bytes = d.guest().target_bytes = static_cast<int64_t>(1500 * kMib);
+  d.guest().usable_bytes = static_cast<int64_t>(710 * kMib);
+  const LawOutcome last = d.Step(2, /*land=*/false);
+  EXPECT_NEAR(hard_mib(last), 790, 0.01) << last.reason;
+}
+
 // The agent connecting after libvirt's stats came first changes what hard demand is measured
 // as (H - A before, H after): the jump between the two is no allocation. Seen on the trio lab:
 // a 399 MiB "burst" at the agent's first report held a 64 MiB stream guest's floor at 547 MiB.

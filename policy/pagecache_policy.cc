@@ -51,6 +51,7 @@ std::vector<Row> Rows(PagecacheParams* p) {
       {"edge_window_s", &p->law.edge.window_seconds, 1, 0, 1e7},
       {"idle_tax", &p->share.idle_tax, 1, 0, 0.99},
       {"step_fraction", &p->share.step_fraction, 1, 0, 1},
+      {"blind_after_s", &p->blind_after_seconds, 1, 0, 1e7},
   };
 }
 
@@ -100,7 +101,7 @@ absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec) {
 }
 
 
-absl::string_view PagecachePolicy::name() const { return "pagecache"; }
+absl::string_view PagecachePolicy::name() const { return name_; }
 
 Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) const {
   Decisions decisions;
@@ -137,6 +138,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   std::vector<ShareOutGuest> share(n);
   std::vector<std::optional<LawOutcome>> outcomes(n);
   std::vector<std::string> held(n);
+  std::vector<bool> blind(n, false);  // held, and given its ceiling back out of free memory
   std::vector<bool> unconfirmed(n, false);  // hard demand the agent claims and libvirt does not show
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
@@ -152,7 +154,14 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       // Held: never shrunk by the law nor by the host; what the law knew stays for when the
       // stats come back.
       held[i] = *unsafe;
+      if (g.history.has_value()) memory.unseen_oom_kills += g.history->new_oom_kills.value_or(0);
       s.proposal = s.target;
+      // Growth class none: granted only out of free memory, after every guest in pressure or
+      // hard demand, and never taken from a neighbour; held, it is never shrunk by the host.
+      // A paused guest's stats stand still because it does: it needs nothing.
+      blind[i] = params_.blind_after_seconds > 0 && g.running && (!g.has_stats || !g.stats_fresh) &&
+                 g.stats_age_seconds >= params_.blind_after_seconds && s.target < s.ceiling;
+      if (blind[i]) s.proposal = s.ceiling;
       s.floor = static_cast<double>(FloorBytes(g));
       s.active = s.actual;
       s.may_shrink = false;
@@ -188,22 +197,22 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
   // readings, and the budget round's share of an overcommit, moved targets down and up again
   // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks). What
-  // is left untaken stays within the host's limit plus one step of its largest guest: with many
-  // guests the budget round's shares are each small, and together they are the host's room.
+  // is left untaken stays within the host's limit: over it, every take is made, however small,
+  // so a host is not left over its budget for a quieter balloon (docs/policy.md, "The smallest
+  // take").
   std::vector<int64_t> targets(n);
   std::vector<std::string> small_take(n);
   double total = 0, room = 0;
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
-    targets[i] = outcomes[i].has_value() ? ClampTarget(g, r.targets[i]) : g.target_bytes;
+    targets[i] = outcomes[i].has_value() || blind[i] ? ClampTarget(g, r.targets[i]) : g.target_bytes;
     if (std::fabs(static_cast<double>(targets[i] - g.target_bytes)) < params_.min_change_bytes &&
         g.target_bytes >= FloorBytes(g)) {
       targets[i] = g.target_bytes;
     }
     total += static_cast<double>(targets[i]);
-    room = std::max(room, LawStep(g, params_.law));
   }
-  room += std::max(0.0, r.limit - total);
+  room = std::max(0.0, r.limit - total);
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     const double take = static_cast<double>(g.target_bytes - targets[i]);
@@ -216,6 +225,18 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     if (!outcomes[i].has_value()) {
+      if (blind[i] && targets[i] > g.target_bytes) {
+        GuestDecision d;
+        d.uuid = g.uuid;
+        d.target_bytes = targets[i];
+        d.reason = absl::StrCat("pagecache: blind ", held[i], " >= blind_after_s=",
+                                FormatFixed(params_.blind_after_seconds, 0), " granted=",
+                                FormatMib(r.granted[i]), " -> ", FormatMib(targets[i]),
+                                " | actual=", FormatMib(g.actual_bytes), " ceiling=",
+                                FormatMib(g.max_bytes), " free=", FormatMib(r.free));
+        decisions.guests.push_back(std::move(d));
+        continue;
+      }
       decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache: hold ", held[i])));
       continue;
     }

@@ -8,6 +8,7 @@
 #define PLIMSOLL_POLICY_PAGECACHE_POLICY_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +25,11 @@ struct PagecacheParams {
   ShareOutParams share;
   // Changes smaller than this are not worth a balloon operation.
   double min_change_bytes = 1.0 * (1 << 20);
+  // A guest whose stats have not been fresh for this long is given its ceiling back, out of free
+  // memory only: the host cannot see what it needs, so it is kept as a guest never seen is. Held
+  // where the law last took it instead, a blind guest that allocates is OOM-killed
+  // (sim/scenarios/bad_stats.scenario). 0: off.
+  double blind_after_seconds = 60;
 };
 
 // Sets the parameter `name` (docs/policy.md's table: "probe_fraction", "cooldown_min_s",
@@ -41,9 +47,12 @@ absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec);
 
 class PagecachePolicy : public Policy {
  public:
-  explicit PagecachePolicy(PagecacheParams params = PagecacheParams()) : params_(params) {}
+  // `name` is the spec it was made from ("pagecache", "pagecache:probe_fraction=0.01"): a host
+  // policy naming a variant must read as another policy than the default, and every decision
+  // says which variant decided.
+  explicit PagecachePolicy(PagecacheParams params = PagecacheParams(), std::string name = "pagecache")
+      : params_(params), name_(std::move(name)) {}
 
-  // "pagecache".
   absl::string_view name() const override;
 
   // One decision per guest in snapshot order; a snapshot with guest_budget_bytes <= 0 holds
@@ -52,6 +61,7 @@ class PagecachePolicy : public Policy {
 
  private:
   const PagecacheParams params_;
+  const std::string name_;
 };
 
 }  // namespace plimsoll::policy

@@ -97,18 +97,21 @@ TEST(PagecachePolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
   EXPECT_THAT(d.summary, HasSubstr("unmet=256MiB"));
 }
 
-// Every take is at least a step (2% of M: 20.48 MiB here), whoever asks for it: the budget
-// round's 4 MiB share is not taken; 30 MiB is.
-TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMade) {
+// Under the host's limit a take is at least a step (2% of M), whoever asks for it: the law's own
+// 6 MiB take towards W is not made. Over the limit every take is made, the budget round's 4 MiB
+// shares included.
+TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMadeUnderTheLimit) {
   const PagecachePolicy policy;
-  const Decisions small = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
-  for (const GuestDecision& g : small.guests) {
-    EXPECT_EQ(g.target_bytes, 1024 * kMib) << g.reason;
-    EXPECT_THAT(g.reason, HasSubstr("taken=4MiB take_under_step=4MiB<20.5MiB"));
-  }
-  const Decisions step = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 90), PolicyState());
-  for (const GuestDecision& g : step.guests) {
-    EXPECT_EQ(g.target_bytes, (1024 - 30) * kMib) << g.reason;
+  GuestView above = Hot("a");
+  above.max_bytes = above.actual_bytes = above.target_bytes = 1034 * kMib;
+  const Decisions own = policy.Decide(Snap({above}, 4096), PolicyState());
+  EXPECT_EQ(own.guests[0].target_bytes, 1034 * kMib) << own.guests[0].reason;
+  EXPECT_THAT(own.guests[0].reason, HasSubstr("take_under_step=6MiB<20.7MiB"));
+
+  const Decisions over = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
+  for (const GuestDecision& g : over.guests) {
+    EXPECT_EQ(g.target_bytes, 1020 * kMib) << g.reason;
+    EXPECT_THAT(g.reason, HasSubstr("taken=4MiB -> 1020MiB"));
     EXPECT_THAT(g.reason, Not(HasSubstr("take_under_step")));
   }
   // Growth is never held back, however small.
@@ -118,9 +121,9 @@ TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMade) {
   EXPECT_EQ(grow.guests[0].target_bytes, 1024 * kMib) << grow.guests[0].reason;
 }
 
-// With many guests the budget round's shares are each under a step, and together they are the
-// host's room: what is left untaken stays within the limit plus one step.
-TEST(PagecachePolicyTest, SmallTakesTogetherStillMeetTheBudget) {
+// With many guests the budget round's shares are each under a step, and together they are what
+// takes the host back within its limit: all are made.
+TEST(PagecachePolicyTest, SmallTakesTogetherMeetTheBudget) {
   const PagecachePolicy policy;
   std::vector<GuestView> guests;
   for (int i = 0; i < 100; ++i) guests.push_back(Hot("g" + std::to_string(i)));
@@ -132,8 +135,8 @@ TEST(PagecachePolicyTest, SmallTakesTogetherStillMeetTheBudget) {
     sum += static_cast<double>(g.target_bytes) / kMib;
     if (g.target_bytes == 1024 * kMib) ++kept;
   }
-  EXPECT_EQ(kept, 1);  // 15 MiB fits within one step's room, 30 would not
-  EXPECT_LE(sum, 100 * 1024 - 1500 + 20.48);
+  EXPECT_EQ(kept, 0);
+  EXPECT_LE(sum, 100 * 1024 - 1500 + 1);
 }
 
 TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
@@ -146,6 +149,45 @@ TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
   EXPECT_THAT(d.guests[0].reason, HasSubstr("stats_fresh=false"));
   // b's take (to 726 MiB) and 214 MiB more for the budget.
   EXPECT_NEAR(static_cast<double>(d.guests[1].target_bytes) / kMib, 512, 0.01);
+}
+
+// A guest unseen for blind_after_s gets its ceiling back out of free memory, and no more: the
+// neighbour, whose budget share is what free memory is, gives nothing for it.
+TEST(PagecachePolicyTest, ABlindGuestGetsItsCeilingBackOutOfFreeMemoryOnly) {
+  GuestView blind = Guest("s", 400);
+  blind.stats_fresh = false;
+  blind.stats_age_seconds = 61;
+  const PagecachePolicy policy;
+  // Budget 2048: b holds 1024 (hot), so 624 MiB are free and s may grow to 1024.
+  Decisions d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 1024 * kMib);
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: blind stats_fresh=false"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("blind_after_s=60 granted=624MiB -> 1024MiB"));
+  EXPECT_EQ(d.guests[1].target_bytes, 1024 * kMib);
+  // With less free memory, only what is free: b is not taken for it.
+  d = policy.Decide(Snap({blind, Hot("b")}, 1624), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 600 * kMib);
+  EXPECT_EQ(d.guests[1].target_bytes, 1024 * kMib);
+  // Stale for less than blind_after_s, or the rule off: held where it is.
+  blind.stats_age_seconds = 59;
+  d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold"));
+  blind.stats_age_seconds = 61;
+  const PagecachePolicy off(*ParsePagecacheParams("blind_after_s=0"));
+  d = off.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+  // A paused guest's stats stand still because it does: held.
+  blind.running = false;
+  d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+  blind.running = true;
+  // Fresh but implausible stats (a guest that lies) are held, not given anything.
+  GuestView liar = Guest("l", 400);
+  liar.unused_bytes = 3000 * kMib;
+  liar.stats_age_seconds = 61;
+  d = policy.Decide(Snap({liar, Hot("b")}, 2048), PolicyState());
+  EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
 }
 
 TEST(PagecachePolicyTest, RemembersTypedStatePerGuest) {
@@ -270,6 +312,24 @@ TEST(PagecachePolicyTest, DistressIsSaid) {
   EXPECT_EQ(d.guests[0].distress, "");
   EXPECT_EQ(d.guests[1].distress, "pressure x=3.00");
   EXPECT_EQ(d.guests[2].distress, "oom_kill");
+}
+
+// A kill counted while the guest is held (libvirt's stats stale, the agent's report new) is the
+// law's to see when it may act again: the report that counted it is not new by then.
+TEST(PagecachePolicyTest, AnOomKillCountedWhileHeldIsSeenWhenTheLawActsAgain) {
+  const PagecachePolicy policy;
+  GuestView oom = Guest("oom", 600);
+  Histories histories;
+  Decisions d = policy.Decide(Snap({oom}, 4096, 1e9, &histories), PolicyState());
+  oom.stats_fresh = false;
+  oom.oom_kill = 1;
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 2, &histories), d.next_state);
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold stats_fresh=false"));
+  oom.stats_fresh = true;
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 4, &histories), d.next_state);
+  EXPECT_EQ(d.guests[0].distress, "oom_kill") << d.guests[0].reason;
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 6, &histories), d.next_state);
+  EXPECT_EQ(d.guests[0].distress, "") << "counted once: " << d.guests[0].reason;
 }
 
 // Hard-demand growth is paid for by the neighbours, so an agent's AnonPages

@@ -25,7 +25,7 @@
 
 namespace plimsoll::policy {
 
-// What the daemon knows about one running guest at the start of a tick.
+// What the daemon knows about one guest at the start of a tick (running or paused).
 // Sizes are bytes. Optional fields are absent when the guest did not report them
 // (never zero-filled).
 struct GuestView {
@@ -41,6 +41,9 @@ struct GuestView {
   // False when the guest's stats stopped advancing: a guest is never shrunk on stale stats.
   bool stats_fresh = false;
   double stats_age_seconds = 0;
+  // False while the guest is paused (or in another non-running state libvirt lists): its stats
+  // stand still because it does, not because it cannot be seen.
+  bool running = true;
 
   std::optional<int64_t> unused_bytes;       // MemFree
   std::optional<int64_t> usable_bytes;       // MemAvailable

@@ -26,10 +26,10 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name) {
   if (name == "proxmox") return std::make_unique<ProxmoxPolicy>();
   // A variant with some parameters changed ("pagecache:probe_fraction=0.01:profile_ratio=0"),
   // for comparing components side by side in the simulator and on real guests.
-  if (absl::ConsumePrefix(&name, "pagecache:")) {
-    absl::StatusOr<PagecacheParams> params = ParsePagecacheParams(name);
+  if (absl::string_view spec = name; absl::ConsumePrefix(&spec, "pagecache:")) {
+    absl::StatusOr<PagecacheParams> params = ParsePagecacheParams(spec);
     if (!params.ok()) return params.status();
-    return std::make_unique<PagecachePolicy>(*params);
+    return std::make_unique<PagecachePolicy>(*params, std::string(name));
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown policy \"", absl::CHexEscape(name),
                                                  "\"; known policies: ",

@@ -45,7 +45,7 @@ TEST(PolicyRegistryTest, UnknownNameListsKnownNames) {
 TEST(PolicyRegistryTest, PagecacheVariantsNameTheirBadParameter) {
   absl::StatusOr<std::unique_ptr<Policy>> ok = MakePolicy("pagecache:profile_ratio=0:probe_fraction=0.01");
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ((*ok)->name(), "pagecache");
+  EXPECT_EQ((*ok)->name(), "pagecache:profile_ratio=0:probe_fraction=0.01");
   EXPECT_THAT(MakePolicy("pagecache:bogus=1").status().message(),
               HasSubstr("unknown pagecache parameter \"bogus\"; known: headroom_min_mib,"));
   EXPECT_THAT(MakePolicy("pagecache:probe_fraction=2").status().message(),
@@ -67,7 +67,7 @@ TEST(PolicyRegistryTest, TheLawsOldNameIsRenamedPagecache) {
   // What a renamed name becomes is a policy MakePolicy builds.
   absl::StatusOr<std::unique_ptr<Policy>> made = MakePolicy(*RenamedPolicy("pagecache_law:profile_ratio=0"));
   ASSERT_TRUE(made.ok()) << made.status();
-  EXPECT_EQ((*made)->name(), "pagecache");
+  EXPECT_EQ((*made)->name(), "pagecache:profile_ratio=0");
 }
 
 }  // namespace

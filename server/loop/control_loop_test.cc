@@ -836,6 +836,32 @@ TEST_F(ControlLoopTest, AStoredHostPolicyWithADeprecatedPolicyNameRunsItUnderIts
   EXPECT_EQ(log.find("keeping policy="), std::string::npos) << "not refused: " << log;
 }
 
+// A variant is another policy than the plain one: a host policy naming it switches to it, and
+// back when it names the plain one again; each decision says which variant decided.
+TEST_F(ControlLoopTest, AHostPolicyNamingAPagecacheVariantRunsThatVariant) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  plimsoll::v1::HostPolicy hp;
+  hp.set_policy("pagecache");
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host().policy(), "pagecache");
+  hp.set_policy("pagecache:probe_fraction=0.01");
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host().policy(), "pagecache:probe_fraction=0.01");
+  EXPECT_EQ(Published(kA)->last_decision().policy(), "pagecache:probe_fraction=0.01");
+  hp.set_policy("pagecache_law:probe_fraction=0.02");
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host().policy(), "pagecache:probe_fraction=0.02");
+  hp.set_policy("pagecache");
+  SetHostPolicy(hp);
+  TickWithFreshStats({kA});
+  EXPECT_EQ(loop_->Published()->host().policy(), "pagecache");
+  EXPECT_EQ(Published(kA)->last_decision().policy(), "pagecache");
+}
+
 // A held guest is logged after a move or a minute of silence; log_every_decision (a live
 // config field) logs every tick's decision, holds included, for following a policy step by step.
 TEST_F(ControlLoopTest, LogEveryDecisionLogsHoldsEveryTick) {

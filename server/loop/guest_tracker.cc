@@ -76,6 +76,7 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
       TrackedGuest g;
       g.info = d;
       g.first_seen = now;
+      g.watched_since = now;
       g.actual_bytes = d.current_bytes;
       g.target_bytes = d.current_bytes;
       g.min_bytes = FloorFor(d.max_bytes);
@@ -121,7 +122,7 @@ void GuestTracker::RefreshFreshness(TrackedGuest& g, absl::Time now) const {
   g.has_stats = reporting;
   if (!reporting) {
     g.stats_fresh = false;
-    g.stats_age_seconds = absl::ToDoubleSeconds(now - g.first_seen);
+    g.stats_age_seconds = absl::ToDoubleSeconds(now - g.watched_since);
     return;
   }
   if (!g.last_update_value.has_value() || *g.last_update_value != *g.stats.last_update) {
@@ -132,7 +133,7 @@ void GuestTracker::RefreshFreshness(TrackedGuest& g, absl::Time now) const {
   }
   if (!g.last_update_changed_at.has_value()) {
     g.stats_fresh = false;
-    g.stats_age_seconds = absl::ToDoubleSeconds(now - g.first_seen);
+    g.stats_age_seconds = absl::ToDoubleSeconds(now - g.watched_since);
     return;
   }
   const absl::Duration age = now - *g.last_update_changed_at;
@@ -167,6 +168,7 @@ void GuestTracker::MarkAllStale(absl::Time now) {
     // Forget the last change: after reconnecting, freshness must be proven anew.
     g.last_update_changed_at.reset();
     g.last_update_value.reset();
+    g.watched_since = now;
     g.management = plimsoll::v1::MANAGEMENT_STATE_STALE_STATS;
   }
 }
@@ -185,6 +187,7 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.has_stats = g->has_stats;
     v.stats_fresh = g->stats_fresh;
     v.stats_age_seconds = g->stats_age_seconds;
+    v.running = g->info.state == hypervisor::DomainRunState::kRunning;
     v.unused_bytes = g->stats.unused_bytes;
     v.usable_bytes = g->stats.usable_bytes;
     v.total_bytes = g->stats.available_bytes;

@@ -51,6 +51,11 @@ struct TrackedGuest {
   bool stats_fresh = false;
   double stats_age_seconds = 0;
   absl::Time first_seen;
+  // Since when this guest's stats have had to prove themselves fresh: first seen, or the last
+  // time libvirt's answers were lost (MarkAllStale). Stats not yet proven are as old as this,
+  // not as old as first_seen: a reconnect must not make every guest look long unseen (the
+  // pagecache policy gives a guest unseen for blind_after_s its ceiling back).
+  absl::Time watched_since;
   // Staleness: the guest's last_update value and when we saw it change.
   std::optional<int64_t> last_update_value;
   std::optional<absl::Time> last_update_changed_at;
@@ -114,7 +119,8 @@ class GuestTracker {
   void UpdateStats(const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats,
                    absl::Time now, bool disk_reads_read = true);
 
-  // Marks every guest's stats as not fresh (e.g. the libvirt connection is lost).
+  // Marks every guest's stats as not fresh (e.g. the libvirt connection is lost): each must be
+  // seen to change again, and until then its stats age counts from `now`.
   void MarkAllStale(absl::Time now);
 
   // The policy's view of every guest, in a stable order (ByName()).

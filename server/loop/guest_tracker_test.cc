@@ -162,6 +162,35 @@ TEST(GuestTrackerTest, APartialRecordMergesIntoTheLastFullOneAndAgesByItsLastUpd
   EXPECT_EQ(g.actual_bytes, 950 * kMiB);
 }
 
+// After libvirt's answers were lost, each guest's stats must be seen to change again, and until
+// they are their age counts from the loss, not from when the guest was first seen: a reconnect
+// must not make every guest look long unseen.
+TEST(GuestTrackerTest, AfterALossStatsAreUnprovenAndAgeFromTheLoss) {
+  GuestRules rules;
+  rules.stale_after = absl::Seconds(10);
+  GuestTracker t(rules);
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1")}, now);
+  t.UpdateStats({{"u1", Full(1024, 100)}}, now);
+  EXPECT_FALSE(t.Find("u1")->stats_fresh) << "a first value proves nothing";
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  ASSERT_TRUE(t.Find("u1")->stats_fresh);
+
+  now += absl::Minutes(10);
+  t.MarkAllStale(now);
+  EXPECT_FALSE(t.Find("u1")->stats_fresh);
+  now += absl::Seconds(3);
+  t.UpdateStats({{"u1", Full(1024, 700)}}, now);
+  const TrackedGuest& g = *t.Find("u1");
+  EXPECT_FALSE(g.stats_fresh) << "the first value after the loss proves nothing";
+  EXPECT_DOUBLE_EQ(g.stats_age_seconds, 3) << "3 s since the loss, not 10 min since first seen";
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", Full(1024, 702)}}, now);
+  EXPECT_TRUE(g.stats_fresh);
+  EXPECT_DOUBLE_EQ(g.stats_age_seconds, 0);
+}
+
 TEST(GuestTrackerTest, APartialRecordWithoutAFullOneIsNoStats) {
   GuestRules rules;
   GuestTracker t(rules);

@@ -532,13 +532,33 @@ class FaultsE2E(unittest.TestCase):
         for n in others:
             d.ctl("set", n, "--exclude", "--note=faults-e2e held")
         try:
-            plan = json.loads(d.ctl("reclaim", "640M", "--hold=10m", "--json"))
+            # The hold sits MARGIN_MIB above the policy's floor: the floor is an estimate that moves
+            # by tens of MiB while the balloon travels (actual and MemAvailable are read at
+            # different moments), and a hold right at it would end at landing, before any
+            # allocation.
+            margin_mib = 160
+            def settled():
+                g = self.guests().get("held", {})
+                floor = int(g.get("last_decision", {}).get("policy_floor_bytes", 0))
+                target, actual = int(g.get("target_bytes", 0)), int(g.get("actual_bytes", 0))
+                return floor > 0 and abs(target - actual) <= 8 * MIB and (target, floor)
+            target, floor = wait_for("held's balloon at its target with a measured floor", settled,
+                                     timeout=60, interval=0.5)
+            ask_mib = int((target - floor) / MIB) - margin_mib
+            self.assertGreater(ask_mib, 32, "held has room to give above its floor: target %.0f, floor %.0f MiB"
+                               % (mib(target), mib(floor)))
+            plan = json.loads(d.ctl("reclaim", "%dM" % ask_mib, "--hold=10m", "--json"))
             items = plan.get("plan", plan).get("items", [])
             self.assertEqual([i["guest_name"] for i in items], ["held"], plan)
             held_mib = int(items[0]["new_target_bytes"]) / MIB
-            self.assertLessEqual(held_mib, 512, "the hold does not squeeze the guest: %r" % plan)
+            self.assertAlmostEqual(held_mib, target / MIB - ask_mib, delta=2, msg="the plan takes what was asked: %r" % plan)
+            self.assertLessEqual(held_mib, 700, "a 1 GiB guest held at a few hundred MiB: %r" % plan)
+            hold_line = len(d.read_log().splitlines())
             self.lab.wait_actual("held", held_mib, tolerance=0.05, timeout=60)
+            time.sleep(3)  # three ticks at the hold
             start_line = len(d.read_log().splitlines())
+            early = [l for l in d.read_log().splitlines()[hold_line:start_line] if "reclaim hold released" in l]
+            self.assertEqual(early, [], "a hold above the guest's floor is kept while the guest idles")
             released_before = sum(metric_values(d.metrics(), "plimsoll_reclaim_holds_released_total"))
             line_before = json.loads(d.ctl("line", "--json"))
             t0 = time.monotonic()

@@ -174,13 +174,18 @@ class HostileAgentE2E(unittest.TestCase):
                 "--max-bytes", str(GUEST_MIB * MIB)]
 
     def victim_ok(self, before):
-        """The victim's agent data is fresh and its own, its balloon and management unchanged."""
-        g = self.guest("victim")
+        """The victim's agent data is fresh and its own, its balloon and management unchanged.
+        An attack may end within one of the victim's report intervals (2 s): its next report
+        is waited for."""
+        accepted_before = int(before["agent"]["reports_accepted"])
+        def next_report():
+            g = self.guest("victim")
+            return int(g.get("agent", {}).get("reports_accepted", 0)) > accepted_before and g
+        g = wait_for("a report of the victim's accepted after the attack", next_report, timeout=10, interval=0.3)
         a = g.get("agent", {})
         self.assertTrue(a.get("connected"), a)
         self.assertTrue(a.get("fresh"), a)
         self.assertEqual(a.get("last_reject_reason", ""), "")
-        self.assertGreater(int(a.get("reports_accepted", 0)), int(before["agent"]["reports_accepted"]))
         self.assertEqual(g["stats"]["active_file"]["provenance"], "PROVENANCE_AGENT")
         self.assertEqual(g["management_state"], "MANAGEMENT_STATE_MANAGED")
         self.assertEqual(int(g["target_bytes"]), int(before["target_bytes"]))
