@@ -69,6 +69,39 @@ def read_pss(pid):
     return out
 
 
+def read_smaps(pid):
+    """What is resident, by kind of mapping, in KiB, from /proc/PID/smaps: file pages of the
+    binary and its shared libraries (their code and read-only data: shared with every process
+    that maps them, and a floor for this set of libraries), the anonymous (copied-on-write)
+    pages inside those mappings (relocated data, .data, .bss), and the anonymous mappings
+    (malloc's heap and arenas, thread stacks), the largest one apart."""
+    out = {"lib_file": 0, "lib_anon": 0, "anon": 0, "largest_anon": 0}
+    name, rss, anon = None, 0, 0
+
+    def flush():
+        if name is None:
+            return
+        if name.startswith("/"):
+            out["lib_file"] += rss - anon
+            out["lib_anon"] += anon
+        else:
+            out["anon"] += rss
+            out["largest_anon"] = max(out["largest_anon"], rss)
+
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if fields and re.match(r"^[0-9a-f]+-[0-9a-f]+$", fields[0]):
+                flush()
+                name, rss, anon = (fields[5] if len(fields) > 5 else "[anon]"), 0, 0
+            elif fields and fields[0] == "Rss:":
+                rss = int(fields[1])
+            elif fields and fields[0] == "Anonymous:":
+                anon = int(fields[1])
+    flush()
+    return out
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -157,6 +190,7 @@ def main():
             time.sleep(max(0.0, next_sample - time.monotonic()))
         elapsed = rows[-1]["t"]
         pss = read_pss(proc.pid)
+        smaps = read_smaps(proc.pid)
         load_after = loadavg()
         final_text = scrape(metrics_port)[0].decode()
     finally:
@@ -189,6 +223,10 @@ def main():
     print("at the end: RssAnon %.1f MiB, RssFile %.1f MiB (shared libraries); Pss %.1f MiB (Pss_Anon %.1f, Pss_File %.1f)" % (
         rows[-1]["anon"] / 1024, rows[-1]["file"] / 1024, pss["Pss"] / 1024, pss["Pss_Anon"] / 1024, pss["Pss_File"] / 1024))
     print("VmRSS without the test driver's share: %.1f MiB at the end" % ((rows[-1]["rss"] - driver_kib) / 1024))
+    print("resident at the end, by mapping: library file pages %.1f MiB, anonymous pages in library mappings %.1f MiB, "
+          "anonymous mappings (heap, arenas, stacks) %.1f MiB (largest %.1f MiB), of which the test driver's ~%.1f MiB" % (
+              smaps["lib_file"] / 1024, smaps["lib_anon"] / 1024, smaps["anon"] / 1024, smaps["largest_anon"] / 1024,
+              driver_kib / 1024))
     print("CPU: %.2f s in %.0f s = %.2f%% of one core (per interval: %.2f-%.2f%%)" % (
         total_cpu, elapsed, 100 * total_cpu / elapsed, min(r["pct"] for r in rows[1:]), max(r["pct"] for r in rows[1:])))
     if ticks:

@@ -7,6 +7,11 @@ from the sampled function up: libvirt (any frame in libvirt, libxml2 or glib: wi
 that is the in-process test driver), or the plimsoll function's part (hypervisor adapter,
 tracker, controls, policy Decide, apply, published view, metrics, watch events, ...).
 
+plimsolld's own CPU per tick is the tick's CPU time less the test driver's share: the
+benchmark's CPU per tick times the share of the tick's samples outside libvirt, libxml2 and
+glib (what libvirtd would spend on a real host). Printed last, from this run's CPU per tick;
+docs/benchmarks.md multiplies the share by the median of separate runs without perf.
+
     bazel build -c opt //bench:control_loop_benchmark
     python3 bench/tick_profile.py --benchmark=static/driver/10000 --ticks=40
 
@@ -25,7 +30,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # First match wins: the part of the daemon a plimsoll function belongs to.
 PARTS = [
     ("policy::", "policy Decide"),
-    ("ControlLoop::ControlOf", "controls (overrides, floors)"),
     ("ControlLoop::ComputeControls", "controls (overrides, floors)"),
     ("Metrics", "metrics"),
     ("EventsBetween", "watch events"),
@@ -39,6 +43,7 @@ PARTS = [
     ("hypervisor::", "hypervisor adapter (our side of libvirt calls)"),
     ("ControlLoop::", "loop bookkeeping"),
 ]
+LIBVIRT = "libvirt (the in-process test driver)"
 FRAME = re.compile(r"[0-9a-f]+\s+(.*)\s+\((.*)\)$")
 
 
@@ -61,7 +66,11 @@ def main():
         run = subprocess.run(["perf", "record", "-q", "-F", "499", "--call-graph=dwarf,16384", "-o", data, args.binary,
                               "--benchmark_filter=BM_Tick/%s/" % args.benchmark],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        print(run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no benchmark output)")
+        line = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+        print(line or "(no benchmark output)")
+        # "BM_Tick/...   <real> ms   <cpu> ms   <iterations> ...": the CPU per tick.
+        m = re.search(r"\s[0-9.]+ ms\s+([0-9.]+) ms\s", line)
+        tick_cpu_ms = float(m.group(1)) if m else None
         script = subprocess.run(["perf", "script", "-i", data], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True).stdout
     parts = collections.Counter()
@@ -78,7 +87,7 @@ def main():
         part = "other (no plimsoll frame)"
         for function, dso in frames:
             if "libvirt.so" in dso or "libxml2" in dso or "libglib" in dso:
-                part = "libvirt (the in-process test driver)"
+                part = LIBVIRT
                 break
             if "plimsoll::" in function:
                 part = part_of(function)
@@ -89,6 +98,12 @@ def main():
     print("samples inside ControlLoop::Tick: %d" % total)
     for part, n in parts.most_common():
         print("%5.1f%%  %s" % (100.0 * n / total, part))
+    own = 1.0 - parts[LIBVIRT] / total
+    if tick_cpu_ms is not None:
+        print("own CPU per tick (outside the test driver): %.1f ms = %.1f ms x %.3f" % (
+            tick_cpu_ms * own, tick_cpu_ms, own))
+    else:
+        print("own share of the tick: %.3f" % own)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ GuestDecision DecideGuest(const GuestView& guest, const HostSituation& s,
 
 absl::string_view MomPolicy::name() const { return "mom"; }
 
-Decisions MomPolicy::Decide(const Snapshot& snapshot, const PolicyState& /*state*/) const {
+Decisions MomPolicy::Decide(const Snapshot& snapshot, PolicyState /*state*/) const {
   Decisions decisions;
   decisions.guests.reserve(snapshot.guests.size());
   if (snapshot.host.guest_budget_bytes <= 0) {

@@ -58,7 +58,7 @@ class MomPolicy : public Policy {
   // One decision per guest in snapshot order; the reason carries the numbers, e.g.
   // "mom: host_free_pct=12.3 mode=shrink cur=1024MiB used=800MiB guest_free_pct=0.12 -> 972.8MiB".
   // A snapshot with guest_budget_bytes <= 0 cannot be judged: every guest is held.
-  Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const override;
+  Decisions Decide(const Snapshot& snapshot, PolicyState state) const override;
 
   const MomParams& params() const { return params_; }
 

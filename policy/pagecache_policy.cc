@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -53,6 +55,14 @@ std::vector<Row> Rows(PagecacheParams* p) {
   };
 }
 
+// Drops the memory of guests that are not in the snapshot.
+void ForgetAbsentGuests(const Snapshot& snapshot, absl::flat_hash_map<std::string, StateSlot>* memory) {
+  absl::flat_hash_set<absl::string_view> present;
+  present.reserve(snapshot.guests.size());
+  for (const GuestView& g : snapshot.guests) present.insert(g.uuid);
+  absl::erase_if(*memory, [&](const auto& entry) { return !present.contains(entry.first); });
+}
+
 }  // namespace
 
 absl::Status SetPagecacheParam(absl::string_view name, double value, PagecacheParams* params) {
@@ -93,24 +103,38 @@ absl::StatusOr<PagecacheParams> ParsePagecacheParams(absl::string_view spec) {
 
 absl::string_view PagecachePolicy::name() const { return name_; }
 
-Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& state) const {
+Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) const {
   Decisions decisions;
   const size_t n = snapshot.guests.size();
   decisions.guests.reserve(n);
   const double now_s = absl::ToDoubleSeconds(snapshot.now - absl::UnixEpoch());
+  // The next state is this one, updated in place (the law keeps no host memory): the memory of
+  // guests in the snapshot carries on, that of guests no longer in it goes.
+  decisions.next_state.guests = std::move(state.guests);
+  auto& memory_of = decisions.next_state.guests;
   if (snapshot.host.guest_budget_bytes <= 0) {
+    ForgetAbsentGuests(snapshot, &memory_of);
     const std::string why =
         absl::StrCat("pagecache: hold guest_budget_bytes=", snapshot.host.guest_budget_bytes);
-    for (const GuestView& g : snapshot.guests) {
-      decisions.guests.push_back(HoldDecision(g, why));
-      auto it = state.guests.find(g.uuid);
-      if (it != state.guests.end()) decisions.next_state.guests[g.uuid] = it->second;
-    }
+    for (const GuestView& g : snapshot.guests) decisions.guests.push_back(HoldDecision(g, why));
     decisions.summary = absl::StrCat(why, " guests=", n);
     return decisions;
   }
 
-  decisions.next_state.guests.reserve(n);
+  // Every guest's slot first, then no insertion: the pointers into the map stay valid.
+  std::vector<LawMemory*> memories(n);
+  const size_t slots_before = memory_of.size();
+  memory_of.reserve(slots_before + n);
+  for (size_t i = 0; i < n; ++i) {
+    StateSlot& slot = memory_of[snapshot.guests[i].uuid];
+    memories[i] = slot.GetMutable<LawMemory>();
+    // A guest first seen, or a slot of another policy's: the law starts afresh on it.
+    if (memories[i] == nullptr) memories[i] = &slot.Set(LawMemory());
+  }
+  // Slots that were there and are not the snapshot's guests: gone guests' memory (the usual
+  // tick has none, and no set of the snapshot's uuids is made).
+  const size_t created = memory_of.size() - slots_before;
+  if (slots_before > n - created) ForgetAbsentGuests(snapshot, &memory_of);
   std::vector<ShareOutGuest> share(n);
   std::vector<std::optional<LawOutcome>> outcomes(n);
   std::vector<std::string> held(n);
@@ -118,8 +142,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
   std::vector<bool> unconfirmed(n, false);  // hard demand the agent claims and libvirt does not show
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
-    const LawMemory* previous = FindGuestState<LawMemory>(state, g.uuid);
-    LawMemory memory = previous != nullptr ? *previous : LawMemory();
+    LawMemory& memory = *memories[i];
     ShareOutGuest& s = share[i];
     s.actual = static_cast<double>(g.actual_bytes);
     s.target = static_cast<double>(g.target_bytes);
@@ -168,7 +191,6 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
         s.grow = GrowClass::kPressure;
       }
     }
-    decisions.next_state.guests[g.uuid].Set(std::move(memory));
   }
 
   const ShareOutResult r = ShareOut(share, snapshot.host, params_.share);
@@ -219,10 +241,8 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, const PolicyState& s
       continue;
     }
     // What this decision asks, for the law to see next time whether it was made (StepLaw).
-    if (LawMemory* m = decisions.next_state.guests[g.uuid].GetMutable<LawMemory>(); m != nullptr) {
-      m->asked_bytes = static_cast<double>(targets[i]);
-      m->asked_from_bytes = static_cast<double>(g.target_bytes);
-    }
+    memories[i]->asked_bytes = static_cast<double>(targets[i]);
+    memories[i]->asked_from_bytes = static_cast<double>(g.target_bytes);
     const LawOutcome& o = *outcomes[i];
     GuestDecision d;
     d.uuid = g.uuid;

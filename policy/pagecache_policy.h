@@ -57,7 +57,7 @@ class PagecachePolicy : public Policy {
 
   // One decision per guest in snapshot order; a snapshot with guest_budget_bytes <= 0 holds
   // every guest.
-  Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const override;
+  Decisions Decide(const Snapshot& snapshot, PolicyState state) const override;
 
  private:
   const PagecacheParams params_;

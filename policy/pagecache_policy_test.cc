@@ -200,6 +200,47 @@ TEST(PagecachePolicyTest, RemembersTypedStatePerGuest) {
   EXPECT_EQ(*m->allowance_bytes, 726.0 * kMib);
 }
 
+// The state moved in (as the daemon passes it) decides as a copy does, keeps the memory of the
+// snapshot's guests, and drops that of a guest no longer in it, with or without a budget.
+TEST(PagecachePolicyTest, AMovedInStateDecidesAsACopyAndForgetsGoneGuests) {
+  const PagecachePolicy policy;
+  Histories copied_h, moved_h;
+  PolicyState copied, moved;
+  GuestView a = Guest("a", 1024), b = Guest("b", 1024);
+  for (int i = 0; i < 4; ++i) {
+    const double t = 1e9 + 5 * i;
+    const Decisions dc = policy.Decide(Snap({a, b}, 4096, t, &copied_h), copied);
+    const Decisions dm = policy.Decide(Snap({a, b}, 4096, t, &moved_h), std::move(moved));
+    ASSERT_EQ(dc.guests.size(), dm.guests.size());
+    for (size_t j = 0; j < dc.guests.size(); ++j) {
+      EXPECT_EQ(dc.guests[j].target_bytes, dm.guests[j].target_bytes) << i << " " << j;
+      EXPECT_EQ(dc.guests[j].reason, dm.guests[j].reason) << i << " " << j;
+    }
+    copied = dc.next_state;
+    moved = dm.next_state;
+    a.target_bytes = a.actual_bytes = dm.guests[0].target_bytes;
+    b.target_bytes = b.actual_bytes = dm.guests[1].target_bytes;
+  }
+  const LawMemory* kept = FindGuestState<LawMemory>(moved, "uuid-a");
+  ASSERT_NE(kept, nullptr);
+  const LawMemory before = *kept;
+
+  // b is gone: its memory goes, a's carries on.
+  Decisions d = policy.Decide(Snap({a}, 4096, 1e9 + 20, &moved_h), std::move(moved));
+  EXPECT_EQ(d.next_state.guests.size(), 1u);
+  EXPECT_EQ(FindGuestState<LawMemory>(d.next_state, "uuid-b"), nullptr);
+  ASSERT_NE(FindGuestState<LawMemory>(d.next_state, "uuid-a"), nullptr);
+  EXPECT_EQ(FindGuestState<LawMemory>(d.next_state, "uuid-a")->asked_bytes.has_value(),
+            before.asked_bytes.has_value());
+
+  // No budget: every guest held, the memory of those still there kept as it was.
+  PolicyState two = d.next_state;
+  two.guests["uuid-gone"].Set(LawMemory());
+  d = policy.Decide(Snap({a}, 0, 1e9 + 25, &moved_h), std::move(two));
+  EXPECT_EQ(d.next_state.guests.size(), 1u);
+  EXPECT_NE(FindGuestState<LawMemory>(d.next_state, "uuid-a"), nullptr);
+}
+
 // A measured calm report takes half of the memory above the working set; the next report sees
 // the balloon landed, the one after measures and takes again.
 TEST(PagecachePolicyTest, TakesColdCacheStepByStep) {

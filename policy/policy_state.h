@@ -8,7 +8,7 @@
 // memory (a string-keyed map let a mistyped key read a silent default). Nothing here is
 // persisted: a restarted daemon starts every policy afresh, as it always did.
 //
-// Value type: copyable (Decide returns the next state by value); thread-compatible.
+// Value type: copyable and movable (Decide takes it and returns the next one by value); thread-compatible.
 #ifndef PLIMSOLL_POLICY_POLICY_STATE_H_
 #define PLIMSOLL_POLICY_POLICY_STATE_H_
 

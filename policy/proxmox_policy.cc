@@ -74,7 +74,7 @@ double ShareOut(const std::vector<Member*>& set, double bytes, const ProxmoxPara
 
 absl::string_view ProxmoxPolicy::name() const { return "proxmox"; }
 
-Decisions ProxmoxPolicy::Decide(const Snapshot& snapshot, const PolicyState& /*state*/) const {
+Decisions ProxmoxPolicy::Decide(const Snapshot& snapshot, PolicyState /*state*/) const {
   Decisions decisions;
   decisions.guests.reserve(snapshot.guests.size());
   const HostView& host = snapshot.host;

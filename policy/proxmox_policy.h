@@ -44,7 +44,7 @@ class ProxmoxPolicy : public Policy {
 
   // One decision per guest in snapshot order; reasons carry goal, set, cur, desired and step.
   // A snapshot with guest_budget_bytes <= 0 holds every guest.
-  Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const override;
+  Decisions Decide(const Snapshot& snapshot, PolicyState state) const override;
 
   const ProxmoxParams& params() const { return params_; }
 

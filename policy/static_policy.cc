@@ -7,7 +7,7 @@ namespace plimsoll::policy {
 
 absl::string_view StaticPolicy::name() const { return "static"; }
 
-Decisions StaticPolicy::Decide(const Snapshot& snapshot, const PolicyState& /*state*/) const {
+Decisions StaticPolicy::Decide(const Snapshot& snapshot, PolicyState /*state*/) const {
   Decisions decisions;
   decisions.guests.reserve(snapshot.guests.size());
   for (const GuestView& guest : snapshot.guests) {

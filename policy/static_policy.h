@@ -17,7 +17,7 @@ class StaticPolicy : public Policy {
   // One hold per guest, in snapshot order, reason "static policy holds target=..MiB". The one
   // exception is the safety floor every policy honours: a target below the guest's floor
   // (guest_safety.h) is raised to it and the reason says "raised_to_min=..".
-  Decisions Decide(const Snapshot& snapshot, const PolicyState& state) const override;
+  Decisions Decide(const Snapshot& snapshot, PolicyState state) const override;
 };
 
 }  // namespace plimsoll::policy

@@ -176,12 +176,12 @@ policy::Decisions LimitDecide(const policy::Snapshot& snapshot, const OracleTrut
 }
 
 policy::Decisions OraclePolicy::Decide(const policy::Snapshot& snapshot,
-                                       const policy::PolicyState& state) const {
+                                       policy::PolicyState state) const {
   return OracleDecide(snapshot, truth_());
 }
 
 policy::Decisions LimitPolicy::Decide(const policy::Snapshot& snapshot,
-                                      const policy::PolicyState& state) const {
+                                      policy::PolicyState state) const {
   return LimitDecide(snapshot, truth_(), state);
 }
 

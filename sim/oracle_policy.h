@@ -102,7 +102,7 @@ class LimitPolicy : public policy::Policy {
   absl::string_view name() const override { return kLimitPolicyName; }
   // LimitDecide(snapshot, truth(), state).
   policy::Decisions Decide(const policy::Snapshot& snapshot,
-                           const policy::PolicyState& state) const override;
+                           policy::PolicyState state) const override;
 
  private:
   OracleTruthSource truth_;
@@ -114,7 +114,7 @@ class OraclePolicy : public policy::Policy {
   absl::string_view name() const override { return kOraclePolicyName; }
   // OracleDecide(snapshot, truth()); keeps no state.
   policy::Decisions Decide(const policy::Snapshot& snapshot,
-                           const policy::PolicyState& state) const override;
+                           policy::PolicyState state) const override;
 
  private:
   OracleTruthSource truth_;

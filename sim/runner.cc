@@ -101,7 +101,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
 
   const auto decide = [&](bool early) {
     const policy::Snapshot snapshot = sim.MakeSnapshot();
-    policy::Decisions decisions = policy.Decide(snapshot, state);
+    policy::Decisions decisions = policy.Decide(snapshot, std::move(state));
     ++r.decisions;
     if (early) ++r.early_decisions;
     last_decision = sim.now();

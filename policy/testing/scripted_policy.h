@@ -15,7 +15,7 @@ namespace plimsoll::policy::testing {
 class ScriptedPolicy : public Policy {
  public:
   absl::string_view name() const override { return "scripted"; }
-  Decisions Decide(const Snapshot& s, const PolicyState& state) const override {
+  Decisions Decide(const Snapshot& s, PolicyState state) const override {
     Decisions d;
     for (const auto& g : s.guests) {
       auto it = targets.find(g.uuid);

@@ -10,6 +10,7 @@
 #include "policy/guest_safety.h"
 #include "server/api/control_validation.h"
 #include "server/events/view_events.h"
+#include "server/loop/view_arena.h"
 
 namespace plimsoll::server {
 namespace {
@@ -155,7 +156,8 @@ void ControlLoop::ApplyHostPolicy() {
   if (deps_.overrides != nullptr) {
     std::shared_ptr<const OverrideStore::Snapshot> next = deps_.overrides->snapshot();
     if (next != overrides_) {
-      controls_.clear();  // points into the snapshot being replaced; ComputeControls refills it
+      // The guests' controls point into the snapshot being replaced; ComputeControls refills them.
+      tracker_.ForEachGuest([](TrackedGuest& g) { g.control.override = nullptr; });
       overrides_ = std::move(next);
     }
   }
@@ -245,17 +247,15 @@ int ControlLoop::FoldBalloonChanges() {
   // is why folds are at most one per min_wake_interval; the watch stream has nothing to say
   // about sizes (view_events.h), so no event is published.
   auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>(*current);
-  std::vector<std::pair<std::string, int64_t>> sizes;
   int64_t sum = 0;
   for (plimsoll::v1::Guest& out : *view->mutable_guests()) {
     if (const TrackedGuest* g = tracker_.Find(out.uuid()); g != nullptr && out.actual_bytes() != g->actual_bytes) {
       out.set_actual_bytes(g->actual_bytes);
-      sizes.emplace_back(out.uuid(), g->actual_bytes);
     }
     sum += out.actual_bytes();
   }
   view->mutable_host()->set_guests_actual_bytes(sum);
-  if (deps_.metrics != nullptr) deps_.metrics->PublishBalloonSizes(sizes, sum);
+  if (deps_.metrics != nullptr) deps_.metrics->PublishBalloonSizes(view);
   absl::MutexLock l(&mu_);
   published_ = std::move(view);
   return changed;
@@ -312,11 +312,10 @@ void ControlLoop::ReleaseHold(const std::string& id, const std::string& uuid, co
 }
 
 void ControlLoop::ComputeControls() {
-  // The entries are kept from tick to tick and overwritten: rebuilding the map
-  // cost a string key per guest per tick.
   const bool any_override = !overrides_->guests.empty();
-  for (const auto& [uuid, g] : tracker_.guests()) {
-    GuestControl& c = controls_[uuid];
+  tracker_.ForEachGuest([&](TrackedGuest& g) {
+    const std::string& uuid = g.info.uuid;
+    GuestControl& c = g.control;
     c = GuestControl();
     const int64_t memory = g.info.max_bytes;
     c.ceiling = memory;
@@ -343,17 +342,7 @@ void ControlLoop::ComputeControls() {
         }
       }
     }
-  }
-  // Every tracked guest has its entry; more entries means some guests left.
-  if (controls_.size() > tracker_.guests().size()) {
-    absl::erase_if(controls_, [this](const auto& entry) { return !tracker_.guests().contains(entry.first); });
-  }
-}
-
-const GuestControl& ControlLoop::ControlOf(const std::string& uuid) const {
-  static const GuestControl* const kNone = new GuestControl();
-  auto it = controls_.find(uuid);
-  return it == controls_.end() ? *kNone : it->second;
+  });
 }
 
 EnvelopeGuest ControlLoop::EnvelopeOf(const TrackedGuest& g) {
@@ -691,13 +680,16 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   // From what the guests reported and the targets the calls set, before the operator's controls
   // change the ceiling the policy sees.
   tracker_.DeriveHistories(now, &snap.guests);
-  for (policy::GuestView& v : snap.guests) {
+  for (size_t i = 0; i < snap.guests.size(); ++i) {
+    policy::GuestView& v = snap.guests[i];
     if (const BalloonCalls::Call* p = calls_->Pending(v.uuid);
         p != nullptr && p->kind == BalloonCalls::Kind::kSetTarget && v.history.has_value()) {
       v.history->pending_target_bytes = p->value;
     }
-    const GuestControl& c = ControlOf(v.uuid);
-    if (c.floor == 0 && c.ceiling == 0) continue;  // not tracked: cannot happen
+    const TrackedGuest* g = tracker_.FindAt(i, v.uuid);
+    if (g == nullptr) continue;  // not tracked: cannot happen
+    const GuestControl& c = g->control;
+    if (c.floor == 0 && c.ceiling == 0) continue;  // no <memory>: nothing to bound
     v.min_bytes = c.floor;
     v.max_bytes = c.ceiling;
     v.shares = c.shares;
@@ -755,9 +747,9 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
   const EnvelopeHost host_facts{host_stale_, absl::ToDoubleSeconds(now - last_host_at_)};
   for (size_t i : ApplyOrder(decisions)) {
     const policy::GuestDecision& d = decisions.guests[i];
-    TrackedGuest* g = tracker_.Find(d.uuid);
+    TrackedGuest* g = tracker_.FindAt(i, d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
-    const GuestControl& c = ControlOf(d.uuid);
+    const GuestControl& c = g->control;
     const int64_t previous = g->target_bytes;
     const policy::GuestView* view =
         i < snapshot.guests.size() && snapshot.guests[i].uuid == d.uuid ? &snapshot.guests[i] : nullptr;
@@ -765,7 +757,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     for (EnvelopeRule rule : move.fired) CountEnvelopeRule(rule);
     if (!move.hold_released.empty()) {
       ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, move.hold_released);
-      if (auto it = controls_.find(d.uuid); it != controls_.end()) it->second.hold.reset();
+      g->control.hold.reset();
     }
     g->envelope_floor = move.envelope_floor_bytes;
     int64_t target = move.target_bytes;
@@ -831,7 +823,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
                 << " policy=" << policy_->name() << " direction=" << DirectionName(direction)
                 << " prev_target=" << FormatMib(rec.previous_target_bytes())
                 << " target=" << FormatMib(rec.target_bytes()) << " actual=" << FormatMib(g->actual_bytes)
-                << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(ControlOf(g->info.uuid).floor)
+                << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(g->control.floor)
                 << " unused=" << FormatMib(g->stats.unused_bytes) << " usable=" << FormatMib(g->stats.usable_bytes)
                 << " cache=" << FormatMib(g->stats.disk_caches_bytes)
                 << absl::StrFormat(" stats_age=%.1fs", g->stats_age_seconds)
@@ -932,7 +924,7 @@ void ControlLoop::PublishLine(absl::Time now, const std::string& stale, plimsoll
 }
 
 void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
-  auto view = std::make_shared<plimsoll::v1::ListGuestsResponse>();
+  auto view = NewViewOnArena(view_arena_bytes_);
   int64_t actual_sum = 0;
   for (const TrackedGuest* g : tracker_.ByName()) {
     plimsoll::v1::Guest* out = view->add_guests();
@@ -941,7 +933,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     out->set_run_state(RunState(g->info.state));
     out->set_management_state(g->management);
     out->set_max_bytes(g->info.max_bytes);
-    const GuestControl& c = ControlOf(g->info.uuid);
+    const GuestControl& c = g->control;
     out->set_min_bytes(c.ceiling > 0 ? c.floor : g->min_bytes);
     if (c.override != nullptr) *out->mutable_override() = *c.override;
     if (c.hold.has_value()) *out->mutable_reclaim_hold() = *c.hold;
@@ -1015,8 +1007,9 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   host->set_tick(tick_.load());
   host->set_tick_seconds(absl::ToDoubleSeconds(options_.tick));
   PublishLine(now, line_stale, view->mutable_host_line());
+  view_arena_bytes_ = view->GetArena()->SpaceAllocated();
   if (deps_.metrics) {
-    deps_.metrics->Publish(*view);
+    deps_.metrics->Publish(view);
     if (deps_.agents != nullptr) {
       const agent::AgentCounters c = deps_.agents->counters();
       std::vector<std::pair<std::string, uint64_t>> rejected;
@@ -1036,7 +1029,12 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   }
   // After the swap: a watcher that reacts to an event reads the view it describes.
   if (deps_.hub != nullptr) {
-    for (plimsoll::v1::WatchEvent& e : EventsBetween(previous.get(), *view)) deps_.hub->Publish(std::move(e));
+    // Nobody to tell: what changed is not worked out (a decision event per guest per tick). A
+    // watcher subscribes before it reads its first view (Watch's snapshot), so one that comes
+    // after this check starts from this view and misses nothing.
+    if (deps_.hub->subscribers() > 0) {
+      for (plimsoll::v1::WatchEvent& e : EventsBetween(previous.get(), *view)) deps_.hub->Publish(std::move(e));
+    }
     for (plimsoll::v1::ReclaimPlan& plan : started_reclaims_) {
       plimsoll::v1::WatchEvent e;
       e.mutable_reclaim()->set_phase(plimsoll::v1::ReclaimEvent::PHASE_APPLIED);
@@ -1082,7 +1080,10 @@ void ControlLoop::Tick() {
   if (collected) {
     std::optional<policy::Snapshot> snap = BuildSnapshot(start);
     if (snap.has_value()) {
-      policy::Decisions decisions = policy_->Decide(*snap, policy_state_);
+      // The state is moved in (the policy updates its memory in place, not a copy of 10,000
+      // guests' of it) and comes back in the decisions.
+      policy::Decisions decisions = policy_->Decide(*snap, std::move(policy_state_));
+      policy_state_ = std::move(decisions.next_state);
       times.decide = since_lap();
       // Before Apply moves the state out: the line reads the decisions' floors and working sets.
       line_figures_ = ComputeLine(*snap, decisions, options_.line);
@@ -1094,7 +1095,6 @@ void ControlLoop::Tick() {
         PLOG_ERROR << "policy " << policy_->name() << " returned " << decisions.guests.size()
                    << " decisions for " << snap->guests.size() << " guests; nothing applied";
       } else {
-        policy_state_ = std::move(decisions.next_state);
         Apply(*snap, decisions, start);
       }
     } else {

@@ -247,12 +247,11 @@ class ControlLoop {
   void ApplyHostPolicy();
   // Starts pending reclaims and ends expired ones (publishing EXPIRED).
   void UpdateReclaims(absl::Time now);
-  // Fills controls_ for every tracked guest from overrides_ and reclaims_.
+  // Fills every tracked guest's control (TrackedGuest::control) from overrides_ and reclaims_.
   void ComputeControls();
   // Ends reclaim `id`'s hold on `uuid` (it is in distress: `why`): RELEASED event, metric, log.
   void ReleaseHold(const std::string& id, const std::string& uuid, const std::string& name,
                    const std::string& why);
-  const GuestControl& ControlOf(const std::string& uuid) const;
   void PublishEvent(plimsoll::v1::WatchEvent event);
   bool EnsureConnected(absl::Time now);
   void Collect(absl::Time now, bool* collected);
@@ -297,7 +296,6 @@ class ControlLoop {
   std::optional<int64_t> budget_cap_;
   bool paused_ = false;
   std::shared_ptr<const OverrideStore::Snapshot> overrides_;
-  absl::flat_hash_map<std::string, GuestControl> controls_;  // by uuid, this tick
   std::vector<ActiveReclaim> reclaims_;                      // loop thread only
   std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
   GuestTracker tracker_;
@@ -313,6 +311,8 @@ class ControlLoop {
   plimsoll::v1::HostLine line_figures_;
   OfferGate offer_gate_;
   bool line_logged_over_ = false;
+  // The last published view's arena size: the next view's first block (view_arena.h).
+  size_t view_arena_bytes_ = 0;
   std::optional<std::string> line_logged_stale_;
   // The guests that spiked before this tick, first spike first: Apply serves them first.
   std::vector<std::string> serve_first_;

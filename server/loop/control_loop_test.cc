@@ -1335,9 +1335,9 @@ class TimedPolicy : public policy::Policy {
  public:
   TimedPolicy(const policy::Policy* policy, FakeClock* clock) : policy_(policy), clock_(clock) {}
   absl::string_view name() const override { return policy_->name(); }
-  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+  policy::Decisions Decide(const policy::Snapshot& s, policy::PolicyState state) const override {
     clock_->Advance(absl::Milliseconds(20));
-    return policy_->Decide(s, state);
+    return policy_->Decide(s, std::move(state));
   }
 
  private:
@@ -1525,8 +1525,8 @@ class FlooredPolicy : public policy::Policy {
  public:
   explicit FlooredPolicy(const ScriptedPolicy* scripted) : scripted_(scripted) {}
   absl::string_view name() const override { return "floored"; }
-  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
-    policy::Decisions d = scripted_->Decide(s, state);
+  policy::Decisions Decide(const policy::Snapshot& s, policy::PolicyState state) const override {
+    policy::Decisions d = scripted_->Decide(s, std::move(state));
     for (policy::GuestDecision& g : d.guests) {
       if (auto it = floors.find(g.uuid); it != floors.end()) g.floor_bytes = it->second;
     }
@@ -1653,12 +1653,12 @@ class WitnessPolicy : public policy::Policy {
  public:
   explicit WitnessPolicy(const ScriptedPolicy* scripted) : scripted_(scripted) {}
   absl::string_view name() const override { return "witness"; }
-  policy::Decisions Decide(const policy::Snapshot& s, const policy::PolicyState& state) const override {
+  policy::Decisions Decide(const policy::Snapshot& s, policy::PolicyState state) const override {
     for (const policy::GuestView& g : s.guests) {
       targets[g.uuid].push_back(g.target_bytes / kMiB);
       pending[g.uuid].push_back(g.history.has_value() ? g.history->pending_target_bytes.value_or(0) / kMiB : -1);
     }
-    return scripted_->Decide(s, state);
+    return scripted_->Decide(s, std::move(state));
   }
   mutable absl::flat_hash_map<std::string, std::vector<int64_t>> targets;
   mutable absl::flat_hash_map<std::string, std::vector<int64_t>> pending;

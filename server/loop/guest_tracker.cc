@@ -220,4 +220,14 @@ TrackedGuest* GuestTracker::Find(const std::string& uuid) {
   return it == by_uuid_.end() ? nullptr : &it->second;
 }
 
+TrackedGuest* GuestTracker::FindAt(size_t i, const std::string& uuid) {
+  // by_name_ points into by_uuid_, which this object owns: the const is only for ByName().
+  if (i < by_name_.size() && by_name_[i]->info.uuid == uuid) return const_cast<TrackedGuest*>(by_name_[i]);
+  return Find(uuid);
+}
+
+void GuestTracker::ForEachGuest(absl::FunctionRef<void(TrackedGuest&)> f) {
+  for (auto& [uuid, g] : by_uuid_) f(g);
+}
+
 }  // namespace plimsoll::server

@@ -11,11 +11,13 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "plimsoll/v1/types.pb.h"
 #include "policy/history_deriver.h"
 #include "policy/policy.h"
 #include "server/hypervisor/hypervisor.h"
+#include "server/loop/envelope.h"
 
 namespace plimsoll::server {
 
@@ -79,6 +81,10 @@ struct TrackedGuest {
   int64_t envelope_floor = 0;
   // What DeriveHistories keeps from one tick to the next (policy/history_deriver.h).
   policy::HistoryMemory history;
+  // The operator's controls over the guest this tick, set by the control loop before anything
+  // reads them (ControlLoop::ComputeControls). Kept with the guest rather than in a map by uuid:
+  // the tick reads them four times per guest, and each lookup hashed a uuid.
+  GuestControl control;
 };
 
 class GuestTracker {
@@ -132,6 +138,11 @@ class GuestTracker {
   const std::vector<const TrackedGuest*>& ByName() const { return by_name_; }
 
   TrackedGuest* Find(const std::string& uuid);
+  // The guest at position `i` of ByName() when it is `uuid` (no lookup: the policy's views and
+  // decisions come in that order), else Find(uuid).
+  TrackedGuest* FindAt(size_t i, const std::string& uuid);
+  // Calls `f` on every guest, in uuid order.
+  void ForEachGuest(absl::FunctionRef<void(TrackedGuest&)> f);
   const absl::btree_map<std::string, TrackedGuest>& guests() const { return by_uuid_; }
 
   // Floor for a guest of this size: max(min_bytes, min_fraction * max), capped at max.

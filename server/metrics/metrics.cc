@@ -26,7 +26,7 @@ namespace {
 using prometheus::Family;
 using prometheus::Gauge;
 
-// The per-guest gauges, one family each; the order of GuestSeries::gauges.
+// The per-guest gauges, one family each.
 enum GuestMetric {
   kTarget,
   kActual,
@@ -50,15 +50,20 @@ enum GuestMetric {
 
 constexpr const char* kBalloonStates[] = {"ok", "stuck", "churning", "self_deflated"};
 
-// Every series of one guest. Kept between publishes so that a tick only sets
-// values: with thousands of guests, looking each series up by name and labels
-// every tick was most of the cost of publishing.
-struct GuestSeries {
-  std::string domain;                            // the "domain" label the series carry
-  std::array<Gauge*, kGuestMetrics> gauges{};    // null: not exported (the stat is absent)
-  std::vector<Gauge*> states;                    // plimsoll_guest_state, in kBalloonStates order
-  uint64_t published = 0;                        // the last Publish() that had this guest
+// A per-guest family: not in the registry, whose series each cost a map of labels (some 7 KB a
+// guest over the 21 series): made at scrape time from the last published view instead.
+struct GuestFamilyInfo {
+  std::string name;
+  std::string help;
 };
+
+// One guest series, "domain" and "uuid" labelled (prometheus-cpp's label order: by name).
+prometheus::ClientMetric GuestSample(const plimsoll::v1::Guest& g, double value) {
+  prometheus::ClientMetric c;
+  c.label = {{"domain", g.name()}, {"uuid", g.uuid()}};
+  c.gauge.value = value;
+  return c;
+}
 
 }  // namespace
 
@@ -87,7 +92,9 @@ struct Metrics::Impl {
     std::vector<prometheus::MetricFamily> Collect() const override {
       impl_->RefreshAgent();
       impl_->RefreshLibvirtCalls();
-      return impl_->registry->Collect();
+      std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
+      impl_->CollectGuests(&families);
+      return families;
     }
 
    private:
@@ -98,10 +105,12 @@ struct Metrics::Impl {
   std::shared_ptr<ScrapeCollectable> scrape = std::make_shared<ScrapeCollectable>(this);
   std::unique_ptr<prometheus::Exposer> exposer;
 
-  absl::Mutex mu;  // guards the guest series (families are themselves thread-safe)
-  std::array<Family<Gauge>*, kGuestMetrics> guest_families{};
-  absl::flat_hash_map<std::string, GuestSeries> guest_series ABSL_GUARDED_BY(mu);  // by uuid
-  uint64_t publishes ABSL_GUARDED_BY(mu) = 0;
+  absl::Mutex mu;  // guards guest_view and the agent counters' last values
+  std::array<GuestFamilyInfo, kGuestMetrics> guest_families{};
+  GuestFamilyInfo guest_state{"plimsoll_guest_state",
+                              "1 for the guest's balloon state: ok, stuck, churning or self_deflated."};
+  // The last published view (immutable, shared with the loop): the per-guest series at scrape time.
+  std::shared_ptr<const plimsoll::v1::ListGuestsResponse> guest_view ABSL_GUARDED_BY(mu);
 
   Family<Gauge>* host_budget;
   Family<Gauge>* host_available;
@@ -143,7 +152,6 @@ struct Metrics::Impl {
   Gauge* config_last_reload_success;
   Gauge* config_last_reload_timestamp;
 
-  Family<Gauge>* guest_state;  // {domain, uuid, state}: 1 for the guest's balloon state
   Family<prometheus::Counter>* agent_reports;
   Family<prometheus::Counter>* agent_rejected;
   uint64_t agent_accepted_seen ABSL_GUARDED_BY(mu) = 0;
@@ -251,32 +259,66 @@ struct Metrics::Impl {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
   void GuestFamily(GuestMetric metric, const std::string& name, const std::string& help) {
-    guest_families[metric] = G(name, help);
+    guest_families[metric] = {name, help};
   }
 
-  // Removes every series of one guest.
-  void RemoveGuest(GuestSeries& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // Appends the per-guest families, from the last published view: a series per guest and
+  // figure the guest has (an absent stat has no series), families with no series left out as
+  // prometheus-cpp leaves them out.
+  void CollectGuests(std::vector<prometheus::MetricFamily>* out) ABSL_LOCKS_EXCLUDED(mu) {
+    std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view;
+    {
+      absl::MutexLock l(&mu);
+      view = guest_view;
+    }
+    if (view == nullptr || view->guests_size() == 0) return;
+    std::array<prometheus::MetricFamily, kGuestMetrics> f;
     for (int m = 0; m < kGuestMetrics; ++m) {
-      if (s.gauges[m] != nullptr) guest_families[m]->Remove(s.gauges[m]);
-      s.gauges[m] = nullptr;
+      f[m].name = guest_families[m].name;
+      f[m].help = guest_families[m].help;
+      f[m].type = prometheus::MetricType::Gauge;
+      f[m].metric.reserve(view->guests_size());
     }
-    for (Gauge* g : s.states) guest_state->Remove(g);
-    s.states.clear();
-  }
-
-  // Sets (or, with no value, removes) one series of one guest.
-  void SetGuest(GuestSeries& s, GuestMetric metric, const plimsoll::v1::Guest& g, bool present, double value)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    Gauge*& gauge = s.gauges[metric];
-    if (!present) {
-      if (gauge != nullptr) {
-        guest_families[metric]->Remove(gauge);
-        gauge = nullptr;
+    prometheus::MetricFamily states;
+    states.name = guest_state.name;
+    states.help = guest_state.help;
+    states.type = prometheus::MetricType::Gauge;
+    for (const plimsoll::v1::Guest& g : view->guests()) {
+      const auto& s = g.stats();
+      auto add = [&](GuestMetric m, bool present, double value) {
+        if (present) f[m].metric.push_back(GuestSample(g, value));
+      };
+      add(kTarget, true, static_cast<double>(g.target_bytes()));
+      add(kActual, true, static_cast<double>(g.actual_bytes()));
+      add(kMax, true, static_cast<double>(g.max_bytes()));
+      add(kMin, true, static_cast<double>(g.min_bytes()));
+      add(kUsable, s.has_usable(), static_cast<double>(s.usable().bytes()));
+      add(kDiskCaches, s.has_disk_caches(), static_cast<double>(s.disk_caches().bytes()));
+      add(kUnused, s.has_unused(), static_cast<double>(s.unused().bytes()));
+      add(kStatsAge, true, s.stats_age_seconds());
+      add(kStatsFresh, true, s.stats_fresh() ? 1 : 0);
+      add(kManaged, true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
+      add(kPsiSome, s.has_psi_some_avg10(), s.psi_some_avg10());
+      add(kRefaults, s.has_refaults_per_second(), s.refaults_per_second());
+      add(kActiveFile, s.has_active_file(), static_cast<double>(s.active_file().bytes()));
+      add(kInactiveFile, s.has_inactive_file(), static_cast<double>(s.inactive_file().bytes()));
+      add(kAnon, s.has_anon(), static_cast<double>(s.anon().bytes()));
+      add(kAgentConnected, g.has_agent(), g.agent().connected() ? 1 : 0);
+      add(kDiskRead, s.has_disk_read_bytes(), static_cast<double>(s.disk_read_bytes()));
+      // One series per balloon state, 1 for the current one (none until a policy tracks it).
+      if (!g.balloon_state().empty()) {
+        for (const char* st : kBalloonStates) {
+          prometheus::ClientMetric c;
+          c.label = {{"domain", g.name()}, {"state", st}, {"uuid", g.uuid()}};
+          c.gauge.value = g.balloon_state() == st ? 1 : 0;
+          states.metric.push_back(std::move(c));
+        }
       }
-      return;
     }
-    if (gauge == nullptr) gauge = &guest_families[metric]->Add({{"domain", g.name()}, {"uuid", g.uuid()}});
-    gauge->Set(value);
+    for (prometheus::MetricFamily& family : f) {
+      if (!family.metric.empty()) out->push_back(std::move(family));
+    }
+    if (!states.metric.empty()) out->push_back(std::move(states));
   }
 };
 
@@ -299,7 +341,6 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kAnon, "plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
   m.GuestFamily(kAgentConnected, "plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
   m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
-  m.guest_state = m.G("plimsoll_guest_state", "1 for the guest's balloon state: ok, stuck, churning or self_deflated.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});
   m.agent_rejected = &prometheus::BuildCounter().Name("plimsoll_agent_reports_rejected_total").Help("Agent reports rejected, by reason.").Register(*m.registry);
@@ -428,56 +469,18 @@ void Metrics::ConfigReloaded(bool success, double unix_seconds) {
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() const { return impl_->registry; }
 
-void Metrics::Publish(const plimsoll::v1::ListGuestsResponse& view) {
+void Metrics::Publish(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published) {
   Impl& m = *impl_;
-  absl::MutexLock l(&m.mu);
-  const uint64_t publish = ++m.publishes;
+  const plimsoll::v1::ListGuestsResponse& view = *published;
   std::array<int, plimsoll::v1::ManagementState_ARRAYSIZE> by_state{};
   for (const auto& g : view.guests()) {
-    GuestSeries& gs = m.guest_series[g.uuid()];
-    if (gs.domain != g.name()) {
-      // New, or renamed: the series carry the name as a label, so they are made anew.
-      m.RemoveGuest(gs);
-      gs.domain = g.name();
-    }
-    gs.published = publish;
-    const auto& s = g.stats();
-    m.SetGuest(gs, kTarget, g, true, g.target_bytes());
-    m.SetGuest(gs, kActual, g, true, g.actual_bytes());
-    m.SetGuest(gs, kMax, g, true, g.max_bytes());
-    m.SetGuest(gs, kMin, g, true, g.min_bytes());
-    m.SetGuest(gs, kUsable, g, s.has_usable(), s.usable().bytes());
-    m.SetGuest(gs, kDiskCaches, g, s.has_disk_caches(), s.disk_caches().bytes());
-    m.SetGuest(gs, kUnused, g, s.has_unused(), s.unused().bytes());
-    m.SetGuest(gs, kStatsAge, g, true, s.stats_age_seconds());
-    m.SetGuest(gs, kStatsFresh, g, true, s.stats_fresh() ? 1 : 0);
-    m.SetGuest(gs, kManaged, g, true, g.management_state() == plimsoll::v1::MANAGEMENT_STATE_MANAGED ? 1 : 0);
-    m.SetGuest(gs, kPsiSome, g, s.has_psi_some_avg10(), s.psi_some_avg10());
-    m.SetGuest(gs, kRefaults, g, s.has_refaults_per_second(), s.refaults_per_second());
-    m.SetGuest(gs, kActiveFile, g, s.has_active_file(), s.active_file().bytes());
-    m.SetGuest(gs, kInactiveFile, g, s.has_inactive_file(), s.inactive_file().bytes());
-    m.SetGuest(gs, kAnon, g, s.has_anon(), s.anon().bytes());
-    m.SetGuest(gs, kAgentConnected, g, g.has_agent(), g.agent().connected() ? 1 : 0);
-    m.SetGuest(gs, kDiskRead, g, s.has_disk_read_bytes(), static_cast<double>(s.disk_read_bytes()));
     if (g.management_state() >= 0 && g.management_state() < plimsoll::v1::ManagementState_ARRAYSIZE) {
       by_state[g.management_state()]++;
     }
-    // One series per balloon state, 1 for the current one (absent until a policy tracks it).
-    if (!g.balloon_state().empty() && gs.states.empty()) {
-      for (const char* st : kBalloonStates) {
-        gs.states.push_back(&m.guest_state->Add({{"domain", g.name()}, {"uuid", g.uuid()}, {"state", st}}));
-      }
-    }
-    for (size_t i = 0; i < gs.states.size(); ++i) gs.states[i]->Set(g.balloon_state() == kBalloonStates[i] ? 1 : 0);
   }
-  // Drop every series of guests that went away.
-  for (auto it = m.guest_series.begin(); it != m.guest_series.end();) {
-    if (it->second.published != publish) {
-      m.RemoveGuest(it->second);
-      m.guest_series.erase(it++);
-    } else {
-      ++it;
-    }
+  {
+    absl::MutexLock l(&m.mu);
+    m.guest_view = published;  // copied: `view` is read below
   }
   const auto& h = view.host();
   m.host_budget->Add({}).Set(h.guest_budget_bytes());
@@ -559,16 +562,14 @@ void Metrics::CountWokenTick() { impl_->ticks_woken->Increment(); }
 
 void Metrics::CountBalloonChangeEvent() { impl_->balloon_change_events->Increment(); }
 
-void Metrics::PublishBalloonSizes(const std::vector<std::pair<std::string, int64_t>>& actual_by_uuid,
-                                  int64_t guests_actual_bytes) {
+void Metrics::PublishBalloonSizes(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view) {
   Impl& m = *impl_;
-  absl::MutexLock l(&m.mu);
-  for (const auto& [uuid, bytes] : actual_by_uuid) {
-    auto it = m.guest_series.find(uuid);
-    if (it == m.guest_series.end() || it->second.gauges[kActual] == nullptr) continue;
-    it->second.gauges[kActual]->Set(static_cast<double>(bytes));
+  const double sum = static_cast<double>(view->host().guests_actual_bytes());
+  {
+    absl::MutexLock l(&m.mu);
+    m.guest_view = std::move(view);
   }
-  m.host_guests_actual->Add({}).Set(static_cast<double>(guests_actual_bytes));
+  m.host_guests_actual->Add({}).Set(sum);
 }
 
 void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }

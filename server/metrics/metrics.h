@@ -78,9 +78,10 @@ class Metrics {
   absl::Status Serve(const std::string& listen);
   int bound_port() const;
 
-  // Sets every guest and host gauge from the published view; removes the series
-  // of guests that are no longer in it and of stats a guest no longer reports.
-  void Publish(const plimsoll::v1::ListGuestsResponse& view);
+  // Sets the host gauges from the published view and keeps the view (immutable, shared) for
+  // the per-guest series, which a scrape makes from it: a series per guest in it and figure it
+  // reports, none for guests no longer in it or stats a guest no longer reports.
+  void Publish(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view);
 
   // Agent channel totals (cumulative, as AgentStore counts them): exported as counters
   // plimsoll_agent_reports_total and plimsoll_agent_reports_rejected_total{reason}.
@@ -159,12 +160,11 @@ class Metrics {
   void CountAgentSpike();
   void CountWokenTick();
   // A balloon-change event arrived from libvirt (plimsoll_balloon_change_events_total), and the
-  // sizes such events brought were folded in between ticks: sets
-  // plimsoll_guest_balloon_actual_bytes of those guests (only guests the last Publish() had)
-  // and plimsoll_host_guests_actual_bytes. Thread-safe.
+  // sizes such events brought were folded in between ticks: `view` is the published view with
+  // them (plimsoll_guest_balloon_actual_bytes from then on) and its host's guests_actual_bytes
+  // (plimsoll_host_guests_actual_bytes). Thread-safe.
   void CountBalloonChangeEvent();
-  void PublishBalloonSizes(const std::vector<std::pair<std::string, int64_t>>& actual_by_uuid,
-                           int64_t guests_actual_bytes);
+  void PublishBalloonSizes(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view);
   // A tick whose host memory read failed, so no guest was shrunk (plimsoll_host_stale_ticks_total).
   void CountHostStaleTick();
   // The safety net changed a decision (plimsoll_safety_holds_total{rule}).

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -172,13 +173,13 @@ TEST(MetricsTest, TheHttpEndpointServesTheScrapeTimeCounts) {
   m.SetAgentSource(nullptr);
 }
 
-v1::ListGuestsResponse View(const std::string& text) {
-  v1::ListGuestsResponse v;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &v)) << text;
+std::shared_ptr<const v1::ListGuestsResponse> View(const std::string& text) {
+  auto v = std::make_shared<v1::ListGuestsResponse>();
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, v.get())) << text;
   return v;
 }
 
-// Metrics::Publish keeps one set of series per guest between publishes: what is
+// A scrape makes the guest series from the last published view: what is
 // exported must still follow the published view exactly.
 TEST(MetricsTest, GuestSeriesFollowTheViewAcrossPublishes) {
   Metrics m;
@@ -284,7 +285,7 @@ TEST(MetricsTest, TheLineIsStaleUntilAViewPublishesIt) {
     host_line { capacity_bytes: 8589934592 committed_bytes: 9663676416 headroom_bytes: -1610612736
                 offered_bytes: 0 over_line: true tick: 4 })",
                                                           &view));
-  m.Publish(view);
+  m.Publish(std::make_shared<const v1::ListGuestsResponse>(view));
   text = m.Render();
   EXPECT_TRUE(Has(text, "plimsoll_host_line_stale 0")) << text;
   EXPECT_TRUE(Has(text, "plimsoll_host_line_capacity_bytes 8589934592")) << text;
