@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "policy/balloon_progress.h"
 #include "policy/guest_safety.h"
 #include "policy/guest_signals.h"
 #include "policy/reason_format.h"
@@ -116,7 +117,16 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     ForgetAbsentGuests(snapshot, &memory_of);
     const std::string why =
         absl::StrCat("pagecache: hold guest_budget_bytes=", snapshot.host.guest_budget_bytes);
-    for (const GuestView& g : snapshot.guests) decisions.guests.push_back(HoldDecision(g, why));
+    for (const GuestView& g : snapshot.guests) {
+      decisions.guests.push_back(HoldDecision(g, why));
+      // A kill counted now is the law's to see when it acts again (as for a held guest).
+      if (g.history.has_value() && g.history->new_oom_kills.value_or(0) > 0) {
+        StateSlot& slot = memory_of[g.uuid];
+        LawMemory* m = slot.GetMutable<LawMemory>();
+        if (m == nullptr) m = &slot.Set(LawMemory());
+        m->unseen_oom_kills += *g.history->new_oom_kills;
+      }
+    }
     decisions.summary = absl::StrCat(why, " guests=", n);
     return decisions;
   }
@@ -158,10 +168,18 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       s.proposal = s.target;
       // Growth class none: granted only out of free memory, after every guest in pressure or
       // hard demand, and never taken from a neighbour; held, it is never shrunk by the host.
-      // A paused guest's stats stand still because it does: it needs nothing.
-      blind[i] = params_.blind_after_seconds > 0 && g.running && (!g.has_stats || !g.stats_fresh) &&
-                 g.stats_age_seconds >= params_.blind_after_seconds && s.target < s.ceiling;
-      if (blind[i]) s.proposal = s.ceiling;
+      // Blind by how long the host has watched its stats stand still (a paused or busy domain,
+      // or libvirt lost, is not the guest hiding).
+      blind[i] = params_.blind_after_seconds > 0 && (!g.has_stats || !g.stats_fresh) &&
+                 g.stats_still_seconds >= params_.blind_after_seconds && s.target < s.ceiling;
+      if (blind[i]) {
+        s.proposal = s.ceiling;
+        // Kept as a guest never seen is: when its stats come back the law starts from its size
+        // then (a = A), not from the allowance it had before, which would cut it in one step.
+        memory.allowance_bytes.reset();
+        memory.asked_bytes.reset();
+        memory.landed_hard_bytes.reset();
+      }
       s.floor = static_cast<double>(FloorBytes(g));
       s.active = s.actual;
       s.may_shrink = false;
@@ -197,9 +215,9 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
   // readings, and the budget round's share of an overcommit, moved targets down and up again
   // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks). What
-  // is left untaken stays within the host's limit: over it, every take is made, however small,
-  // so a host is not left over its budget for a quieter balloon (docs/policy.md, "The smallest
-  // take").
+  // is left untaken stays within the host's limit (and a landing tolerance): over it, every take
+  // is made, however small, so a host is not left over its budget for a quieter balloon
+  // (docs/policy.md, "The smallest take").
   std::vector<int64_t> targets(n);
   std::vector<std::string> small_take(n);
   double total = 0, room = 0;
@@ -212,7 +230,9 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     }
     total += static_cast<double>(targets[i]);
   }
-  room = std::max(0.0, r.limit - total);
+  // Within a balloon's landing tolerance of the limit is at it: a limit set by the host's
+  // MemAvailable moves a few MiB a tick, and each move would be taken and granted back.
+  room = std::max(0.0, r.limit - total) + ProgressParams().tolerance_min_bytes;
   for (size_t i = 0; i < n; ++i) {
     const GuestView& g = snapshot.guests[i];
     const double take = static_cast<double>(g.target_bytes - targets[i]);

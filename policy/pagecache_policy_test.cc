@@ -98,7 +98,7 @@ TEST(PagecachePolicyTest, TheBudgetIsTakenAtMostAStepPerDecision) {
 }
 
 // Under the host's limit a take is at least a step (2% of M), whoever asks for it: the law's own
-// 6 MiB take towards W is not made. Over the limit every take is made, the budget round's 4 MiB
+// 6 MiB take towards W is not made. Over the limit every take is made, the budget round's small
 // shares included.
 TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMadeUnderTheLimit) {
   const PagecachePolicy policy;
@@ -108,11 +108,17 @@ TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMadeUnderTheLimit) {
   EXPECT_EQ(own.guests[0].target_bytes, 1034 * kMib) << own.guests[0].reason;
   EXPECT_THAT(own.guests[0].reason, HasSubstr("take_under_step=6MiB<20.7MiB"));
 
-  const Decisions over = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
+  const Decisions over = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 60), PolicyState());
   for (const GuestDecision& g : over.guests) {
-    EXPECT_EQ(g.target_bytes, 1020 * kMib) << g.reason;
-    EXPECT_THAT(g.reason, HasSubstr("taken=4MiB -> 1020MiB"));
+    EXPECT_EQ(g.target_bytes, 1004 * kMib) << g.reason;
+    EXPECT_THAT(g.reason, HasSubstr("taken=20MiB -> 1004MiB"));
     EXPECT_THAT(g.reason, Not(HasSubstr("take_under_step")));
+  }
+  // Within a landing tolerance (16 MiB) of the limit is at it: 12 MiB over, the 4 MiB shares wait.
+  const Decisions at = policy.Decide(Snap({Hot("a"), Hot("b"), Hot("c")}, 3072 - 12), PolicyState());
+  for (const GuestDecision& g : at.guests) {
+    EXPECT_EQ(g.target_bytes, 1024 * kMib) << g.reason;
+    EXPECT_THAT(g.reason, HasSubstr("take_under_step=4MiB"));
   }
   // Growth is never held back, however small.
   GuestView below = Hot("a");
@@ -122,7 +128,7 @@ TEST(PagecachePolicyTest, ATakeUnderAStepIsNotMadeUnderTheLimit) {
 }
 
 // With many guests the budget round's shares are each under a step, and together they are what
-// takes the host back within its limit: all are made.
+// takes the host back within its limit: all are made but what fits a landing tolerance.
 TEST(PagecachePolicyTest, SmallTakesTogetherMeetTheBudget) {
   const PagecachePolicy policy;
   std::vector<GuestView> guests;
@@ -135,8 +141,8 @@ TEST(PagecachePolicyTest, SmallTakesTogetherMeetTheBudget) {
     sum += static_cast<double>(g.target_bytes) / kMib;
     if (g.target_bytes == 1024 * kMib) ++kept;
   }
-  EXPECT_EQ(kept, 0);
-  EXPECT_LE(sum, 100 * 1024 - 1500 + 1);
+  EXPECT_EQ(kept, 1);  // 15 MiB within the landing tolerance (16 MiB) of the limit
+  EXPECT_LE(sum, 100 * 1024 - 1500 + 16);
 }
 
 TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
@@ -156,7 +162,7 @@ TEST(PagecachePolicyTest, StaleStatsAreHeldAndNeverShrunkForTheBudget) {
 TEST(PagecachePolicyTest, ABlindGuestGetsItsCeilingBackOutOfFreeMemoryOnly) {
   GuestView blind = Guest("s", 400);
   blind.stats_fresh = false;
-  blind.stats_age_seconds = 61;
+  blind.stats_age_seconds = blind.stats_still_seconds = 61;
   const PagecachePolicy policy;
   // Budget 2048: b holds 1024 (hot), so 624 MiB are free and s may grow to 1024.
   Decisions d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
@@ -169,25 +175,45 @@ TEST(PagecachePolicyTest, ABlindGuestGetsItsCeilingBackOutOfFreeMemoryOnly) {
   EXPECT_EQ(d.guests[0].target_bytes, 600 * kMib);
   EXPECT_EQ(d.guests[1].target_bytes, 1024 * kMib);
   // Stale for less than blind_after_s, or the rule off: held where it is.
-  blind.stats_age_seconds = 59;
+  blind.stats_age_seconds = blind.stats_still_seconds = 59;
   d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
   EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold"));
-  blind.stats_age_seconds = 61;
+  blind.stats_age_seconds = blind.stats_still_seconds = 61;
   const PagecachePolicy off(*ParsePagecacheParams("blind_after_s=0"));
   d = off.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
-  // A paused guest's stats stand still because it does: held.
-  blind.running = false;
+  // Stale for long, but the host has watched them stand still for less (a paused or busy
+  // domain, libvirt lost): held.
+  blind.stats_still_seconds = 5;
   d = policy.Decide(Snap({blind, Hot("b")}, 2048), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
-  blind.running = true;
+  blind.stats_still_seconds = 61;
   // Fresh but implausible stats (a guest that lies) are held, not given anything.
   GuestView liar = Guest("l", 400);
   liar.unused_bytes = 3000 * kMib;
-  liar.stats_age_seconds = 61;
+  liar.stats_age_seconds = liar.stats_still_seconds = 61;
   d = policy.Decide(Snap({liar, Hot("b")}, 2048), PolicyState());
   EXPECT_EQ(d.guests[0].target_bytes, 400 * kMib);
+}
+
+// Given its ceiling while blind, a guest is kept as a guest never seen is: when its stats come
+// back the law starts from its size then, and does not cut it to its old allowance in one step.
+TEST(PagecachePolicyTest, ABlindGuestsOldAllowanceIsForgotten) {
+  const PagecachePolicy policy;
+  Histories histories;
+  GuestView g = Guest("s", 400);
+  Decisions d = policy.Decide(Snap({g, Hot("b")}, 2048, 1e9, &histories), PolicyState());
+  ASSERT_LE(d.guests[0].target_bytes, 400 * kMib);
+  g.stats_fresh = false;
+  g.stats_age_seconds = g.stats_still_seconds = 61;
+  d = policy.Decide(Snap({g, Hot("b")}, 2048, 1e9 + 61, &histories), d.next_state);
+  ASSERT_EQ(d.guests[0].target_bytes, 1024 * kMib) << d.guests[0].reason;
+  g.actual_bytes = g.target_bytes = 1024 * kMib;
+  g.stats_fresh = true;
+  g.stats_age_seconds = g.stats_still_seconds = 0;
+  d = policy.Decide(Snap({g, Hot("b")}, 2048, 1e9 + 70, &histories), d.next_state);
+  EXPECT_GT(d.guests[0].target_bytes, 700 * kMib) << "at most half of what lies above W: " << d.guests[0].reason;
 }
 
 TEST(PagecachePolicyTest, RemembersTypedStatePerGuest) {
@@ -330,6 +356,11 @@ TEST(PagecachePolicyTest, AnOomKillCountedWhileHeldIsSeenWhenTheLawActsAgain) {
   EXPECT_EQ(d.guests[0].distress, "oom_kill") << d.guests[0].reason;
   d = policy.Decide(Snap({oom}, 4096, 1e9 + 6, &histories), d.next_state);
   EXPECT_EQ(d.guests[0].distress, "") << "counted once: " << d.guests[0].reason;
+  // The same while every guest is held for want of a budget.
+  oom.oom_kill = 2;
+  d = policy.Decide(Snap({oom}, 0, 1e9 + 8, &histories), d.next_state);
+  d = policy.Decide(Snap({oom}, 4096, 1e9 + 10, &histories), d.next_state);
+  EXPECT_EQ(d.guests[0].distress, "oom_kill") << d.guests[0].reason;
 }
 
 // Hard-demand growth is paid for by the neighbours, so an agent's AnonPages

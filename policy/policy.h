@@ -41,9 +41,11 @@ struct GuestView {
   // False when the guest's stats stopped advancing: a guest is never shrunk on stale stats.
   bool stats_fresh = false;
   double stats_age_seconds = 0;
-  // False while the guest is paused (or in another non-running state libvirt lists): its stats
-  // stand still because it does, not because it cannot be seen.
-  bool running = true;
+  // How long the host, able to read this guest's stats, has seen them stand still: since they
+  // last changed, or since the host last could not read them from the guest (first sight,
+  // libvirt lost, a failed stats call, a busy domain's partial record, the domain not running),
+  // whichever is later. A guest is blind only by this measure (pagecache_policy.h).
+  double stats_still_seconds = 0;
 
   std::optional<int64_t> unused_bytes;       // MemFree
   std::optional<int64_t> usable_bytes;       // MemAvailable

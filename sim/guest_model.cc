@@ -377,11 +377,13 @@ void GuestModel::FillStats(double now, double stale_after, policy::GuestView* vi
     view->has_stats = false;
     view->stats_fresh = false;
     view->stats_age_seconds = now;
+    view->stats_still_seconds = now;  // the model's host always reads the guest
     return;
   }
   const LibvirtReport& l = *libvirt_;
   view->has_stats = true;
   view->stats_age_seconds = now - l.t;
+  view->stats_still_seconds = view->stats_age_seconds;
   view->stats_fresh = policy::StatsFresh(view->stats_age_seconds, stale_after);
   view->unused_bytes = static_cast<int64_t>(l.unused);
   view->usable_bytes = static_cast<int64_t>(l.usable);

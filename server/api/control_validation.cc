@@ -213,8 +213,11 @@ absl::Status ValidateSetHostPolicy(const plimsoll::v1::SetHostPolicyRequest& r,
       return s;
     }
   }
+  // A variant ("pagecache:probe_fraction=0.01") is known by its base name; its parameters are
+  // the core's to check.
+  const std::string base = p.policy().substr(0, p.policy().find(':'));
   if (p.has_policy() && !known_policies.empty() &&
-      std::find(known_policies.begin(), known_policies.end(), p.policy()) == known_policies.end()) {
+      std::find(known_policies.begin(), known_policies.end(), base) == known_policies.end()) {
     return Invalid("policy.policy", absl::StrCat("unknown policy \"", p.policy(), "\"; known: ",
                                                  absl::StrJoin(known_policies, ", ")));
   }

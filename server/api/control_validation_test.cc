@@ -120,6 +120,8 @@ TEST(ValidateSetHostPolicyTest, Table) {
       {R"(policy { host_reserve_bytes: -1 })", kInvalid, "policy.host_reserve_bytes: -1 bytes is outside"},
       {R"(policy { guest_memory_budget_bytes: 1024 })", kInvalid, "policy.guest_memory_budget_bytes: "},
       {R"(policy { policy: "fancy" })", kInvalid, "policy.policy: unknown policy \"fancy\"; known: mom, static"},
+      {R"(policy { policy: "static:x=1" })", kOk, ""},
+      {R"(policy { policy: "fancy:x=1" })", kInvalid, "policy.policy: unknown policy \"fancy:x=1\"; known: mom, static"},
       {R"(clear_fields: "budget")", kInvalid, "clear_fields[0]: \"budget\" is not a HostPolicy setting"},
       {R"(policy { paused: true } clear_fields: "paused")", kInvalid, "clear_fields[0]: \"paused\" is also set"},
   };

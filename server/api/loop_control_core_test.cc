@@ -284,6 +284,14 @@ TEST_F(LoopControlCoreTest, HostPolicyRefusesUnknownPoliciesAndPausesTheLoop) {
   auto bad = core_->SetHostPolicy(r, Admin());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message().rfind("policy.policy: ", 0), 0u) << bad.status();
+  // A variant is a policy; its parameters are checked.
+  r.mutable_policy()->set_policy("pagecache:probe_fraction=0.01");
+  EXPECT_TRUE(core_->SetHostPolicy(r, Admin()).ok());
+  r.mutable_policy()->set_policy("pagecache:bogus=1");
+  auto bad_param = core_->SetHostPolicy(r, Admin());
+  EXPECT_EQ(bad_param.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_param.status().message().find("unknown pagecache parameter \"bogus\""), std::string::npos)
+      << bad_param.status();
   r.mutable_policy()->clear_policy();
   r.mutable_policy()->set_paused(true);
   auto ok = core_->SetHostPolicy(r, Admin());

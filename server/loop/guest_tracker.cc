@@ -146,12 +146,23 @@ void GuestTracker::UpdateStats(
     bool disk_reads_read) {
   for (auto& [uuid, g] : by_uuid_) {
     auto it = stats.find(uuid);
+    // Stats that stand still because the host could not ask the guest (no record: the call
+    // failed; a partial record: the domain is busy with a job; a paused domain) say nothing of
+    // the guest: it is watched again from now.
+    if (it == stats.end() || !it->second.last_update.has_value() ||
+        g.info.state != hypervisor::DomainRunState::kRunning) {
+      g.watched_since = now;
+    }
     if (it != stats.end()) {
       MergeDiskReads(it->second, disk_reads_read, now, &g);
       if (it->second.actual_bytes.has_value()) g.actual_bytes = *it->second.actual_bytes;
     }
     g.disk_read_age_seconds = g.disk_read_at.has_value() ? absl::ToDoubleSeconds(now - *g.disk_read_at) : 0;
     RefreshFreshness(g, now);
+    const absl::Time still_since = g.last_update_changed_at.has_value()
+                                       ? std::max(*g.last_update_changed_at, g.watched_since)
+                                       : g.watched_since;
+    g.stats_still_seconds = absl::ToDoubleSeconds(now - still_since);
     if (g.has_stats && g.stats_fresh) {
       g.management = plimsoll::v1::MANAGEMENT_STATE_MANAGED;
     } else if (!g.has_stats && now - g.first_seen >= rules_.no_balloon_after) {
@@ -169,6 +180,7 @@ void GuestTracker::MarkAllStale(absl::Time now) {
     g.last_update_changed_at.reset();
     g.last_update_value.reset();
     g.watched_since = now;
+    g.stats_still_seconds = 0;
     g.management = plimsoll::v1::MANAGEMENT_STATE_STALE_STATS;
   }
 }
@@ -187,7 +199,7 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.has_stats = g->has_stats;
     v.stats_fresh = g->stats_fresh;
     v.stats_age_seconds = g->stats_age_seconds;
-    v.running = g->info.state == hypervisor::DomainRunState::kRunning;
+    v.stats_still_seconds = g->stats_still_seconds;
     v.unused_bytes = g->stats.unused_bytes;
     v.usable_bytes = g->stats.usable_bytes;
     v.total_bytes = g->stats.available_bytes;

@@ -50,6 +50,7 @@ struct TrackedGuest {
   bool has_stats = false;
   bool stats_fresh = false;
   double stats_age_seconds = 0;
+  double stats_still_seconds = 0;  // policy::GuestView::stats_still_seconds
   absl::Time first_seen;
   // Since when this guest's stats have had to prove themselves fresh: first seen, or the last
   // time libvirt's answers were lost (MarkAllStale). Stats not yet proven are as old as this,

@@ -191,6 +191,52 @@ TEST(GuestTrackerTest, AfterALossStatsAreUnprovenAndAgeFromTheLoss) {
   EXPECT_DOUBLE_EQ(g.stats_age_seconds, 0);
 }
 
+// How long the host has watched a guest's stats stand still: from their last change, but not
+// across the times the host could not ask the guest (a failed call, a busy domain's partial
+// record, a paused domain).
+TEST(GuestTrackerTest, StatsStandStillOnlyWhileTheHostCanAskTheGuest) {
+  GuestRules rules;
+  rules.stale_after = absl::Seconds(10);
+  GuestTracker t(rules);
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  hypervisor::DomainInfo d = Domain("a", "u1");
+  t.Reconcile({d}, now);
+  t.UpdateStats({{"u1", Full(1024, 100)}}, now);
+  now += absl::Seconds(2);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  const TrackedGuest& g = *t.Find("u1");
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 0);
+  now += absl::Seconds(30);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 30) << "the guest's stats stood still while asked";
+  EXPECT_DOUBLE_EQ(g.stats_age_seconds, 30);
+
+  now += absl::Seconds(30);
+  t.UpdateStats({{"u1", Partial(1024)}}, now);  // busy with a job
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 0);
+  EXPECT_DOUBLE_EQ(g.stats_age_seconds, 60) << "the stats themselves are as old as ever";
+  now += absl::Seconds(5);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 5);
+
+  now += absl::Seconds(5);
+  t.UpdateStats({}, now);  // the stats call failed
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 0);
+
+  d.state = hypervisor::DomainRunState::kPaused;
+  for (int i = 0; i < 10; ++i) {
+    now += absl::Seconds(10);
+    t.Reconcile({d}, now);
+    t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  }
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 0) << "paused: its stats stand still because it does";
+  d.state = hypervisor::DomainRunState::kRunning;
+  now += absl::Seconds(1);
+  t.Reconcile({d}, now);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  EXPECT_DOUBLE_EQ(g.stats_still_seconds, 1) << "resumed: watched from the last paused tick";
+}
+
 TEST(GuestTrackerTest, APartialRecordWithoutAFullOneIsNoStats) {
   GuestRules rules;
   GuestTracker t(rules);
