@@ -9,8 +9,9 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libvirt-dev prometheus-cpp-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # real-guest lab: private libvirtd, QEMU (TCG), busybox initramfs, ext4 data disk
-  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
+  # real-guest lab: private libvirtd, QEMU (TCG), busybox initramfs, ext4 data disk; zstd
+  # unpacks bookworm-backports' kernel (the lab's backports flavour)
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 zstd
   busybox-static kmod cpio xz-utils e2fsprogs util-linux procps
   # fuzzing (tools/fuzz.sh): clang, libFuzzer and clang's sanitizer runtimes
   clang libclang-rt-14-dev

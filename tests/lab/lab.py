@@ -54,6 +54,17 @@ DEFAULT_CACHE_DIR = "/tmp/plimsoll-lab-cache"
 DEFAULT_WORKLOAD_BIN = os.path.join(REPO_ROOT, "bazel-bin", "tests", "lab", "guest_workload")
 
 WORKLOADS = ("idle", "stream", "hot", "anon")
+# What a guest runs on: its kernel and the QEMU that runs it, both from Debian packages.
+#   stable:    Debian 12's kernel (6.1) on the host's QEMU (7.2): what bookworm hosts run.
+#   backports: bookworm-backports' kernel (6.12) on its QEMU (10.0), unpacked into the cache and
+#              run beside the host's; the host's libvirt stays. The balloon's stats queue carries
+#              the guest's OOM kills, allocation stalls and scan/reclaim counts from 6.12 on
+#              (QEMU >= 9.2 exposes them).
+# Production hosts run both, so one lab can hold guests of both flavours (add_guest(flavour=)).
+# PLIMSOLL_LAB_FLAVOUR sets the lab's default.
+FLAVOURS = ("stable", "backports")
+BACKPORTS_SUITE = "bookworm-backports"
+BACKPORTS_QEMU_PACKAGES = ("qemu-system-x86", "qemu-system-common", "qemu-system-data")
 # Modules the guest needs, in load order; their dependencies are resolved with
 # `modprobe --show-depends`. The serial console is built in (8250); virtio_console is for the
 # virtio-serial ports (the agent's channel, /sys/class/virtio-ports).
@@ -291,21 +302,42 @@ def _build_cpio(entries):
     return b"".join(parts)
 
 
+def _unzstd_prefix(data):
+    """The first zstd frame of data, decompressed (the zstd tool; Python has no zstd).
+
+    A bzImage's payload is followed by other bytes, which zstd reports as an error after it
+    has written the frame: what matters is what it wrote."""
+    try:
+        p = subprocess.run(["zstd", "-dc", "-q"], input=data, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=120)
+    except FileNotFoundError:
+        raise LabError("this kernel is zstd-compressed and the zstd tool is not installed "
+                       "(apt-get install zstd)") from None
+    return p.stdout
+
+
 def _extract_vmlinux(vmlinuz_path, out_path):
-    """The ELF vmlinux inside an xz-compressed bzImage (PVH boot needs the ELF)."""
+    """The ELF vmlinux inside a bzImage (PVH boot needs the ELF).
+
+    Debian 12's kernel packs it with xz, bookworm-backports' 6.12 with zstd."""
     with open(vmlinuz_path, "rb") as f:
         blob = f.read()
-    pos = blob.find(b"\xfd7zXZ\x00")
-    while pos >= 0:
-        try:
-            out = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(blob[pos:])
-        except lzma.LZMAError:
-            out = b""
-        if out[:4] == b"\x7fELF":
-            _atomic_write(out_path, out)
-            return
-        pos = blob.find(b"\xfd7zXZ\x00", pos + 1)
-    raise LabError("no xz-compressed ELF found in %s" % vmlinuz_path)
+    for magic, unpack in ((b"\xfd7zXZ\x00", _unxz_prefix), (b"\x28\xb5\x2f\xfd", _unzstd_prefix)):
+        pos = blob.find(magic)
+        while pos >= 0:
+            out = unpack(blob[pos:])
+            if out[:4] == b"\x7fELF":
+                _atomic_write(out_path, out)
+                return
+            pos = blob.find(magic, pos + 1)
+    raise LabError("no xz- or zstd-compressed ELF found in %s" % vmlinuz_path)
+
+
+def _unxz_prefix(data):
+    try:
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data)
+    except lzma.LZMAError:
+        return b""
 
 
 class Artefacts:
@@ -316,14 +348,65 @@ class Artefacts:
     unchanged inputs cost a few stat() calls. Concurrent labs serialise on a lock file.
     """
 
-    def __init__(self, cache_dir, stream_mib=700, hot_mib=128):
+    def __init__(self, cache_dir, stream_mib=700, hot_mib=128, flavour="stable"):
+        if flavour not in FLAVOURS:
+            raise LabError("unknown lab flavour %r (one of %s)" % (flavour, ", ".join(FLAVOURS)))
         self.cache_dir = os.path.realpath(cache_dir)
         self.stream_mib = int(stream_mib)
         self.hot_mib = int(hot_mib)
+        self.flavour = flavour
         self.vmlinux = None
         self.initramfs = None
         self.data_img = None
         self.kernel_release = None
+        self.qemu = None
+
+    # Cache entries of the backports flavour carry a prefix, so that each flavour prunes only
+    # its own stale entries and both can live in one cache.
+    @property
+    def _prefix(self):
+        return "" if self.flavour == "stable" else "bpo-"
+
+    # ---- apt ---------------------------------------------------------------------
+    # The backports flavour reads bookworm-backports through a private apt configuration in
+    # the cache (sources, lists, archives): the host's apt sources are left as they are.
+    def _apt_dir(self):
+        return os.path.join(self.cache_dir, "apt-backports")
+
+    def _apt_options(self):
+        if self.flavour == "stable":
+            return []
+        d = self._apt_dir()
+        return ["-o", "Dir::Etc::sourcelist=" + os.path.join(d, "sources.list"),
+                "-o", "Dir::Etc::sourceparts=" + os.path.join(d, "sources.list.d"),
+                "-o", "Dir::State::Lists=" + os.path.join(d, "lists"),
+                "-o", "Dir::Cache=" + os.path.join(d, "cache"),
+                "-o", "APT::Default-Release=" + BACKPORTS_SUITE]
+
+    def _apt_lists_key(self):
+        lists = "/var/lib/apt/lists" if self.flavour == "stable" else os.path.join(
+            self._apt_dir(), "lists")
+        try:
+            return "%d" % os.stat(lists).st_mtime_ns
+        except OSError:
+            return None
+
+    def _apt_update(self):
+        if self.flavour == "stable":
+            _run(["apt-get", "update", "-q"], timeout=600)
+            return
+        d = self._apt_dir()
+        for sub in ("sources.list.d", "lists/partial", "cache/archives/partial"):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        _atomic_write(os.path.join(d, "sources.list"), "deb %s %s main\n" % (
+            _debian_mirror(), BACKPORTS_SUITE))
+        log("apt-get update of %s (private lists in %s)" % (BACKPORTS_SUITE, d))
+        _run(["apt-get", "update", "-q"] + self._apt_options(), timeout=600)
+
+    def _apt(self, tool, *args, timeout=60):
+        if self.flavour != "stable" and not os.path.isdir(os.path.join(self._apt_dir(), "lists")):
+            self._apt_update()
+        return _run([tool] + self._apt_options() + list(args), timeout=timeout)
 
     # ---- kernel ------------------------------------------------------------------
     def _kernel_package(self):
@@ -331,11 +414,8 @@ class Artefacts:
 
         apt-cache costs ~1 s, so the answer is memoised against the apt lists' mtime
         (which changes with every `apt-get update`)."""
-        memo = os.path.join(self.cache_dir, "apt-kernel.json")
-        try:
-            lists_key = "%d" % os.stat("/var/lib/apt/lists").st_mtime_ns
-        except OSError:
-            lists_key = None
+        memo = os.path.join(self.cache_dir, self._prefix + "apt-kernel.json")
+        lists_key = self._apt_lists_key()
         try:
             with open(memo) as f:
                 m = json.load(f)
@@ -351,17 +431,15 @@ class Artefacts:
 
     def _kernel_package_uncached(self):
         try:
-            out = _run(["apt-cache", "depends", "linux-image-amd64"], timeout=60)
+            out = self._apt("apt-cache", "depends", "linux-image-amd64")
             m = re.search(r"Depends:\s*(linux-image-[0-9]\S*)", out)
             if not m:
                 raise LabError("apt-cache depends linux-image-amd64 names no kernel:\n" + out)
             pkg = m.group(1)
-            pol = _run(["apt-cache", "policy", pkg], timeout=60)
-            m = re.search(r"Candidate:\s*(\S+)", pol)
-            ver = m.group(1) if m and m.group(1) != "(none)" else ""
-            return pkg, ver
+            return pkg, self._candidate(pkg)
         except LabError:
-            cached = sorted(d for d in os.listdir(self.cache_dir) if d.startswith("kernel-")
+            cached = sorted(d for d in os.listdir(self.cache_dir)
+                            if d.startswith(self._prefix + "kernel-")
                             and os.path.isdir(os.path.join(self.cache_dir, d)))
             if cached:
                 with open(os.path.join(self.cache_dir, cached[-1], "kernel.json")) as f:
@@ -369,16 +447,23 @@ class Artefacts:
                 return meta["package"], meta["version"]
             raise
 
+    def _candidate(self, pkg):
+        pol = self._apt("apt-cache", "policy", pkg)
+        m = re.search(r"Candidate:\s*(\S+)", pol)
+        return m.group(1) if m and m.group(1) != "(none)" else ""
+
     def _download_deb(self, pkg, ver, dest):
         spec = "%s=%s" % (pkg, ver) if ver else pkg
         os.chmod(dest, 0o777)  # lets apt's _apt user write there (no sandbox warning)
+        before = set(os.listdir(dest))
+        cmd = ["apt-get", "download", "-q"] + self._apt_options() + [spec]
         try:
-            _run(["apt-get", "download", "-q", spec], cwd=dest, timeout=600)
+            _run(cmd, cwd=dest, timeout=600)
         except LabError as first:
             log("apt-get download failed (%s); running apt-get update" % str(first)[:200])
-            _run(["apt-get", "update", "-q"], timeout=600)
-            _run(["apt-get", "download", "-q", spec], cwd=dest, timeout=600)
-        debs = [f for f in os.listdir(dest) if f.endswith(".deb")]
+            self._apt_update()
+            _run(cmd, cwd=dest, timeout=600)
+        debs = [f for f in set(os.listdir(dest)) - before if f.endswith(".deb")]
         if len(debs) != 1:
             raise LabError("apt-get download left %r in %s" % (debs, dest))
         return os.path.join(dest, debs[0])
@@ -386,7 +471,8 @@ class Artefacts:
     def _ensure_kernel(self):
         pkg, ver = self._kernel_package()
         key = hashlib.sha256(repr((pkg, ver, GUEST_MODULES)).encode()).hexdigest()[:12]
-        kdir = os.path.join(self.cache_dir, "kernel-%s-%s" % (pkg[len("linux-image-"):], key))
+        kdir = os.path.join(self.cache_dir, "%skernel-%s-%s" % (
+            self._prefix, pkg[len("linux-image-"):], key))
         meta_path = os.path.join(kdir, "kernel.json")
         if not os.path.exists(meta_path):
             t0 = time.monotonic()
@@ -439,7 +525,7 @@ class Artefacts:
                 log("kernel artefacts ready in %.1fs" % (time.monotonic() - t0))
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-            self._prune("kernel-", keep=os.path.basename(kdir))
+            self._prune(self._prefix + "kernel-", keep=os.path.basename(kdir))
         with open(meta_path) as f:
             meta = json.load(f)
         self.kernel_release = meta["release"]
@@ -451,7 +537,7 @@ class Artefacts:
         busybox = "/bin/busybox"
         key = hashlib.sha256(repr((INITRAMFS_FORMAT_VERSION, os.path.basename(kdir),
                                    GUEST_INIT, _file_id(busybox))).encode()).hexdigest()[:12]
-        path = os.path.join(self.cache_dir, "initramfs-%s.cpio.gz" % key)
+        path = os.path.join(self.cache_dir, "%sinitramfs-%s.cpio.gz" % (self._prefix, key))
         if not os.path.exists(path):
             t0 = time.monotonic()
             with open(busybox, "rb") as f:
@@ -476,7 +562,7 @@ class Artefacts:
             _atomic_write(path, blob)
             log("initramfs built (%d KiB) in %.1fs" % (len(blob) // 1024,
                                                        time.monotonic() - t0))
-            self._prune("initramfs-", keep=os.path.basename(path))
+            self._prune(self._prefix + "initramfs-", keep=os.path.basename(path))
         self.initramfs = path
 
     # ---- data disk ---------------------------------------------------------------
@@ -523,31 +609,118 @@ class Artefacts:
                     with contextlib.suppress(OSError):
                         os.unlink(p)
 
+    # ---- QEMU --------------------------------------------------------------------
+    def _ensure_qemu(self):
+        """The emulator: the host's for stable; backports' QEMU unpacked into the cache.
+
+        Debian's QEMU looks for its data and modules at fixed paths (/usr/share/qemu,
+        /usr/lib/x86_64-linux-gnu/qemu), where the host's QEMU keeps its own: a module of
+        another build makes QEMU abort when libvirt probes it. So the emulator libvirt runs is
+        a wrapper that gives the unpacked QEMU a mount namespace of its own with its data and
+        modules bound over those paths (SeaBIOS and iPXE come from the host's packages, as an
+        installed QEMU takes them). Its shared libraries are bookworm's."""
+        if self.flavour == "stable":
+            self.qemu = os.path.realpath(_which("qemu-system-x86_64"))
+            return
+        ver = self._candidate(BACKPORTS_QEMU_PACKAGES[0])
+        if not ver:
+            raise LabError("%s has no %s" % (BACKPORTS_SUITE, BACKPORTS_QEMU_PACKAGES[0]))
+        key = hashlib.sha256(repr((ver, BACKPORTS_QEMU_PACKAGES)).encode()).hexdigest()[:12]
+        qdir = os.path.join(self.cache_dir, "bpo-qemu-%s" % key)
+        wrapper = os.path.join(qdir, "plimsoll-qemu-system-x86_64")
+        if not os.path.exists(os.path.join(qdir, "qemu.json")):
+            t0 = time.monotonic()
+            log("unpacking QEMU %s from %s" % (ver, BACKPORTS_SUITE))
+            tmp = tempfile.mkdtemp(prefix="tmp-qemu-", dir=self.cache_dir)
+            try:
+                root = os.path.join(tmp, "root")
+                for pkg in BACKPORTS_QEMU_PACKAGES:
+                    deb = self._download_deb(pkg, ver, tmp)
+                    _run(["dpkg-deb", "-x", deb, root], timeout=600)
+                    os.unlink(deb)
+                binds = []
+                for path in ("/usr/share/qemu", "/usr/lib/x86_64-linux-gnu/qemu"):
+                    os.makedirs(root + path, exist_ok=True)
+                    if os.path.isdir(path):  # where the host has none, nothing hides ours
+                        binds.append('mount --bind "$0%s" %s && ' % (path, path))
+                _atomic_write(os.path.join(root, os.path.basename(wrapper)), (
+                    "#!/bin/sh\n# Generated by tests/lab/lab.py: %s's QEMU with its own data and "
+                    "modules.\nexec unshare -m --propagation private /bin/sh -c '%sexec "
+                    "\"$0/usr/bin/qemu-system-x86_64\" \"$@\"' \"%s\" \"$@\"\n")
+                    % (BACKPORTS_SUITE, "".join(binds), qdir), mode=0o755)
+                missing = [l.split()[0] for l in _run(
+                    ["ldd", os.path.join(root, "usr", "bin", "qemu-system-x86_64")]).splitlines()
+                    if "not found" in l]
+                if missing:
+                    raise LabError("QEMU %s needs libraries this host lacks: %s (install them "
+                                   "with apt-get; tools/deps.sh lists the lab's packages)"
+                                   % (ver, ", ".join(missing)))
+                with open(os.path.join(root, "qemu.json"), "w") as f:
+                    json.dump({"version": ver, "packages": BACKPORTS_QEMU_PACKAGES}, f)
+                if os.path.exists(qdir):
+                    shutil.rmtree(qdir)
+                os.rename(root, qdir)
+                log("QEMU %s ready in %.1fs" % (ver, time.monotonic() - t0))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            self._prune("bpo-qemu-", keep=os.path.basename(qdir))
+        self.qemu = wrapper
+
     def ensure(self):
         """Builds whatever is missing; returns self with the artefact paths set."""
         os.makedirs(self.cache_dir, exist_ok=True)
         with _flock(os.path.join(self.cache_dir, ".lock")):
+            self._ensure_qemu()
             kdir, meta = self._ensure_kernel()
             self._ensure_initramfs(kdir, meta)
             self._ensure_data()
         return self
 
 
-def _caps_key():
+def _debian_mirror():
+    """The Debian mirror the host's apt sources name (deb.debian.org where none is found)."""
+    paths = ["/etc/apt/sources.list"]
+    with contextlib.suppress(OSError):
+        paths += sorted(os.path.join("/etc/apt/sources.list.d", f)
+                        for f in os.listdir("/etc/apt/sources.list.d")
+                        if f.endswith((".list", ".sources")))
+    for path in paths:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^(?:deb\s+(?:\[[^]]*\]\s+)?|URIs:\s*)(\S+/debian)/?\s", text, re.M)
+        if m:
+            return m.group(1)
+    return "http://deb.debian.org/debian"
+
+
+def lab_flavour(flavour=None):
+    """The flavour asked for, else PLIMSOLL_LAB_FLAVOUR, else stable; LabError if unknown."""
+    f = flavour or os.environ.get("PLIMSOLL_LAB_FLAVOUR") or "stable"
+    if f not in FLAVOURS:
+        raise LabError("unknown lab flavour %r (one of %s)" % (f, ", ".join(FLAVOURS)))
+    return f
+
+
+def _caps_key(qemu):
     """What libvirt's QEMU capability cache depends on, roughly."""
-    parts = [_file_id(os.path.realpath(_which("qemu-system-x86_64"))),
+    parts = [_file_id(qemu),
              _file_id(os.path.realpath(_which("libvirtd"))), os.uname().release,
              str(os.path.exists("/dev/kvm"))]
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def prepare(cache_dir=DEFAULT_CACHE_DIR, stream_mib=700, hot_mib=128, warm_caps=True):
-    """Builds the cached artefacts and warms libvirt's QEMU capability cache."""
-    art = Artefacts(cache_dir, stream_mib, hot_mib).ensure()
+def prepare(cache_dir=DEFAULT_CACHE_DIR, stream_mib=700, hot_mib=128, warm_caps=True,
+            flavour="stable"):
+    """Builds the cached artefacts of a flavour and warms libvirt's QEMU capability cache."""
+    art = Artefacts(cache_dir, stream_mib, hot_mib, flavour).ensure()
     if warm_caps:
         caps_dir = os.path.join(art.cache_dir, "libvirt-cache")
-        stamp = os.path.join(caps_dir, ".plimsoll-warm")
-        key = _caps_key()
+        stamp = os.path.join(caps_dir, ".plimsoll-warm" + ("" if flavour == "stable"
+                                                           else "-" + flavour))
+        key = _caps_key(art.qemu)
         try:
             with open(stamp) as f:
                 warm = f.read().strip() == key
@@ -561,7 +734,7 @@ def prepare(cache_dir=DEFAULT_CACHE_DIR, stream_mib=700, hot_mib=128, warm_caps=
                       hot_mib=hot_mib, cleanup_at_exit=True)
             try:
                 lab.start(_prepare=False)
-                lab.virsh("domcapabilities", "--virttype", "qemu")
+                lab.virsh("domcapabilities", "--virttype", "qemu", "--emulatorbin", art.qemu)
             finally:
                 lab.stop()
             _atomic_write(stamp, key + "\n")
@@ -707,7 +880,7 @@ class Lab:
     """
 
     def __init__(self, state_dir=None, cache_dir=None, workload_bin=None,
-                 stream_mib=700, hot_mib=128, cleanup_at_exit=True):
+                 stream_mib=700, hot_mib=128, cleanup_at_exit=True, flavour=None):
         if state_dir is None:
             state_dir = tempfile.mkdtemp(prefix="plimsoll-lab-")
         self.state_dir = os.path.realpath(state_dir)
@@ -720,6 +893,8 @@ class Lab:
         self.stream_mib = stream_mib
         self.hot_mib = hot_mib
         self.cleanup_at_exit = cleanup_at_exit
+        self.flavour = lab_flavour(flavour)  # guests' default (add_guest(flavour=) overrides)
+        self._flavour_artefacts = {}
         self.uri = "qemu:///system?socket=%s" % self.socket_path
         self.timings = {}
         self.artefacts = None
@@ -873,7 +1048,7 @@ class Lab:
             raise LabError(problem)
         if _prepare and self.artefacts is None:
             t0 = time.monotonic()
-            self.artefacts = prepare(self.cache_dir, self.stream_mib, self.hot_mib)
+            self.artefacts = self.artefacts_of(self.flavour)
             self.timings["prepare_s"] = time.monotonic() - t0
         if self.libvirtd_pid() is not None:
             self._save_meta()
@@ -972,6 +1147,14 @@ class Lab:
         return _run(["virsh", "-c", self.uri] + [str(a) for a in args], check=check,
                     timeout=timeout)
 
+    def artefacts_of(self, flavour):
+        """The built artefacts of a flavour (built on first use)."""
+        flavour = lab_flavour(flavour)
+        if flavour not in self._flavour_artefacts:
+            self._flavour_artefacts[flavour] = prepare(self.cache_dir, self.stream_mib,
+                                                       self.hot_mib, flavour=flavour)
+        return self._flavour_artefacts[flavour]
+
     def domains(self):
         """Names of running domains."""
         return [l.strip() for l in self.virsh("list", "--name").splitlines() if l.strip()]
@@ -980,8 +1163,10 @@ class Lab:
     def domain_xml(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                    autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
                    hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None,
-                   on_reboot="destroy"):
+                   on_reboot="destroy", flavour=None):
         """The libvirt XML add_guest() would create (exposed for tests and debugging).
+
+        flavour: the guest's kernel and QEMU (FLAVOURS); the lab's default where None.
 
         balloon=False gives the guest no balloon device (`<memballoon model='none'/>`).
         agent_channel: the agent's virtio-serial port (AGENT_CHANNEL_NAME), its host end at
@@ -1006,6 +1191,7 @@ class Lab:
                            "//tests/lab:guest_workload or pass workload_bin" % workload)
         if self.artefacts is None:
             raise LabError("start() the lab first")
+        art = self.artefacts_of(flavour or self.flavour)
         args = ["console=ttyS0", "quiet", "loglevel=4", "panic=1", "rdinit=/init",
                 "plimsoll.name=%s" % name, "plimsoll.workload=%s" % workload,
                 "plimsoll.anon_mib=%d" % int(anon_mib), "plimsoll.anon_after=%g" % anon_after]
@@ -1028,8 +1214,7 @@ class Lab:
         kvm = kvm_usable()
         esc = lambda s: (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
                          .replace("'", "&apos;"))
-        a = self.artefacts
-        cache_mode = "none" if _supports_o_direct(a.data_img) else "writeback"
+        cache_mode = "none" if _supports_o_direct(art.data_img) else "writeback"
         if agent_channel and not serial_controller:
             raise LabError("an agent channel needs the virtio-serial controller")
         serial = ""
@@ -1092,9 +1277,9 @@ class Lab:
   </qemu:commandline>
 </domain>
 """.format(dtype="kvm" if kvm else "qemu", name=name, uuid=guest_uuid or uuid.uuid4(), mib=int(memory_mib),
-           vmlinux=esc(a.vmlinux), initrd=esc(a.initramfs), cmdline=esc(cmdline),
+           vmlinux=esc(art.vmlinux), initrd=esc(art.initramfs), cmdline=esc(cmdline),
            cpu="\n  <cpu mode='host-passthrough'/>" if kvm else "",
-           qemu=esc(os.path.realpath(_which("qemu-system-x86_64"))), data=esc(a.data_img),
+           qemu=esc(art.qemu), data=esc(art.data_img),
            console=esc(self.console_path(name)),
            marker=ENV_MARKER, state=esc(self.state_dir), cache_mode=cache_mode,
            memballoon=(("    <memballoon model='virtio' autodeflate='%s' freePageReporting='on'>\n"
@@ -1106,21 +1291,24 @@ class Lab:
     def add_guest(self, name, workload="idle", memory_mib=1024, cmdline_extra="", run=None,
                   autodeflate=True, anon_mib=256, anon_after=0, guest_uuid=None, balloon=True,
                   hot_mib=None, agent_channel=True, serial_controller=True, network=True, vsock_cid=None,
-                  on_reboot="destroy"):
+                  on_reboot="destroy", flavour=None):
         """Creates and starts a transient guest; returns at once (see wait_ready).
 
         guest_uuid: the domain (and SMBIOS) UUID, e.g. to derive the agent's token before boot.
         balloon=False: no balloon device at all; such a guest never reports balloon stats, so
         wait for its heartbeat (wait_ready() waits for stats and would time out).
-        agent_channel, serial_controller, network, vsock_cid, on_reboot: see domain_xml()."""
+        agent_channel, serial_controller, network, vsock_cid, on_reboot, flavour: see
+        domain_xml()."""
         if self.libvirtd_pid() is None:
             self.start()
         if self.artefacts is None:
-            self.artefacts = prepare(self.cache_dir, self.stream_mib, self.hot_mib)
+            self.artefacts = self.artefacts_of(self.flavour)
+        flavour = lab_flavour(flavour or self.flavour)
         xml = self.domain_xml(name, workload, memory_mib, cmdline_extra, run, autodeflate,
                               anon_mib, anon_after, guest_uuid, balloon=balloon, hot_mib=hot_mib,
                               agent_channel=agent_channel, serial_controller=serial_controller,
-                              network=network, vsock_cid=vsock_cid, on_reboot=on_reboot)
+                              network=network, vsock_cid=vsock_cid, on_reboot=on_reboot,
+                              flavour=flavour)
         xml_path = self._p("guests", name + ".xml")
         _atomic_write(xml_path, xml)
         for stale in (self.console_path(name), self.channel_path(name)):
@@ -1129,11 +1317,12 @@ class Lab:
         t0 = time.monotonic()
         self.virsh("create", xml_path)
         self._guests[name] = {"workload": workload, "memory_mib": int(memory_mib),
+                              "flavour": flavour,
                               "autodeflate": bool(autodeflate), "balloon": bool(balloon), "run": run,
                               "created_wall": time.time(), "created_mono": t0}
         self._save_meta()
-        log("guest %s created (%s, %d MiB) in %.2fs" % (name, workload, memory_mib,
-                                                        time.monotonic() - t0))
+        log("guest %s created (%s, %d MiB, %s) in %.2fs" % (name, workload, memory_mib, flavour,
+                                                            time.monotonic() - t0))
 
     def console(self, name):
         """The guest's serial console output so far."""
@@ -1374,6 +1563,8 @@ def main(argv=None):
     p.add_argument("--cache", default=None)
     p.add_argument("--stream-mib", type=int, default=700)
     p.add_argument("--hot-mib", type=int, default=128)
+    p.add_argument("--flavour", choices=FLAVOURS, default=None,
+                   help="guest kernel and QEMU (default: $PLIMSOLL_LAB_FLAVOUR or stable)")
     p = sub.add_parser("up", help="start libvirtd and guests, wait ready, print URI=")
     p.add_argument("--state", required=True)
     p.add_argument("--cache", default=None)
@@ -1386,6 +1577,8 @@ def main(argv=None):
     p.add_argument("--stream-mib", type=int, default=700)
     p.add_argument("--hot-mib", type=int, default=128)
     p.add_argument("--timeout", type=float, default=90)
+    p.add_argument("--flavour", choices=FLAVOURS, default=None,
+                   help="guests' kernel and QEMU (default: $PLIMSOLL_LAB_FLAVOUR or stable)")
     p = sub.add_parser("down", help="destroy guests, stop libvirtd, remove state")
     p.add_argument("--state", required=True)
     p = sub.add_parser("status", help="guests and their last heartbeat")
@@ -1409,9 +1602,9 @@ def main(argv=None):
                 raise LabError(problem)
             t0 = time.monotonic()
             art = prepare(args.cache or os.environ.get("PLIMSOLL_LAB_CACHE") or DEFAULT_CACHE_DIR,
-                          args.stream_mib, args.hot_mib)
-            print("VMLINUX=%s\nINITRAMFS=%s\nDATA_IMG=%s" % (art.vmlinux, art.initramfs,
-                                                             art.data_img))
+                          args.stream_mib, args.hot_mib, flavour=lab_flavour(args.flavour))
+            print("VMLINUX=%s\nINITRAMFS=%s\nDATA_IMG=%s\nQEMU=%s" % (
+                art.vmlinux, art.initramfs, art.data_img, art.qemu))
             log("prepare took %.2fs" % (time.monotonic() - t0))
             return 0
         if args.cmd == "down":
@@ -1437,7 +1630,8 @@ def main(argv=None):
             return 0
         if args.cmd == "up":
             lab = Lab(state_dir=args.state, cache_dir=args.cache, workload_bin=args.workload_bin,
-                      stream_mib=args.stream_mib, hot_mib=args.hot_mib, cleanup_at_exit=False)
+                      stream_mib=args.stream_mib, hot_mib=args.hot_mib, cleanup_at_exit=False,
+                      flavour=args.flavour)
             was_running = lab.libvirtd_pid() is not None
             try:
                 lab.start()
