@@ -75,6 +75,7 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.balloon_workers = options.balloon_workers;
   lo.balloon_call_deadline = options.balloon_call_deadline;
   lo.block_stats_interval = options.block_stats_interval;
+  lo.balloon_pressure_stats = options.balloon_pressure_stats;
   lo.line.new_guest_room_bytes = options.line_new_guest_room_bytes;
   lo.line.burst_reserve_bytes = options.line_burst_reserve_bytes;
   lo.offer_hold = options.line_offer_hold;

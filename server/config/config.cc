@@ -287,6 +287,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!c.has_balloon_workers()) c.set_balloon_workers(4);
   if (!c.has_balloon_call_deadline()) c.set_balloon_call_deadline("60s");
   if (!c.has_block_stats_interval()) c.set_block_stats_interval("5s");
+  if (!c.has_balloon_pressure_stats()) c.set_balloon_pressure_stats(true);
   auto* host = c.mutable_host();
   if (!host->has_host_reserve_bytes()) host->set_host_reserve_bytes(1 * kGiB);
   if (!host->has_proc_root()) host->set_proc_root("/");
@@ -356,6 +357,7 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
                                      absl::Hours(1));
   if (!block.ok()) return block.status();
   o.block_stats_interval = *block;
+  o.balloon_pressure_stats = c.balloon_pressure_stats();
 
   o.host_reserve_bytes = c.host().host_reserve_bytes();
   if (o.host_reserve_bytes < 0) {

@@ -32,6 +32,7 @@ struct Options {
   int balloon_workers = 0;
   absl::Duration balloon_call_deadline;
   absl::Duration block_stats_interval;
+  bool balloon_pressure_stats = true;
   int64_t host_reserve_bytes = 0;
   std::optional<int64_t> guest_memory_budget_bytes;
   std::string proc_root;

@@ -94,6 +94,7 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   Compare(restart, "libvirt_uri", a.libvirt_uri, b.libvirt_uri, str);
   Compare(restart, "balloon_workers", a.balloon_workers, b.balloon_workers, num);
   Compare(restart, "balloon_call_deadline", a.balloon_call_deadline, b.balloon_call_deadline, dur);
+  Compare(restart, "balloon_pressure_stats", a.balloon_pressure_stats, b.balloon_pressure_stats, boolean);
   Compare(restart, "grpc_listen", a.grpc_listen, b.grpc_listen, str);
   Compare(restart, "metrics_listen", a.metrics_listen, b.metrics_listen, str);
   Compare(restart, "host.proc_root", a.proc_root, b.proc_root, str);

@@ -23,6 +23,29 @@ namespace plimsoll::hypervisor {
 
 enum class DomainRunState { kRunning, kPaused, kShutoff, kCrashed, kOther };
 
+// What a guest's balloon driver counts beyond libvirt's memory stats, from Linux 6.12 on: the
+// guest's /proc/vmstat oom_kill and allocstall (entries into direct reclaim, all zones) as counts,
+// and pgscan_direct, pgsteal_direct (memory scanned and reclaimed by allocating tasks),
+// pgscan_kswapd and pgsteal_kswapd (the same in the background) in bytes. Since the guest booted. QEMU >= 9.2 keeps
+// them in the balloon's guest-stats; libvirt's memory stats do not carry them, so they are read
+// through QEMU's monitor (Hypervisor::ReadBalloonPressure). Absent counters were not reported:
+// QEMU before 9.2 does not know them, a guest kernel before 6.12 does not send them.
+struct BalloonPressure {
+  std::optional<uint64_t> oom_kills;
+  std::optional<uint64_t> alloc_stalls;
+  std::optional<uint64_t> direct_scans;
+  std::optional<uint64_t> direct_reclaims;
+  std::optional<uint64_t> async_scans;
+  std::optional<uint64_t> async_reclaims;
+  // QEMU's last-update: when the guest last sent its stats (unix seconds); absent or 0: never.
+  std::optional<int64_t> last_update;
+
+  // Whether any counter was reported.
+  bool any() const {
+    return oom_kills || alloc_stalls || direct_scans || direct_reclaims || async_scans || async_reclaims;
+  }
+};
+
 // Identity and limits of one active domain.
 struct DomainInfo {
   std::string name;
@@ -52,6 +75,9 @@ struct BalloonStats {
   // driver answers no bulk call with block stats (the test driver) or the guest has no disk.
   std::optional<uint64_t> disk_read_bytes;
   std::optional<uint64_t> disk_read_requests;
+  // Not in libvirt's stats either: the balloon driver's pressure counters, where they were read
+  // (the control loop's balloon_pressure_reader.h fills them after the survey).
+  BalloonPressure pressure;
 };
 
 // A domain's virtio vsock device as its live XML describes it (docs/agent.md, "vsock"):
@@ -164,6 +190,13 @@ class Hypervisor {
   virtual absl::Status AttachAgentChannel(const std::string& uuid, const std::string& name,
                                           const std::string& socket_path);
 
+  // The domain's balloon pressure counters (BalloonPressure), read through QEMU's monitor
+  // (virDomainQemuMonitorCommand: libvirt marks the domain tainted, "custom monitor control
+  // commands"; docs/operations.md). NOT_FOUND when there is no such domain or it has no balloon;
+  // FAILED_PRECONDITION when it is not running. Answers with no counter where QEMU or the guest
+  // lacks them. Not pure: default UNIMPLEMENTED (no monitor).
+  virtual absl::StatusOr<BalloonPressure> ReadBalloonPressure(const std::string& uuid);
+
   // The calls made to the hypervisor so far, by the function's name, for /metrics. Default:
   // none counted.
   virtual std::vector<std::pair<std::string, uint64_t>> CallCounts() const { return {}; }
@@ -188,6 +221,10 @@ inline absl::StatusOr<DomainSurvey> Hypervisor::SurveyDomains(bool /*with_block_
 
 inline absl::StatusOr<std::string> Hypervisor::ActiveJob(const std::string&) {
   return absl::UnimplementedError("this hypervisor reports no jobs");
+}
+
+inline absl::StatusOr<BalloonPressure> Hypervisor::ReadBalloonPressure(const std::string&) {
+  return absl::UnimplementedError("this hypervisor has no QEMU monitor");
 }
 
 inline absl::StatusOr<AgentChannelInfo> Hypervisor::GetAgentChannel(const std::string&, const std::string&) {

@@ -1,6 +1,7 @@
 // The only file in the project that includes <libvirt/libvirt.h>.
 #include "server/hypervisor/libvirt_hypervisor.h"
 
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
@@ -32,6 +33,7 @@
 #include "server/hypervisor/agent_channel_xml.h"
 #include "server/hypervisor/bulk_stats.h"
 #include "server/hypervisor/libvirt_errors.h"
+#include "server/hypervisor/qemu_guest_stats.h"
 
 namespace plimsoll::hypervisor {
 namespace {
@@ -516,6 +518,8 @@ struct LibvirtHypervisor::Impl {
   std::array<std::atomic<uint64_t>, kNumLibvirtCalls> calls{};
   // virDomainGetJobInfo answered VIR_ERR_NO_SUPPORT (the test driver): not asked again.
   bool job_info_supported ABSL_GUARDED_BY(mu) = true;
+  // virDomainQemuMonitorCommand answered VIR_ERR_NO_SUPPORT (a driver without QEMU): not asked again.
+  bool qemu_monitor_supported ABSL_GUARDED_BY(mu) = true;
   // The domains of the last ListActiveDomains, by lowercase uuid. Stats, targets
   // and periods use them instead of a lookup per call (an RPC to libvirtd). A
   // domain that stopped since fails its call as a vanished one would. Freed
@@ -547,6 +551,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
   bulk_supported = true;
   bulk_balloon_empty = false;
   job_info_supported = true;
+  qemu_monitor_supported = true;
 
   // Without keepalive a dead libvirtd is noticed only at the next call; local
   // drivers (test, or qemu:///system opened in-process) do not support it.
@@ -975,6 +980,8 @@ const char* LibvirtCallName(LibvirtCall call) {
       return "virDomainGetJobInfo";
     case LibvirtCall::kGetXml:
       return "virDomainGetXMLDesc";
+    case LibvirtCall::kQemuMonitor:
+      return "virDomainQemuMonitorCommand";
     case LibvirtCall::kAttachDevice:
       return "virDomainAttachDeviceFlags";
   }
@@ -1046,6 +1053,30 @@ absl::StatusOr<std::string> LibvirtHypervisor::ActiveJob(const std::string& uuid
       return absl::StrCat(info.type == VIR_DOMAIN_JOB_BOUNDED ? "bounded" : "unbounded", " job running for ",
                           info.timeElapsed / 1000, ".", info.timeElapsed % 1000 / 100, "s");
   }
+}
+
+absl::StatusOr<BalloonPressure> LibvirtHypervisor::ReadBalloonPressure(const std::string& uuid) {
+  {
+    absl::MutexLock l(&impl_->mu);
+    if (!impl_->qemu_monitor_supported) {
+      return absl::UnimplementedError(absl::StrCat("virDomainQemuMonitorCommand uuid=", uuid,
+                                                   ": unsupported by this connection's driver, not asked again"));
+    }
+  }
+  char* reply = nullptr;
+  absl::Status s = impl_->CallUnlocked(uuid, absl::StrCat("virDomainQemuMonitorCommand(guest-stats) uuid=", uuid),
+                                       [impl = impl_.get(), &reply](virDomainPtr dom) {
+                                         impl->Count(LibvirtCall::kQemuMonitor);
+                                         return virDomainQemuMonitorCommand(dom, kQemuGuestStatsCommand, &reply, 0);
+                                       });
+  std::unique_ptr<char, decltype(&free)> owned(reply, &free);
+  if (absl::IsUnimplemented(s)) {
+    absl::MutexLock l(&impl_->mu);
+    impl_->qemu_monitor_supported = false;
+  }
+  if (!s.ok()) return s;
+  if (reply == nullptr) return absl::InternalError("virDomainQemuMonitorCommand answered no reply");
+  return ParseQemuGuestStats(reply);
 }
 
 void LibvirtHypervisor::SetEventCallback(std::function<void(const DomainEvent&)> callback) {

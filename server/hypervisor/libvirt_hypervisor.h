@@ -43,8 +43,9 @@ enum class LibvirtCall {
   kGetJobInfo,         // virDomainGetJobInfo
   kGetXml,             // virDomainGetXMLDesc
   kAttachDevice,       // virDomainAttachDeviceFlags
+  kQemuMonitor,        // virDomainQemuMonitorCommand (the balloon's pressure counters)
 };
-inline constexpr size_t kNumLibvirtCalls = 10;
+inline constexpr size_t kNumLibvirtCalls = 11;
 // The libvirt function's name ("virConnectGetAllDomainStats", ...).
 const char* LibvirtCallName(LibvirtCall call);
 
@@ -112,6 +113,10 @@ class LibvirtHypervisor final : public Hypervisor {
   // virDomainGetJobInfo: "" for no job (or a finished one), else "bounded|unbounded job running
   // for N.Ns". UNIMPLEMENTED where the driver has no job info.
   absl::StatusOr<std::string> ActiveJob(const std::string& uuid) override;
+  // Through virDomainQemuMonitorCommand, without holding the mutex (a monitor command waits
+  // for the domain's job like a balloon call). UNIMPLEMENTED where the driver has no QEMU
+  // monitor (the test driver), remembered for the connection.
+  absl::StatusOr<BalloonPressure> ReadBalloonPressure(const std::string& uuid) override;
   // After it returns the previous callback is not running (unless called from
   // the event thread itself) and will not be called again.
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;

@@ -81,6 +81,7 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
       budget_cap_(options.guest_memory_budget_bytes),
       overrides_(std::make_shared<const OverrideStore::Snapshot>()),
       tracker_(options.rules),
+      pressure_reader_(deps.hypervisor, {options.balloon_pressure_stats}),
       offer_gate_(options.offer_hold),
       reconnect_backoff_(options.reconnect_min),
       published_(InitialView()),
@@ -542,6 +543,7 @@ bool ControlLoop::EnsureConnected(absl::Time now) {
   was_connected_ = true;
   // Re-enable stats everywhere: a restarted libvirtd or QEMU may have lost the period.
   for (const auto& [uuid, g] : tracker_.guests()) ResetStatsEnabled(tracker_.Find(uuid));
+  pressure_reader_.Reset();
   return true;
 }
 
@@ -579,6 +581,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
+    pressure_reader_.Forget(uuid);
     last_logged_.erase(uuid);
     busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
@@ -612,6 +615,13 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     PLOG_WARNING << "reading balloon stats failed: " << survey->stats_status.message();
     tracker_.UpdateStats({}, now);
   } else {
+    const BalloonPressureReader::Counts before = pressure_reader_.counts();
+    pressure_reader_.Read(now, &*survey);
+    if (deps_.metrics != nullptr) {
+      const BalloonPressureReader::Counts& after = pressure_reader_.counts();
+      deps_.metrics->AddBalloonPressureReads(after.read - before.read, after.lacking - before.lacking,
+                                             after.failed - before.failed);
+    }
     tracker_.UpdateStats(survey->stats, now, survey->block_stats_read);
     if (survey->block_stats_read) last_block_read_ = now;
   }
@@ -958,6 +968,15 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     s->set_last_update_unix_seconds(g->stats.last_update.value_or(0));
     if (g->stats.disk_read_bytes) s->set_disk_read_bytes(*g->stats.disk_read_bytes);
     if (g->stats.disk_read_requests) s->set_disk_read_requests(*g->stats.disk_read_requests);
+    if (const hypervisor::BalloonPressure& p = g->stats.pressure; p.any()) {
+      auto* bp = s->mutable_balloon_pressure();
+      if (p.oom_kills) bp->set_oom_kills(*p.oom_kills);
+      if (p.alloc_stalls) bp->set_alloc_stalls(*p.alloc_stalls);
+      if (p.direct_scans) bp->set_direct_scan_bytes(*p.direct_scans);
+      if (p.direct_reclaims) bp->set_direct_reclaim_bytes(*p.direct_reclaims);
+      if (p.async_scans) bp->set_async_scan_bytes(*p.async_scans);
+      if (p.async_reclaims) bp->set_async_reclaim_bytes(*p.async_reclaims);
+    }
     // From the read's own time: while libvirt is unreachable the reads grow old here too.
     if (g->stats.disk_read_bytes && g->disk_read_at.has_value()) {
       s->set_disk_read_age_seconds(absl::ToDoubleSeconds(now - *g->disk_read_at));

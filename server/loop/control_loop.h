@@ -91,6 +91,7 @@
 #include "server/hypervisor/hypervisor.h"
 #include "server/loop/actuator.h"
 #include "server/loop/balloon_calls.h"
+#include "server/loop/balloon_pressure_reader.h"
 #include "server/loop/envelope.h"
 #include "server/loop/guest_tracker.h"
 #include "server/loop/stored_controls.h"
@@ -117,6 +118,9 @@ struct LoopOptions {
   // read costs QEMU a block-stats query per domain, and ticks come up to min_wake_interval
   // apart. Zero: every tick.
   absl::Duration block_stats_interval = absl::Seconds(5);
+  // Read the balloon's pressure counters through QEMU's monitor (config balloon_pressure_stats;
+  // BalloonPressureReader). Read at construction only.
+  bool balloon_pressure_stats = true;
   // Balloon calls (SetTarget, EnableStats) run on this many workers (config balloon_workers),
   // each given balloon_call_deadline to return (BalloonCalls). 0 runs them on the loop thread:
   // tests and benchmarks only (the config has at least 1). Read at construction only.
@@ -299,6 +303,7 @@ class ControlLoop {
   std::vector<ActiveReclaim> reclaims_;                      // loop thread only
   std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
   GuestTracker tracker_;
+  BalloonPressureReader pressure_reader_;  // loop thread only
   bool agents_told_ = false;  // the agent store has been given the tracked guests once
   // The policy's memory, committed as each Decide returns it. A move the envelope, a pause or a
   // busy domain kept from being made, or whose call failed, is not undone here: the policy learns

@@ -207,6 +207,9 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.major_fault = g->stats.major_fault;
     v.swap_in = g->stats.swap_in;
     v.swap_out = g->stats.swap_out;
+    v.balloon_oom_kills = g->stats.pressure.oom_kills;
+    v.balloon_alloc_stalls = g->stats.pressure.alloc_stalls;
+    v.balloon_direct_scan_bytes = g->stats.pressure.direct_scans;
     v.disk_read_bytes = g->stats.disk_read_bytes;
     v.disk_read_requests = g->stats.disk_read_requests;
     if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = g->disk_read_age_seconds;

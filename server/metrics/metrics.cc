@@ -45,6 +45,12 @@ enum GuestMetric {
   kAnon,
   kAgentConnected,
   kDiskRead,
+  kBalloonOomKills,
+  kBalloonAllocStalls,
+  kBalloonDirectScan,
+  kBalloonDirectReclaim,
+  kBalloonAsyncScan,
+  kBalloonAsyncReclaim,
   kGuestMetrics,  // the count
 };
 
@@ -132,6 +138,9 @@ struct Metrics::Impl {
   prometheus::Counter* ticks_woken;
   prometheus::Counter* balloon_change_events;
   prometheus::Counter* host_stale_ticks;
+  prometheus::Counter* pressure_read;
+  prometheus::Counter* pressure_lacking;
+  prometheus::Counter* pressure_failed;
   // By SafetyRule, all created at construction.
   std::array<prometheus::Counter*, std::size(kAllSafetyRules)> safety_holds{};
   std::array<prometheus::Counter*, std::size(kAllEnvelopeRules)> envelope_rules{};
@@ -305,6 +314,13 @@ struct Metrics::Impl {
       add(kAnon, s.has_anon(), static_cast<double>(s.anon().bytes()));
       add(kAgentConnected, g.has_agent(), g.agent().connected() ? 1 : 0);
       add(kDiskRead, s.has_disk_read_bytes(), static_cast<double>(s.disk_read_bytes()));
+      const auto& bp = s.balloon_pressure();
+      add(kBalloonOomKills, bp.has_oom_kills(), static_cast<double>(bp.oom_kills()));
+      add(kBalloonAllocStalls, bp.has_alloc_stalls(), static_cast<double>(bp.alloc_stalls()));
+      add(kBalloonDirectScan, bp.has_direct_scan_bytes(), static_cast<double>(bp.direct_scan_bytes()));
+      add(kBalloonDirectReclaim, bp.has_direct_reclaim_bytes(), static_cast<double>(bp.direct_reclaim_bytes()));
+      add(kBalloonAsyncScan, bp.has_async_scan_bytes(), static_cast<double>(bp.async_scan_bytes()));
+      add(kBalloonAsyncReclaim, bp.has_async_reclaim_bytes(), static_cast<double>(bp.async_reclaim_bytes()));
       // One series per balloon state, 1 for the current one (none until a policy tracks it).
       if (!g.balloon_state().empty()) {
         for (const char* st : kBalloonStates) {
@@ -340,6 +356,12 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kInactiveFile, "plimsoll_guest_inactive_file_bytes", "Guest Inactive(file) page cache (bytes), from plimsoll-agent.");
   m.GuestFamily(kAnon, "plimsoll_guest_anon_bytes", "Guest AnonPages (bytes), from plimsoll-agent.");
   m.GuestFamily(kAgentConnected, "plimsoll_guest_agent_connected", "1 while the guest's plimsoll-agent has an authenticated stream open.");
+  m.GuestFamily(kBalloonOomKills, "plimsoll_guest_balloon_oom_kills", "OOM kills in the guest since it booted (a counter), from its balloon driver (Linux >= 6.12, QEMU >= 9.2).");
+  m.GuestFamily(kBalloonAllocStalls, "plimsoll_guest_balloon_alloc_stalls", "Times the guest's allocating tasks entered direct reclaim since it booted (a counter), from its balloon driver.");
+  m.GuestFamily(kBalloonDirectScan, "plimsoll_guest_balloon_direct_scan_bytes", "Memory the guest's allocating tasks scanned to reclaim since it booted (a counter, bytes), from its balloon driver.");
+  m.GuestFamily(kBalloonDirectReclaim, "plimsoll_guest_balloon_direct_reclaim_bytes", "Memory the guest's allocating tasks reclaimed since it booted (a counter, bytes), from its balloon driver.");
+  m.GuestFamily(kBalloonAsyncScan, "plimsoll_guest_balloon_async_scan_bytes", "Memory the guest's kswapd scanned since it booted (a counter, bytes), from its balloon driver.");
+  m.GuestFamily(kBalloonAsyncReclaim, "plimsoll_guest_balloon_async_reclaim_bytes", "Memory the guest's kswapd reclaimed since it booted (a counter, bytes), from its balloon driver.");
   m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});
@@ -411,6 +433,10 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.balloon_change_events = &prometheus::BuildCounter().Name("plimsoll_balloon_change_events_total").Help("Balloon-change events from libvirt (the balloon's size changed); their sizes reach the view and plimsoll_guest_balloon_actual_bytes between ticks, at most once per min_wake_interval.").Register(*m.registry).Add({});
   m.ticks_woken = &prometheus::BuildCounter().Name("plimsoll_ticks_woken_total").Help("Ticks started before their schedule because something asked for one (agent spikes, guests starting or stopping, API calls, reloads); at most one per min_wake_interval.").Register(*m.registry).Add({});
   m.host_stale_ticks = &prometheus::BuildCounter().Name("plimsoll_host_stale_ticks_total").Help("Ticks whose host memory read failed: they decided on the last good reading and shrank no guest.").Register(*m.registry).Add({});
+  auto& pressure = prometheus::BuildCounter().Name("plimsoll_balloon_pressure_reads_total").Help("QEMU monitor reads of guests' balloon pressure counters, by result: read (counters came), lacking (QEMU < 9.2, a guest kernel < 6.12 or no balloon: asked again after 5 min), failed.").Register(*m.registry);
+  m.pressure_read = &pressure.Add({{"result", "read"}});
+  m.pressure_lacking = &pressure.Add({{"result", "lacking"}});
+  m.pressure_failed = &pressure.Add({{"result", "failed"}});
   auto& safety = prometheus::BuildCounter().Name("plimsoll_safety_holds_total").Help("Decisions the safety net changed, by rule: a shrink held for no_stats, stale_stats or host_stale; inflation_stopped: a balloon still inflating when its data went bad, stopped where it was.").Register(*m.registry);
   for (SafetyRule rule : kAllSafetyRules) {
     m.safety_holds[static_cast<size_t>(rule)] = &safety.Add({{"rule", SafetyRuleName(rule)}});
@@ -573,6 +599,12 @@ void Metrics::PublishBalloonSizes(std::shared_ptr<const plimsoll::v1::ListGuests
 }
 
 void Metrics::CountHostStaleTick() { impl_->host_stale_ticks->Increment(); }
+
+void Metrics::AddBalloonPressureReads(uint64_t read, uint64_t lacking, uint64_t failed) {
+  impl_->pressure_read->Increment(static_cast<double>(read));
+  impl_->pressure_lacking->Increment(static_cast<double>(lacking));
+  impl_->pressure_failed->Increment(static_cast<double>(failed));
+}
 
 void Metrics::CountReclaimRelease() { impl_->reclaim_releases->Increment(); }
 

@@ -167,6 +167,9 @@ class Metrics {
   void PublishBalloonSizes(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> view);
   // A tick whose host memory read failed, so no guest was shrunk (plimsoll_host_stale_ticks_total).
   void CountHostStaleTick();
+  // QEMU monitor reads of the balloon's pressure counters since the last call, by outcome
+  // (plimsoll_balloon_pressure_reads_total{result="read"|"lacking"|"failed"}).
+  void AddBalloonPressureReads(uint64_t read, uint64_t lacking, uint64_t failed);
   // The safety net changed a decision (plimsoll_safety_holds_total{rule}).
   void CountSafetyHold(SafetyRule rule);
   // A rule of the envelope (envelope_rules.h) that changed a decision.

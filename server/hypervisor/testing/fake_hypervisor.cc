@@ -237,6 +237,19 @@ absl::StatusOr<std::string> FakeHypervisor::ActiveJob(const std::string& uuid) {
   return d->job;
 }
 
+absl::StatusOr<BalloonPressure> FakeHypervisor::ReadBalloonPressure(const std::string& uuid) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = EnterLocked(Method::kReadBalloonPressure); !s.ok()) return s;
+  const Domain* d = FindLocked(uuid);
+  if (d == nullptr) return absl::NotFoundError(absl::StrCat("fake: no domain uuid=", uuid));
+  return d->pressure;
+}
+
+void FakeHypervisor::SetBalloonPressure(const std::string& uuid, absl::StatusOr<BalloonPressure> pressure) {
+  absl::MutexLock l(&mu_);
+  if (Domain* d = FindLocked(uuid)) d->pressure = std::move(pressure);
+}
+
 void FakeHypervisor::SetActiveJob(const std::string& uuid, const std::string& job) {
   absl::MutexLock l(&mu_);
   if (Domain* d = FindLocked(uuid)) d->job = job;

@@ -53,7 +53,8 @@ class FakeHypervisor : public Hypervisor {
     kSetBalloonTarget,
     kGetAgentChannel,
     kAttachAgentChannel,
-    kActiveJob
+    kActiveJob,
+    kReadBalloonPressure
   };
 
   // One AttachAgentChannel call as it reached the fake.
@@ -88,6 +89,9 @@ class FakeHypervisor : public Hypervisor {
   absl::Status SetBalloonTarget(const std::string& uuid, int64_t bytes) override;
   // The job scripted by SetActiveJob ("" by default); NOT_FOUND for an unknown domain.
   absl::StatusOr<std::string> ActiveJob(const std::string& uuid) override;
+  // The counters scripted by SetBalloonPressure; UNIMPLEMENTED (no monitor) where none were,
+  // NOT_FOUND for an unknown domain.
+  absl::StatusOr<BalloonPressure> ReadBalloonPressure(const std::string& uuid) override;
   void SetEventCallback(std::function<void(const DomainEvent&)> callback) override;
   // The domain's scripted channel (SetAgentChannel) when `name` is the one scripted; otherwise
   // not found, with the domain's controller flag. NOT_FOUND for an unknown domain.
@@ -123,6 +127,8 @@ class FakeHypervisor : public Hypervisor {
 
   // A domain busy with a job, as ActiveJob reports it ("" for none).
   void SetActiveJob(const std::string& uuid, const std::string& job);
+  // What ReadBalloonPressure answers for the domain from now on.
+  void SetBalloonPressure(const std::string& uuid, absl::StatusOr<BalloonPressure> pressure);
   // A hung domain: SetBalloonTarget calls for `uuid` from now on wait (in real time, on the
   // caller's thread, holding no lock of the fake) until UnblockSetTarget(uuid) or until `up_to`
   // has passed, then take effect (or fail) as usual.
@@ -166,6 +172,7 @@ class FakeHypervisor : public Hypervisor {
     std::string channel_name;
     AgentChannelInfo channel;
     std::string job;
+    absl::StatusOr<BalloonPressure> pressure = absl::UnimplementedError("fake: no QEMU monitor");
   };
 
   // Consumes one scripted failure for `method`, if any.
