@@ -37,10 +37,12 @@ struct GuestHistory {
   // its avg10.
   std::optional<double> stall_pct;
   // Bytes/s of evicted file pages read back: the agent's workingset_refault_file rate, else
-  // libvirt's major faults and swap-ins.
+  // libvirt's major faults and swap-ins plus the balloon driver's direct scans
+  // (guest_signals.h).
   std::optional<double> refault_bytes_per_s;
   // OOM kills in the guest counted by the latest report and not by the one before (the agent's
-  // oom_kill; 0 when the report is not new); absent when the guest does not report the counter.
+  // oom_kill, else the balloon driver's; 0 when the report is not new); absent when the guest
+  // reports neither.
   std::optional<double> new_oom_kills;
   // Bytes/s the host read from the guest's disks between its last two reads of them.
   std::optional<double> disk_read_bytes_per_s;

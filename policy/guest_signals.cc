@@ -153,11 +153,13 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
   if (!stall.has_value() && guest.psi_some_avg10.has_value()) stall = *guest.psi_some_avg10;
   s.stall_pct = stall;
 
-  // Refaults: the agent's rate, else major faults and swap-ins from libvirt.
+  // Refaults: the agent's rate, else major faults and swap-ins from libvirt and the balloon
+  // driver's direct scans.
   std::optional<double> refault;
   if (guest.refaults_per_second.has_value()) {
     refault = *guest.refaults_per_second * kGuestPageBytes;
-  } else if (guest.major_fault.has_value() || guest.swap_in.has_value()) {
+  } else if (guest.major_fault.has_value() || guest.swap_in.has_value() ||
+             guest.balloon_direct_scan_bytes.has_value()) {
     // A rate only when every counter reported has a previous value and did not go backwards.
     double bytes = 0;
     bool measured = interval > 0;
@@ -175,12 +177,24 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
       bytes += delta.value_or(0) * 1024.0;
       next->swap_in_kib = kib;
     }
+    if (guest.balloon_direct_scan_bytes.has_value()) {
+      const double scanned = static_cast<double>(*guest.balloon_direct_scan_bytes);
+      const std::optional<double> delta = Increase(scanned, previous.direct_scan_bytes);
+      measured = measured && delta.has_value();
+      bytes += delta.value_or(0);
+      next->direct_scan_bytes = scanned;
+    } else {
+      // A report without them (a failed monitor read) must not make the next one's increase
+      // look like one interval's.
+      next->direct_scan_bytes.reset();
+    }
     if (measured) refault = bytes / interval;
   }
   s.refault_bytes_per_s = refault;
 
-  if (guest.oom_kill.has_value()) {
-    const double kills = static_cast<double>(*guest.oom_kill);
+  if (const std::optional<uint64_t> count = guest.oom_kill.has_value() ? guest.oom_kill : guest.balloon_oom_kills;
+      count.has_value()) {
+    const double kills = static_cast<double>(*count);
     s.new_oom_kills = Increase(kills, previous.oom_kill).value_or(0);
     next->oom_kill = kills;
   }

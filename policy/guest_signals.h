@@ -8,7 +8,10 @@
 //   Senpai measures it; avg10 otherwise) and refaults from workingset_refault_file.
 // - kLibvirt: usable (MemAvailable) is reported. Hard demand = actual - usable, i.e. everything
 //   the guest itself does not count as available (it includes kernel memory). There is no PSI;
-//   major faults plus swap-ins per second stand in for refaults.
+//   major faults plus swap-ins per second stand in for refaults, and so does the memory the
+//   guest's allocating tasks scanned (direct reclaim) where its balloon driver reports it
+//   (Linux >= 6.12): a guest streaming through its cache leaves that to kswapd, one whose demand
+//   outgrows its size cannot. The balloon driver's OOM kill count stands in for the agent's.
 // - kFreeOnly: only unused (MemFree). Hard demand = actual - unused: page cache counts as used,
 //   as in MoM. Nothing but free memory is ever reclaimable from such a guest.
 //
@@ -44,6 +47,7 @@ struct SignalMemory {
   std::optional<double> major_fault;
   std::optional<double> swap_in_kib;
   std::optional<double> oom_kill;
+  std::optional<double> direct_scan_bytes;
   // The rates computed from the last new report, reused until the next one.
   std::optional<double> stall_pct;
   std::optional<double> refault_bytes_per_s;
@@ -60,7 +64,8 @@ struct GuestSignals {
   std::optional<double> stall_pct;
   // Bytes/s of evicted file pages read back (agent), or of major faults and swap-ins (libvirt).
   std::optional<double> refault_bytes_per_s;
-  // OOM kills in the guest since the previous report (agent only, else 0).
+  // OOM kills in the guest since the previous report (the agent's count, else the balloon
+  // driver's; 0 without either).
   double new_oom_kills = 0;
 };
 

@@ -128,6 +128,51 @@ TEST(GuestSignalsTest, OomKillsAreCountedOncePerReport) {
   EXPECT_EQ(ReadSignals(g, 110, m2, &m3).new_oom_kills, 0);
 }
 
+TEST(GuestSignalsTest, BalloonDriverPressureCountersStandInForTheAgentsWithoutIt) {
+  // A Linux >= 6.12 guest without the agent: its allocating tasks scanned 40 MiB in 10 s and one
+  // task was OOM-killed, as its balloon driver reports.
+  GuestView l = Libvirt();
+  l.major_fault = 1000;
+  l.balloon_direct_scan_bytes = 100 * kMib;
+  l.balloon_oom_kills = 2;
+  SignalMemory m1;
+  GuestSignals first = ReadSignals(l, 100, SignalMemory(), &m1);
+  EXPECT_EQ(first.refault_bytes_per_s, std::nullopt);
+  EXPECT_EQ(first.new_oom_kills, 0);
+  l.major_fault = 1000 + 256;  // 1 MiB of faults
+  l.balloon_direct_scan_bytes = 140 * kMib;
+  l.balloon_oom_kills = 3;
+  SignalMemory m2;
+  GuestSignals s = ReadSignals(l, 110, m1, &m2);
+  ASSERT_TRUE(s.refault_bytes_per_s.has_value());
+  EXPECT_NEAR(*s.refault_bytes_per_s, 4.1 * kMib, 1e-6);
+  EXPECT_EQ(s.new_oom_kills, 1);
+
+  // A report without the scans (a failed monitor read): no rate then, and the next rate is not
+  // the increase over two intervals.
+  l.balloon_direct_scan_bytes.reset();
+  SignalMemory m3;
+  ReadSignals(l, 120, m2, &m3);
+  l.balloon_direct_scan_bytes = 500 * kMib;
+  SignalMemory m4;
+  EXPECT_EQ(ReadSignals(l, 130, m3, &m4).refault_bytes_per_s, std::nullopt);
+
+  // The agent's counters win where both exist: they are the same /proc/vmstat counters.
+  GuestView a = Agent();
+  a.oom_kill = 7;
+  a.balloon_oom_kills = 0;
+  a.refaults_per_second = 0;
+  a.balloon_direct_scan_bytes = 1000 * kMib;
+  SignalMemory n1;
+  ReadSignals(a, 100, SignalMemory(), &n1);
+  a.oom_kill = 8;
+  a.balloon_direct_scan_bytes = 2000 * kMib;
+  SignalMemory n2;
+  GuestSignals sa = ReadSignals(a, 110, n1, &n2);
+  EXPECT_EQ(sa.new_oom_kills, 1);
+  EXPECT_THAT(sa.refault_bytes_per_s, Optional(0.0));
+}
+
 TEST(GuestSignalsTest, ImplausibleStatsAreNamed) {
   EXPECT_EQ(ImplausibleStatsReason(Agent()), std::nullopt);
   GuestView g = Libvirt();

@@ -252,6 +252,46 @@ TEST(PagecacheLawTest, OomKillBacksOffEvenUnmeasured) {
   EXPECT_NEAR(d.TargetMib(), 3000 + 0.5 * 1096, 0.01);
 }
 
+// A Linux >= 6.12 guest without the agent: its balloon driver's counters are its pressure.
+GuestView BalloonCountersOnly() {
+  GuestView g = Agentless(4096, 3000);
+  g.refaults_per_second.reset();
+  g.oom_kill.reset();
+  g.agent_age_seconds.reset();
+  g.active_file_bytes.reset();
+  g.inactive_file_bytes.reset();
+  g.major_fault = 0;
+  g.balloon_oom_kills = 0;
+  g.balloon_direct_scan_bytes = 0;
+  return g;
+}
+
+TEST(PagecacheLawTest, WithoutTheAgentTheBalloonDriversOomKillBacksOff) {
+  Driver d(BalloonCountersOnly());
+  d.Step();
+  d.Step();
+  d.guest().actual_bytes = static_cast<int64_t>(3000 * kMib);
+  d.guest().balloon_oom_kills = 1;
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_THAT(o.reason, HasSubstr("x=oom"));
+  EXPECT_GT(d.TargetMib(), 3000);
+}
+
+TEST(PagecacheLawTest, WithoutTheAgentDirectReclaimScansArePressure) {
+  Driver d(BalloonCountersOnly());
+  const double start = d.Step().proposal_bytes;
+  d.Step();
+  // The guest's allocating tasks scan 8 MiB/s (what a lab guest whose demand outgrew its balloon
+  // showed); kswapd's background scanning of a streaming guest is not counted.
+  d.guest().balloon_direct_scan_bytes = static_cast<uint64_t>(16 * kMib);
+  const LawOutcome o = d.Step(2, /*land=*/false);
+  EXPECT_GT(o.pressure, 1) << o.reason;
+  EXPECT_NE(o.action, LawAction::kTake) << o.reason;
+  EXPECT_NE(o.action, LawAction::kProbe) << o.reason;
+  EXPECT_GE(d.TargetMib() * kMib, std::min(start, static_cast<double>(d.guest().actual_bytes)) - 1);
+}
+
 TEST(PagecacheLawTest, TheFloorRisesWithHardDemandAtOnce) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);

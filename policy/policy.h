@@ -54,6 +54,14 @@ struct GuestView {
   std::optional<uint64_t> major_fault;
   std::optional<uint64_t> swap_in;
   std::optional<uint64_t> swap_out;
+  // What the balloon driver of a Linux >= 6.12 guest sends beside the stats above (QEMU >= 9.2;
+  // plimsolld reads them through QEMU's monitor, server/loop/balloon_pressure_reader.h): the
+  // guest's /proc/vmstat oom_kill and allocstall counts, and the memory its allocating tasks
+  // scanned (pgscan_direct, in bytes), since guest boot, as old as the stats. The agent's view
+  // without an agent; absent where QEMU, the guest or the config does not give them.
+  std::optional<uint64_t> balloon_oom_kills;
+  std::optional<uint64_t> balloon_alloc_stalls;
+  std::optional<uint64_t> balloon_direct_scan_bytes;
 
   // Relative weight when memory is shared out; 1000 by default.
   int64_t shares = 1000;
