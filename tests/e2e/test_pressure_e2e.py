@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""plimsolld without the agent, on both of the lab's kernels: the balloon's pressure counters.
+
+One lab holds a guest of each flavour (tests/lab/lab.py FLAVOURS), neither with an agent:
+  "modern": bookworm-backports' 6.12 kernel on its QEMU 10.0, whose balloon driver sends the
+            guest's OOM kills, allocation stalls and scan/reclaim counts; it allocates 256 MiB
+            at ALLOC_AFTER_S while plimsolld holds it at %d MiB, balloon auto-deflate off, so
+            only plimsolld can give it memory;
+  "stable": Debian 12's 6.1 kernel on QEMU 7.2, which has none of them.
+The tests run in order:
+  1. the counters reach the API and /metrics for the modern guest and are absent (not zero) for
+     the stable one, whose lack is counted once and not asked again every tick;
+  2. when the modern guest stalls in allocation (or loses a task to the OOM killer), plimsolld
+     gives it memory within a tick of the guest's report reaching QEMU (the guest reports every
+     stats period), and says the pressure was why.
+"""
+
+import datetime
+import json
+import os
+import tempfile
+import time
+import unittest
+
+import harness
+from harness import MIB, wait_for
+from test_faults_e2e import decisions
+
+# The guest reports every 5 s: its 256 MiB allocation outruns a report, so the first report that
+# shows it also shows what it cost (stalls, or a kill).
+STATS_PERIOD_S = 5
+TICK_S = 1
+HELD_MIB = 330
+# Less than the held guest's MemTotal (273 MiB: without auto-deflate the balloon lowers it, and
+# Linux refuses one allocation larger than all its memory), more than its free memory (235 MiB):
+# the allocation stalls and, without the agent, ends in an OOM kill within a report interval.
+ALLOC_MIB = 256
+ALLOC_AFTER_S = 40  # after the guest's workload starts: the daemon is up and the guest held by then
+QEMU_GUEST_STATS = ('{"execute":"qom-get","arguments":{"path":"/machine/peripheral/balloon0",'
+                    '"property":"guest-stats"}}')
+# The floor is the held size, so the law cannot take from the held guest (a take inflates the
+# balloon, which makes the guest reclaim, and stall, on its own): what moves it is its demand.
+DAEMON_FLAGS = dict(tick="%ds" % TICK_S, stats_period_seconds=STATS_PERIOD_S, stale_after="15s", host_reserve_bytes=0,
+                    policy="pagecache", **{"guest_defaults.min_bytes": HELD_MIB * MIB})
+
+
+@unittest.skipIf(harness.skip_reason(), harness.skip_reason())
+class BalloonPressureE2E(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="plimsoll-e2e-")
+        cls.lab = harness.labmod.Lab(state_dir=os.path.join(cls.workdir, "lab"),
+                                     workload_bin=harness.WORKLOAD)
+        cls.lab.start()
+        t0 = time.monotonic()
+        cls.lab.add_guest("modern", workload="anon", memory_mib=1024, anon_mib=ALLOC_MIB,
+                          anon_after=ALLOC_AFTER_S, autodeflate=False, agent_channel=False,
+                          flavour="backports")
+        cls.lab.add_guest("stable", workload="idle", memory_mib=512, agent_channel=False,
+                          flavour="stable")
+        for name in ("modern", "stable"):
+            cls.lab.wait_ready(name, timeout=120)
+        cls.lab.setmem("modern", HELD_MIB)
+        cls.lab.wait_actual("modern", HELD_MIB, timeout=60)
+        print("\n  lab: both flavours ready, modern held at %d MiB in %.1fs" % (HELD_MIB, time.monotonic() - t0))
+        # A budget with room for both at their ceilings: nothing needs taking, so any growth of
+        # the held guest is the law answering its pressure.
+        cls.daemon = harness.Daemon(cls.workdir, cls.lab.uri, guest_memory_budget_bytes=4096 * MIB,
+                                    **DAEMON_FLAGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.daemon:
+            cls.daemon.stop()
+        cls.lab.stop()
+
+    def pressure(self, name):
+        guests, _ = self.daemon.guests()
+        return guests.get(name, {}).get("stats", {}).get("balloon_pressure")
+
+    def test_1_counters_where_the_kernel_sends_them_absent_elsewhere(self):
+        wait_for("the modern guest's pressure counters in the API", lambda: self.pressure("modern"), 30)
+        p = self.pressure("modern")
+        for key in ("oom_kills", "alloc_stalls", "direct_scan_bytes", "direct_reclaim_bytes",
+                    "async_scan_bytes", "async_reclaim_bytes"):
+            self.assertIn(key, p)
+        self.assertEqual(int(p["oom_kills"]), 0)
+        self.assertIsNone(self.pressure("stable"))
+        text = self.daemon.metrics()
+        guests, _ = self.daemon.guests()
+        series = lambda name, g: harness.metric(text, name, domain=g, uuid=guests[g]["uuid"])
+        self.assertIsNotNone(series("plimsoll_guest_balloon_oom_kills", "modern"))
+        self.assertIsNotNone(series("plimsoll_guest_balloon_alloc_stalls", "modern"))
+        self.assertIsNone(series("plimsoll_guest_balloon_oom_kills", "stable"))
+        self.assertIsNotNone(series("plimsoll_guest_usable_bytes", "stable"))
+        lacking = harness.metric(text, "plimsoll_balloon_pressure_reads_total", result="lacking")
+        read = harness.metric(text, "plimsoll_balloon_pressure_reads_total", result="read")
+        self.assertEqual(lacking, 1, "the stable guest's lack is counted once, then asked every 5 min")
+        self.assertGreaterEqual(read, 1)
+        # libvirt counts the monitor commands: one per new report of the modern guest, none for
+        # the stable one after its first.
+        calls = harness.metric(text, "plimsoll_libvirt_calls_total", call="virDomainQemuMonitorCommand")
+        self.assertAlmostEqual(calls, read + lacking, delta=2)
+
+    def qemu_counters(self, name):
+        """The guest's stall and kill counts as QEMU holds them, read directly (not through
+        plimsolld): when the guest's report carrying them reached the host."""
+        reply = json.loads(self.lab.virsh("qemu-monitor-command", name, QEMU_GUEST_STATS))
+        stats = reply["return"].get("stats", {})
+        return stats.get("stat-alloc-stalls"), stats.get("stat-oom-kills")
+
+    def test_2_allocation_stalls_move_the_balloon_within_a_tick_of_the_report(self):
+        start_line = len(self.daemon.read_log().splitlines())
+        base = self.qemu_counters("modern")
+        seen = {}
+
+        def stalled():
+            if self.qemu_counters("modern") != base:
+                seen["at"] = datetime.datetime.utcnow()
+                return True
+            return False
+
+        wait_for("the modern guest stalling in allocation", stalled, ALLOC_AFTER_S + 90, 0.1)
+
+        def grown():
+            for d in decisions(self.daemon.read_log(), start_line):
+                if (d["guest"] == "modern" and d["target"] > d["prev"] + 1 and d["applied"] and
+                        d["time"] >= seen["at"] - datetime.timedelta(seconds=0.5)):
+                    return d
+            return None
+
+        wait_for("plimsolld growing the modern guest", grown, 30, 0.2)
+        d = grown()
+        lag = (d["time"] - seen["at"]).total_seconds()
+        stalls, kills = self.qemu_counters("modern")
+        print("\n  modern: QEMU had the guest's first stall (now %s stalls, %s OOM kills); %.2fs later "
+              "plimsolld moved %.0f -> %.0f MiB: %s" % (stalls, kills, lag, d["prev"], d["target"], d["reason"]))
+        # The guest sends its counters with its stats (every stats period); plimsolld reads them
+        # from QEMU when the stats advance and decides on its next tick.
+        self.assertLessEqual(lag, TICK_S + 1.0)
+        self.assertRegex(d["reason"], r"backoff x=(oom|[0-9])", "the pressure counters were not why")
