@@ -194,7 +194,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         raise SystemExit("%s: a guest cannot see this path (set TMPDIR to a folder under /tmp)" % go_file)
     keys = harness.AgentKeys(workdir)
     lab = harness.labmod.Lab(state_dir=os.path.join(workdir, "lab"), workload_bin=harness.WORKLOAD,
-                             stream_mib=stream_mib, hot_mib=hot_file_mib)
+                             stream_mib=stream_mib, hot_mib=hot_file_mib, flavour=args.flavour)
     daemon = None
     samples = []
     try:
@@ -325,6 +325,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         "mix": mix,
         "mix_desc": desc,
         "tick": args.tick,
+        "flavour": harness.labmod.lab_flavour(args.flavour),
         "agent": agent,
         "agent_transport": args.agent_transport if agent else None,
         "agent_reports": agent_reports,
@@ -541,6 +542,9 @@ def main():
                     help="size of the streamed file; above the guest's memory it cannot stay cached")
     ap.add_argument("--anon-after", type=int, default=60)
     ap.add_argument("--tick", default="2s")
+    ap.add_argument("--flavour", default=None, choices=("stable", "backports"),
+                    help="the guests' kernel and QEMU (tests/lab/README.md; default: "
+                         "$PLIMSOLL_LAB_FLAVOUR or stable)")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--no-agent", action="store_true", help="guests run no plimsoll-agent (--agent=off)")
     ap.add_argument("--out", default=None)
