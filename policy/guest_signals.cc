@@ -109,6 +109,30 @@ GuestSignals Classify(const GuestView& guest) {
   return s;
 }
 
+// The balloon driver's direct scans in bytes/s, over the counters' own report times: a sample
+// newer than the last gives a new rate, the same sample keeps the last rate, a counter that went
+// back (a guest reboot) or a first sample none. Absent without the counter.
+std::optional<double> DirectScanRate(const GuestView& guest, double now_s, const SignalMemory& previous,
+                                     SignalMemory* next) {
+  if (!guest.balloon_direct_scan_bytes.has_value()) return std::nullopt;
+  const double bytes = static_cast<double>(*guest.balloon_direct_scan_bytes);
+  const double at =
+      now_s - guest.balloon_pressure_age_seconds.value_or(std::max(0.0, guest.stats_age_seconds));
+  if (previous.direct_scan_s.has_value() && at <= *previous.direct_scan_s + 1e-3) {
+    return previous.direct_scan_bytes_per_s;
+  }
+  std::optional<double> rate;
+  if (previous.direct_scan_s.has_value()) {
+    if (const std::optional<double> delta = Increase(bytes, previous.direct_scan_bytes)) {
+      rate = *delta / (at - *previous.direct_scan_s);
+    }
+  }
+  next->direct_scan_bytes = bytes;
+  next->direct_scan_s = at;
+  next->direct_scan_bytes_per_s = rate;
+  return rate;
+}
+
 }  // namespace
 
 GuestSignals SignalsOf(const GuestView& guest) {
@@ -158,37 +182,37 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
   std::optional<double> refault;
   if (guest.refaults_per_second.has_value()) {
     refault = *guest.refaults_per_second * kGuestPageBytes;
-  } else if (guest.major_fault.has_value() || guest.swap_in.has_value() ||
-             guest.balloon_direct_scan_bytes.has_value()) {
-    // A rate only when every counter reported has a previous value and did not go backwards.
-    double bytes = 0;
-    bool measured = interval > 0;
-    if (guest.major_fault.has_value()) {
-      const double faults = static_cast<double>(*guest.major_fault);
-      const std::optional<double> delta = Increase(faults, previous.major_fault);
-      measured = measured && delta.has_value();
-      bytes += delta.value_or(0) * kGuestPageBytes;
-      next->major_fault = faults;
+    // The libvirt counters' bases would span the agent's whole reign when it goes silent: one
+    // interval's rate taken over hours of counts. They start over after it.
+    next->major_fault.reset();
+    next->swap_in_kib.reset();
+    next->direct_scan_bytes.reset();
+    next->direct_scan_s.reset();
+    next->direct_scan_bytes_per_s.reset();
+  } else {
+    if (guest.major_fault.has_value() || guest.swap_in.has_value()) {
+      // A rate only when every counter reported has a previous value and did not go backwards.
+      double bytes = 0;
+      bool measured = interval > 0;
+      if (guest.major_fault.has_value()) {
+        const double faults = static_cast<double>(*guest.major_fault);
+        const std::optional<double> delta = Increase(faults, previous.major_fault);
+        measured = measured && delta.has_value();
+        bytes += delta.value_or(0) * kGuestPageBytes;
+        next->major_fault = faults;
+      }
+      if (guest.swap_in.has_value()) {
+        const double kib = static_cast<double>(*guest.swap_in);
+        const std::optional<double> delta = Increase(kib, previous.swap_in_kib);
+        measured = measured && delta.has_value();
+        bytes += delta.value_or(0) * 1024.0;
+        next->swap_in_kib = kib;
+      }
+      if (measured) refault = bytes / interval;
     }
-    if (guest.swap_in.has_value()) {
-      const double kib = static_cast<double>(*guest.swap_in);
-      const std::optional<double> delta = Increase(kib, previous.swap_in_kib);
-      measured = measured && delta.has_value();
-      bytes += delta.value_or(0) * 1024.0;
-      next->swap_in_kib = kib;
+    if (const std::optional<double> scans = DirectScanRate(guest, now_s, previous, next)) {
+      refault = refault.value_or(0) + *scans;
     }
-    if (guest.balloon_direct_scan_bytes.has_value()) {
-      const double scanned = static_cast<double>(*guest.balloon_direct_scan_bytes);
-      const std::optional<double> delta = Increase(scanned, previous.direct_scan_bytes);
-      measured = measured && delta.has_value();
-      bytes += delta.value_or(0);
-      next->direct_scan_bytes = scanned;
-    } else {
-      // A report without them (a failed monitor read) must not make the next one's increase
-      // look like one interval's.
-      next->direct_scan_bytes.reset();
-    }
-    if (measured) refault = bytes / interval;
   }
   s.refault_bytes_per_s = refault;
 

@@ -47,7 +47,10 @@ struct SignalMemory {
   std::optional<double> major_fault;
   std::optional<double> swap_in_kib;
   std::optional<double> oom_kill;
+  // The balloon driver's direct scans, over their own report times (they may lag the stats).
   std::optional<double> direct_scan_bytes;
+  std::optional<double> direct_scan_s;
+  std::optional<double> direct_scan_bytes_per_s;
   // The rates computed from the last new report, reused until the next one.
   std::optional<double> stall_pct;
   std::optional<double> refault_bytes_per_s;

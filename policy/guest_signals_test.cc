@@ -148,14 +148,26 @@ TEST(GuestSignalsTest, BalloonDriverPressureCountersStandInForTheAgentsWithoutIt
   EXPECT_NEAR(*s.refault_bytes_per_s, 4.1 * kMib, 1e-6);
   EXPECT_EQ(s.new_oom_kills, 1);
 
-  // A report without the scans (a failed monitor read): no rate then, and the next rate is not
-  // the increase over two intervals.
+  // A report without the scans: the rate is the faults' alone; when the scans come back, their
+  // rate is taken over their own times (20 s here), not over one report interval.
   l.balloon_direct_scan_bytes.reset();
   SignalMemory m3;
-  ReadSignals(l, 120, m2, &m3);
-  l.balloon_direct_scan_bytes = 500 * kMib;
+  GuestSignals without = ReadSignals(l, 120, m2, &m3);
+  EXPECT_THAT(without.refault_bytes_per_s, Optional(0.0));
+  l.balloon_direct_scan_bytes = 340 * kMib;
   SignalMemory m4;
-  EXPECT_EQ(ReadSignals(l, 130, m3, &m4).refault_bytes_per_s, std::nullopt);
+  EXPECT_THAT(ReadSignals(l, 130, m3, &m4).refault_bytes_per_s, Optional(10.0 * kMib));
+
+  // Counters read apart from the stats carry their own age: a sample stamped no later than the
+  // last one (128 s, with stats from 140 s) keeps the last rate; the next, 20 s after the last
+  // sample it took, gives 4 MiB over 20 s.
+  l.balloon_direct_scan_bytes = 344 * kMib;
+  l.balloon_pressure_age_seconds = 12;
+  SignalMemory m5;
+  EXPECT_THAT(ReadSignals(l, 140, m4, &m5).refault_bytes_per_s, Optional(10.0 * kMib));
+  l.balloon_pressure_age_seconds = 0;
+  SignalMemory m6;
+  EXPECT_THAT(ReadSignals(l, 150, m5, &m6).refault_bytes_per_s, Optional(0.2 * kMib));
 
   // The agent's counters win where both exist: they are the same /proc/vmstat counters.
   GuestView a = Agent();

@@ -57,11 +57,14 @@ struct GuestView {
   // What the balloon driver of a Linux >= 6.12 guest sends beside the stats above (QEMU >= 9.2;
   // plimsolld reads them through QEMU's monitor, server/loop/balloon_pressure_reader.h): the
   // guest's /proc/vmstat oom_kill and allocstall counts, and the memory its allocating tasks
-  // scanned (pgscan_direct, in bytes), since guest boot, as old as the stats. The agent's view
-  // without an agent; absent where QEMU, the guest or the config does not give them.
+  // scanned (pgscan_direct, in bytes), since guest boot. The agent's view without an agent;
+  // absent where QEMU, the guest or the config does not give them. They are read apart from the
+  // stats, so they can be older: balloon_pressure_age_seconds says by how much (absent: as old
+  // as the stats).
   std::optional<uint64_t> balloon_oom_kills;
   std::optional<uint64_t> balloon_alloc_stalls;
   std::optional<uint64_t> balloon_direct_scan_bytes;
+  std::optional<double> balloon_pressure_age_seconds;
 
   // Relative weight when memory is shared out; 1000 by default.
   int64_t shares = 1000;

@@ -81,13 +81,17 @@ ControlLoop::ControlLoop(LoopDeps deps, LoopOptions options)
       budget_cap_(options.guest_memory_budget_bytes),
       overrides_(std::make_shared<const OverrideStore::Snapshot>()),
       tracker_(options.rules),
-      pressure_reader_(deps.hypervisor, {options.balloon_pressure_stats}),
       offer_gate_(options.offer_hold),
       reconnect_backoff_(options.reconnect_min),
       published_(InitialView()),
       gate_(options.min_wake_interval),
       calls_(std::make_unique<BalloonCalls>(
-          BalloonCalls::Options{options.balloon_workers, options.balloon_call_deadline}, deps.clock)) {}
+          BalloonCalls::Options{options.balloon_workers, options.balloon_call_deadline}, deps.clock)) {
+  BalloonPressureReader::Options reader;
+  reader.enabled = options.balloon_pressure_stats;
+  reader.inline_reads = options.balloon_workers == 0;
+  pressure_reader_ = std::make_unique<BalloonPressureReader>(deps.hypervisor, reader, [this] { Wake(); });
+}
 
 void ControlLoop::PublishEvent(plimsoll::v1::WatchEvent event) {
   if (deps_.hub != nullptr) deps_.hub->Publish(std::move(event));
@@ -543,7 +547,7 @@ bool ControlLoop::EnsureConnected(absl::Time now) {
   was_connected_ = true;
   // Re-enable stats everywhere: a restarted libvirtd or QEMU may have lost the period.
   for (const auto& [uuid, g] : tracker_.guests()) ResetStatsEnabled(tracker_.Find(uuid));
-  pressure_reader_.Reset();
+  pressure_reader_->Reset();
   return true;
 }
 
@@ -581,7 +585,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
-    pressure_reader_.Forget(uuid);
+    pressure_reader_->Forget(uuid);
     last_logged_.erase(uuid);
     busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
@@ -615,10 +619,10 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     PLOG_WARNING << "reading balloon stats failed: " << survey->stats_status.message();
     tracker_.UpdateStats({}, now);
   } else {
-    const BalloonPressureReader::Counts before = pressure_reader_.counts();
-    pressure_reader_.Read(now, &*survey);
+    const BalloonPressureReader::Counts before = pressure_reader_->counts();
+    pressure_reader_->Read(now, &*survey);
     if (deps_.metrics != nullptr) {
-      const BalloonPressureReader::Counts& after = pressure_reader_.counts();
+      const BalloonPressureReader::Counts& after = pressure_reader_->counts();
       deps_.metrics->AddBalloonPressureReads(after.read - before.read, after.lacking - before.lacking,
                                              after.failed - before.failed);
     }

@@ -119,7 +119,8 @@ struct LoopOptions {
   // apart. Zero: every tick.
   absl::Duration block_stats_interval = absl::Seconds(5);
   // Read the balloon's pressure counters through QEMU's monitor (config balloon_pressure_stats;
-  // BalloonPressureReader). Read at construction only.
+  // BalloonPressureReader, on a thread of its own; with balloon_workers = 0 on the loop's).
+  // Read at construction only.
   bool balloon_pressure_stats = true;
   // Balloon calls (SetTarget, EnableStats) run on this many workers (config balloon_workers),
   // each given balloon_call_deadline to return (BalloonCalls). 0 runs them on the loop thread:
@@ -303,7 +304,6 @@ class ControlLoop {
   std::vector<ActiveReclaim> reclaims_;                      // loop thread only
   std::vector<plimsoll::v1::ReclaimPlan> started_reclaims_;  // this tick, announced after Apply
   GuestTracker tracker_;
-  BalloonPressureReader pressure_reader_;  // loop thread only
   bool agents_told_ = false;  // the agent store has been given the tracked guests once
   // The policy's memory, committed as each Decide returns it. A move the envelope, a pause or a
   // busy domain kept from being made, or whose call failed, is not undone here: the policy learns
@@ -365,9 +365,11 @@ class ControlLoop {
   absl::Time fold_not_before_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::optional<LoopReconfig> pending_reconfig_ ABSL_GUARDED_BY(mu_);
 
-  // Declared last, so destroyed first: its workers are joined before the rest of the loop goes
-  // (the calls use only the borrowed actuator and hypervisor). Loop thread only.
+  // Declared at the end, so destroyed before the rest: its workers are joined before the rest of
+  // the loop goes (the calls use only the borrowed actuator and hypervisor). Loop thread only.
   std::unique_ptr<BalloonCalls> calls_;
+  // Last, so that it is destroyed first: its thread wakes the loop (mu_, gate_).
+  std::unique_ptr<BalloonPressureReader> pressure_reader_;
 };
 
 }  // namespace plimsoll::server

@@ -210,6 +210,13 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.balloon_oom_kills = g->stats.pressure.oom_kills;
     v.balloon_alloc_stalls = g->stats.pressure.alloc_stalls;
     v.balloon_direct_scan_bytes = g->stats.pressure.direct_scans;
+    // QEMU stamps both with its own clock when the guest's report arrives: the counters are as
+    // much older than the stats as their stamp is older.
+    if (g->stats.pressure.last_update.has_value() && g->stats.last_update.has_value()) {
+      v.balloon_pressure_age_seconds =
+          g->stats_age_seconds +
+          static_cast<double>(std::max<int64_t>(0, *g->stats.last_update - *g->stats.pressure.last_update));
+    }
     v.disk_read_bytes = g->stats.disk_read_bytes;
     v.disk_read_requests = g->stats.disk_read_requests;
     if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = g->disk_read_age_seconds;
