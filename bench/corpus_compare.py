@@ -41,6 +41,13 @@ One policy against another (the targets in docs/benchmarks.md):
     x mom      median over the cache-heavy cases of reclaimed / MoM's reclaimed, and of stall -
                MoM's stall (negative: less stall than MoM)
   and the same split by agent / no agent (the agentless path is not an afterthought).
+
+Either report on some cases only: --agent=on (the agent on every guest), off (on none: the
+agentless cases; needs files with agent_guests, simulators since the balloon pressure counters),
+mixed (on some but not all).
+
+  python3 bench/corpus_compare.py --instruments --agent=off --policies=pagecache,mom,limit \\
+      docs/bench/corpus_balloonpressure_seed?_on.json.gz
 """
 
 import argparse
@@ -222,6 +229,22 @@ def fmt(row):
     return out
 
 
+def agent_filter(cases, which, path):
+    """The cases --agent keeps: "on" every guest runs the agent, "off" none, "mixed" some; None
+    or "" all cases. Exits when the file cannot tell (no agent_guests before the balloon pressure
+    counters)."""
+    if not which:
+        return cases
+    if which == "on":
+        return [c for c in cases if c["agent"]]
+    if any("agent_guests" not in c for c in cases):
+        sys.exit("%s: no agent_guests (a run of a simulator before them): --agent=%s cannot tell"
+                 % (path, which))
+    if which == "off":
+        return [c for c in cases if c["agent_guests"] == 0]
+    return [c for c in cases if c["agent_guests"] > 0 and not c["agent"]]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", help="with --against: the policy scored")
@@ -233,6 +256,9 @@ def main(argv=None):
                     help="with --instruments: comma-separated policies (default: every policy in the files)")
     ap.add_argument("--markdown", action="store_true",
                     help="with --instruments: the across-seeds summary as a Markdown table")
+    ap.add_argument("--agent", choices=["on", "off", "mixed"], default="",
+                    help="only the cases with the agent on every guest (on), on none (off), or on "
+                         "some (mixed)")
     ap.add_argument("files", nargs="+")
     args = ap.parse_args(argv)
     if bool(args.policy) != bool(args.against):
@@ -240,6 +266,10 @@ def main(argv=None):
     if not args.policy and not args.instruments:
         ap.error("nothing to do: pass --instruments, or --policy and --against")
     runs = [load(path) for path in args.files]
+    for path, run in zip(args.files, runs):
+        run["scenarios"] = agent_filter(run["scenarios"], args.agent, path)
+        if not run["scenarios"]:
+            sys.exit("%s: no cases with --agent=%s" % (path, args.agent))
     if args.policy:
         for path, run in zip(args.files, runs):
             cases = run["scenarios"]

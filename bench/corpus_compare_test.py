@@ -90,6 +90,30 @@ class InstrumentsTest(unittest.TestCase):
         self.assertIn("seed 1  no agent", text)
         self.assertNotIn("across", text)
 
+    def test_agent_filter(self):
+        r = run(1)
+        for i, c in enumerate(r["scenarios"], start=1):  # 1-5 all agent, 6-7 mixed, 8-10 none
+            c["agent_guests"] = 3 if i <= 5 else (1 if i <= 7 else 0)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.json")
+            with open(path, "w") as f:
+                json.dump(r, f)
+            for which, cases, share in (("on", 5, "0.850"), ("mixed", 2, "0.675"), ("off", 3, "0.550")):
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    corpus_compare.main(["--instruments", "--agent=" + which, "--policies=p", path])
+                text = out.getvalue()
+                self.assertIn("seed 1: %d cases" % cases, text, which)
+                self.assertIn("safe %s /" % share, text, which)
+            # Files from before agent_guests tell only "on".
+            for c in r["scenarios"]:
+                del c["agent_guests"]
+            with open(path, "w") as f:
+                json.dump(r, f)
+            with self.assertRaises(SystemExit) as e:
+                corpus_compare.main(["--instruments", "--agent=off", path])
+            self.assertIn("no agent_guests", str(e.exception))
+
     def test_old_files_without_instruments_are_refused(self):
         old = run(1)
         for c in old["scenarios"]:

@@ -74,6 +74,8 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   c.cache_heavy = c.cache_share >= 0.5;
   c.agent =
       std::all_of(s.guests.begin(), s.guests.end(), [](const GuestSpec& g) { return g.agent; });
+  c.agent_guests = static_cast<size_t>(
+      std::count_if(s.guests.begin(), s.guests.end(), [](const GuestSpec& g) { return g.agent; }));
   c.duration_s = s.duration;
   options.record_every = s.duration;  // the corpus does not plot
   std::map<std::string, std::vector<double>> guest_stall;

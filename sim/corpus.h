@@ -30,6 +30,7 @@
 //                             run is at least half of their kernel + unreclaimable + anon + page
 //                             cache integrated likewise (free memory is not held)
 //   agent                     every guest runs the agent
+//   agent_guests              how many guests run the agent (0: an agentless case)
 //   infeasible_s              seconds the guests' hard demand did not fit the host budget
 //                             (runner.h), the same for every policy
 //
@@ -78,6 +79,7 @@ struct CorpusCase {
   double cache_share = 0;  // the baseline's page cache / what the guests hold (see above)
   bool cache_heavy = false;
   bool agent = false;
+  size_t agent_guests = 0;  // guests that run the agent (0: an agentless case)
   double duration_s = 0;
   double infeasible_s = 0;
   std::map<std::string, CorpusMeasures> results;  // by policy

@@ -229,6 +229,7 @@ std::string CorpusJson(const CorpusRun& run) {
     absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "{\"name\": \"", c.name,
                     "\", \"cache_heavy\": ", c.cache_heavy ? "true" : "false",
                     ", \"agent\": ", c.agent ? "true" : "false",
+                    ", \"agent_guests\": ", c.agent_guests,
                     ", \"duration_s\": ", FormatJsonNumber(c.duration_s, 0),
                     ", \"infeasible_s\": ", FormatJsonNumber(c.infeasible_s, 0), ", \"results\": {");
     bool first = true;

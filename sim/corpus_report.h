@@ -3,7 +3,7 @@
 // from:
 //
 //   {"seed": N, "count": K, "scenarios": [{"name": ..., "cache_heavy": true|false,
-//     "agent": true|false, "duration_s": x, "infeasible_s": x,
+//     "agent": true|false, "agent_guests": n, "duration_s": x, "infeasible_s": x,
 //     "results": {POLICY: {"reclaimed_gib_s": x, "stall_s": x,
 //     "refault_gib": x, "oom_kills": n, "traffic_gib": x, "reversals_per_guest_hour": x,
 //     "fit_s": x or null, "oracle_share": x or null, "reversals_any_per_guest_hour": x,

@@ -170,6 +170,9 @@ TEST(CorpusTest, PlaysEveryPolicyAndTheOracleOnEveryCase) {
     bool all_agent = true;
     for (const GuestSpec& g : s.guests) all_agent &= g.agent;
     EXPECT_EQ(c.agent, all_agent);
+    size_t agents = 0;
+    for (const GuestSpec& g : s.guests) agents += g.agent ? 1 : 0;
+    EXPECT_EQ(c.agent_guests, agents);
     ASSERT_EQ(c.results.size(), 5u);
     EXPECT_EQ(c.duration_s, s.duration);
     EXPECT_GE(c.infeasible_s, 0);
@@ -402,8 +405,9 @@ TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
   for (size_t i = 0; i < 5; ++i) {
     const Json& s = scenarios.array[i];
     const CorpusCase& c = run.cases[i];
-    EXPECT_EQ(s.keys, (std::vector<std::string>{"name", "cache_heavy", "agent", "duration_s",
-                                                "infeasible_s", "results"}));
+    EXPECT_EQ(s.keys, (std::vector<std::string>{"name", "cache_heavy", "agent", "agent_guests",
+                                                "duration_s", "infeasible_s", "results"}));
+    EXPECT_EQ(s.at("agent_guests").number, static_cast<double>(c.agent_guests));
     EXPECT_EQ(s.at("duration_s").number, c.duration_s);
     EXPECT_NEAR(s.at("infeasible_s").number, c.infeasible_s, 0.5);
     EXPECT_EQ(s.at("name").str, c.name);

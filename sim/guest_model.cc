@@ -22,6 +22,9 @@ constexpr double kSpikeGapSeconds = 1;     // at most one early report per secon
 constexpr double kChurnGiveBack = 0.97;    // share of an inflation the shrinker hands back
 constexpr double kRandomRequestBytes = 4096;        // one hot-set miss, one page
 constexpr double kStreamRequestBytes = 128 * 1024;  // Linux's default read_ahead_kb
+// An alloc stall per this much allocation that waited on reclaim: SWAP_CLUSTER_MAX (32) pages,
+// what one direct-reclaim pass aims to free.
+constexpr double kStallBytes = 32 * kPage;
 
 }  // namespace
 
@@ -121,13 +124,18 @@ void GuestModel::RunAnon(double now, double dt, const Phase& phase, double* stal
   if (!allocation_began_.has_value()) allocation_began_ = now - dt;
   const double need = std::min(spec_.alloc_rate * dt, goal - anon_);
   double available = std::max(0.0, Free() - MinFree());
+  double reclaimed = 0;
   if (available < need) {
-    const double reclaimed = Reclaim(need - available);
+    reclaimed = Reclaim(need - available);
     *stall += reclaimed / kReclaimRate;
     available += reclaimed;
   }
   const double got = std::min(need, available);
   anon_ += got;
+  // The balloon driver's pressure counters (guest_model.h): the cache this allocation reclaimed
+  // itself is its direct scan; it and the part not satisfied waited on reclaim.
+  direct_scan_bytes_ += reclaimed;
+  alloc_stalls_ += (reclaimed + std::max(0.0, need - got)) / kStallBytes;
   if (got + 1 >= need) {
     thrash_seconds_ = 0;
     was_self_deflating_ = false;
@@ -270,6 +278,9 @@ void GuestModel::Report(double now, bool spike) {
     r.total = (spec_.autodeflate ? spec_.max : actual_) - kernel_ / 2;
     r.disk_caches = cache;
     r.major_fault = static_cast<uint64_t>(major_faults_);
+    r.oom_kills = static_cast<uint64_t>(oom_kills_);
+    r.alloc_stalls = static_cast<uint64_t>(std::llround(alloc_stalls_));
+    r.direct_scan_bytes = static_cast<uint64_t>(std::llround(direct_scan_bytes_));
     if (nonsense) {
       r.unused = 3 * spec_.max;
       r.usable = 2 * spec_.max;
@@ -392,6 +403,12 @@ void GuestModel::FillStats(double now, double stale_after, policy::GuestView* vi
   view->major_fault = l.major_fault;
   view->swap_in = 0;
   view->swap_out = 0;
+  if (spec_.balloon_pressure) {
+    // They travel with the balloon's stats: as old as the rest of the libvirt report.
+    view->balloon_oom_kills = l.oom_kills;
+    view->balloon_alloc_stalls = l.alloc_stalls;
+    view->balloon_direct_scan_bytes = l.direct_scan_bytes;
+  }
   if (!agent_.has_value() || !policy::StatsFresh(now - agent_->t, stale_after)) return;
   const AgentReport& a = *agent_;
   view->anon_bytes = static_cast<int64_t>(a.anon);

@@ -29,6 +29,17 @@
 //   from disk; a hot-set miss is one 4 KiB request (uniform random reads leave readahead nothing
 //   to do), a streamed read one kStreamRequestBytes (128 KiB, Linux's default read_ahead_kb)
 //   request. They are counted at the host, so every guest has them, whatever its stats do.
+// - the balloon driver's pressure counters of a Linux >= 6.12 guest (balloon_pressure=true:
+//   /proc/vmstat oom_kill, allocstall and pgscan_direct, sent with the stats through QEMU >= 9.2).
+//   OOM kills are the model's kills. Direct scans are the page cache an allocation of anon had
+//   to reclaim itself because free memory was gone (RunAnon's Reclaim), counted as scanned
+//   (scanned = stolen: the model's cache is clean); what the balloon's inflation reclaims, the
+//   cache a streaming reader's or a hot-set miss's new pages replace, are kswapd's background
+//   reclaim, not direct: a guest only streaming through its cache scans nothing directly (the
+//   lab's: 0 direct scans, 0 stalls). Alloc stalls: one per kStallBytes (128 KiB, the 32 pages
+//   a direct-reclaim pass aims to free) of allocation that waited on reclaim, reclaimed
+//   synchronously or not satisfied in the step (the shortfall the OOM rule sees). The counters
+//   are reported rounded to whole stalls and bytes.
 // - reports: libvirt stats and agent reports every stats_period; an agent also reports at once
 //   when the stall in a second reaches 15% (a PSI trigger of 150 ms per 1 s window). Reports of
 //   a no_stats guest never come, of a stale guest stop, of a nonsense guest are impossible.
@@ -111,6 +122,10 @@ class GuestModel {
   bool BalloonMoves(double now) const;
   double psi_avg10() const { return psi_avg10_; }
   int64_t oom_kills() const { return oom_kills_; }
+  // The balloon driver's cumulative pressure counters as the guest's kernel counts them (the
+  // file comment's rule), whether or not its kernel sends them: allocstall, pgscan_direct bytes.
+  double alloc_stalls() const { return alloc_stalls_; }
+  double direct_scan_bytes() const { return direct_scan_bytes_; }
   // When the allocation under way began (the start of the step in which anon first fell short
   // of the phase's goal); empty while anon is at its goal. An OOM kill ends the allocation.
   std::optional<double> allocation_began() const { return allocation_began_; }
@@ -123,6 +138,8 @@ class GuestModel {
     double t = 0;
     double unused = 0, usable = 0, total = 0, disk_caches = 0;
     uint64_t major_fault = 0;
+    // The balloon driver's pressure counters (sent only when spec_.balloon_pressure).
+    uint64_t oom_kills = 0, alloc_stalls = 0, direct_scan_bytes = 0;
   };
   struct AgentReport {
     double t = 0;
@@ -170,6 +187,8 @@ class GuestModel {
   double disk_read_bytes_ = 0;
   double disk_read_requests_ = 0;
   int64_t oom_kills_ = 0;
+  double alloc_stalls_ = 0;
+  double direct_scan_bytes_ = 0;
   bool was_self_deflating_ = false;
   std::optional<double> allocation_began_;
   StepOutcome last_;

@@ -1,6 +1,9 @@
 #include "sim/guest_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "policy/policy.h"
@@ -201,6 +204,98 @@ TEST(GuestModelTest, AnAllocationThatProgressesIsNotKilled) {
     Advance(s, 100, 200);
     EXPECT_GT(s.oom_kills(), 0) << BehaviourName(b);
   }
+}
+
+// The balloon driver's pressure counters (guest_model.h): direct scans are the cache an
+// allocation reclaimed itself, an alloc stall every 128 KiB of allocation that waited (reclaimed
+// or not got), the kills the model's. Reclaim for the balloon or for a reader's new pages is
+// kswapd's: a guest only streaming through its cache, squeezed, scans nothing directly.
+TEST(GuestModelTest, BalloonPressureCountersTable) {
+  constexpr double kStall = 128 * 1024;
+  struct Row {
+    const char* name;
+    GuestSpec spec;
+    double target;
+    double end;                // run from 0 to here
+    double direct_scan_bytes;  // expected at `end`
+    double alloc_stalls;
+    int64_t oom_kills;
+  };
+  GuestSpec grows = Spec(1 * kGib);  // 2.8 GiB of cold cache at the start
+  grows.phases.push_back(Phase{60, 2 * kGib, 0, 0, 0});
+  GuestSpec oom = Spec(1 * kGib);
+  oom.phases.push_back(Phase{60, 3 * kGib, 0, 0, 0});
+  std::vector<Row> rows = {
+      // Squeezed to 1.5 GiB while it streams 100 MiB/s: the balloon and the reader's new pages
+      // take the cache, none of it direct.
+      {"stream", Spec(512 * kMib, 0, 0, 100 * kMib), 1.5 * kGib, 120, 0, 0, 0},
+      // Unsqueezed, anon grows 1 GiB at 256 MiB/s with free memory at its watermark: every byte
+      // of it reclaimed from the cache at the moment of allocation (60-63 s).
+      {"anon_into_cache", grows, 4 * kGib, 90, 1 * kGib, 1 * kGib / kStall, 0},
+  };
+  for (const Row& row : rows) {
+    for (bool sends : {false, true}) {
+      GuestSpec spec = row.spec;
+      spec.balloon_pressure = sends;
+      GuestModel g(spec);
+      g.SetTarget(row.target);
+      Advance(g, 0, row.end);
+      EXPECT_NEAR(g.direct_scan_bytes(), row.direct_scan_bytes, 1) << row.name;
+      EXPECT_NEAR(g.alloc_stalls(), row.alloc_stalls, 1e-6) << row.name;
+      EXPECT_EQ(g.oom_kills(), row.oom_kills) << row.name;
+      policy::GuestView v;
+      g.FillStats(row.end, 30, &v);
+      ASSERT_TRUE(v.has_stats);
+      if (!sends) {
+        EXPECT_FALSE(v.balloon_oom_kills.has_value()) << row.name;
+        EXPECT_FALSE(v.balloon_alloc_stalls.has_value()) << row.name;
+        EXPECT_FALSE(v.balloon_direct_scan_bytes.has_value()) << row.name;
+        continue;
+      }
+      ASSERT_TRUE(v.balloon_direct_scan_bytes.has_value()) << row.name;
+      ASSERT_TRUE(v.balloon_alloc_stalls.has_value()) << row.name;
+      ASSERT_TRUE(v.balloon_oom_kills.has_value()) << row.name;
+      EXPECT_EQ(*v.balloon_direct_scan_bytes, static_cast<uint64_t>(row.direct_scan_bytes))
+          << row.name;
+      EXPECT_EQ(*v.balloon_alloc_stalls, static_cast<uint64_t>(row.alloc_stalls)) << row.name;
+      EXPECT_EQ(*v.balloon_oom_kills, static_cast<uint64_t>(row.oom_kills)) << row.name;
+      // The agent's own view is not touched by them.
+      EXPECT_EQ(*v.oom_kill, static_cast<uint64_t>(row.oom_kills)) << row.name;
+    }
+  }
+
+  // Anon outgrows a balloon at 1.5 GiB: the cache reclaimed directly at 60 and 61 s, then
+  // nothing to get at 62-64 and the OOM kill at 64. Every byte the allocation asked for in those
+  // five steps waited, but what free memory above the watermark gave at once.
+  oom.balloon_pressure = true;
+  GuestModel g(oom);
+  g.SetTarget(1.5 * kGib);
+  Advance(g, 0, 59);
+  ASSERT_NEAR(g.actual(), 1.5 * kGib, 1);
+  EXPECT_EQ(g.direct_scan_bytes(), 0);  // the inflation's reclaim is not direct
+  EXPECT_EQ(g.alloc_stalls(), 0);
+  const double cache = g.hot() + g.cold();
+  const double at_once = std::max(0.0, g.Free() - 16 * kMib);
+  ASSERT_GT(cache, 0);
+  ASSERT_GT(cache + at_once, 256 * kMib);
+  ASSERT_LT(cache + at_once, 2 * 256 * kMib);
+  Advance(g, 59, 64);
+  ASSERT_EQ(g.oom_kills(), 1);
+  EXPECT_NEAR(g.direct_scan_bytes(), cache, 1);
+  EXPECT_NEAR(g.alloc_stalls(), (5 * 256 * kMib - at_once) / kStall, 1e-6);
+  // They travel with the stats: at 64 s the view holds the report of 61 s (no kill yet, the
+  // scans of 60-61 s); the report of 66 s has the kill.
+  policy::GuestView v;
+  g.FillStats(64, 30, &v);
+  EXPECT_DOUBLE_EQ(v.stats_age_seconds, 3);
+  EXPECT_EQ(*v.balloon_oom_kills, 0u);
+  EXPECT_EQ(*v.balloon_direct_scan_bytes, static_cast<uint64_t>(std::llround(cache)));
+  EXPECT_EQ(*v.balloon_alloc_stalls,
+            static_cast<uint64_t>(std::llround((2 * 256 * kMib - at_once) / kStall)));
+  Advance(g, 64, 66);
+  g.FillStats(66, 30, &v);
+  EXPECT_EQ(*v.balloon_oom_kills, 1u);
+  EXPECT_EQ(*v.balloon_direct_scan_bytes, static_cast<uint64_t>(std::llround(cache)));
 }
 
 TEST(GuestModelTest, AutodeflateGivesTheMemoryInsteadAndOnlyOnceAnEpisode) {

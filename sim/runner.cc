@@ -60,12 +60,16 @@ absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view 
 
 absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view policy_name,
                                       const RunOptions& options) {
+  const bool changed = options.tick_seconds > 0 || options.balloon_pressure.has_value();
   Scenario retimed;
-  if (options.tick_seconds > 0) {
+  if (changed) {
     retimed = given;
-    retimed.tick = options.tick_seconds;
+    if (options.tick_seconds > 0) retimed.tick = options.tick_seconds;
+    if (options.balloon_pressure.has_value()) {
+      for (GuestSpec& g : retimed.guests) g.balloon_pressure = *options.balloon_pressure;
+    }
   }
-  const Scenario& scenario = options.tick_seconds > 0 ? retimed : given;
+  const Scenario& scenario = changed ? retimed : given;
   Simulation sim(scenario);
   absl::StatusOr<std::unique_ptr<policy::Policy>> made = MakeSimPolicy(policy_name, &sim);
   if (!made.ok()) return made.status();

@@ -52,6 +52,7 @@
 #define PLIMSOLL_SIM_RUNNER_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -137,6 +138,9 @@ struct RunOptions {
   // > 0: decide every this many seconds instead of the scenario's own tick (the generated
   // corpus ticks every 5 s, plimsolld's default; an operator may set a shorter one).
   double tick_seconds = 0;
+  // Set: every guest's kernel sends the balloon driver's pressure counters (true) or none does
+  // (false), whatever the scenario says (GuestSpec::balloon_pressure); empty: as it says.
+  std::optional<bool> balloon_pressure;
 };
 
 // INVALID_ARGUMENT for an unknown policy name ("oracle", "limit" or one policy::MakePolicy

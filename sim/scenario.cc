@@ -239,7 +239,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "cache", "agent", "autodeflate", "speed",
                                       "shares", "kernel", "unreclaimable", "alloc_rate",
                                       "disk_rate", "refault_stall", "pace_noise", "min_free", "access",
-                                      "stats_period", "behaviour", "behaviour_at"});
+                                      "balloon_pressure", "stats_period", "behaviour", "behaviour_at"});
         !st.ok()) {
       return st;
     }
@@ -258,6 +258,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetOptionalBytes("kernel", &g.kernel); !st.ok()) return st;
     if (st = p.GetBool("agent", &g.agent); !st.ok()) return st;
     if (st = p.GetBool("autodeflate", &g.autodeflate); !st.ok()) return st;
+    if (st = p.GetBool("balloon_pressure", &g.balloon_pressure); !st.ok()) return st;
     if (st = p.GetRate("speed", &g.speed); !st.ok()) return st;
     if (st = p.GetNumber("shares", &g.shares); !st.ok()) return st;
     if (st = p.GetBytes("unreclaimable", &g.unreclaimable); !st.ok()) return st;
@@ -466,7 +467,9 @@ std::string FormatScenario(const Scenario& s) {
     absl::StrAppend(&out, " unreclaimable=", Bytes(g.unreclaimable),
                     " alloc_rate=", Rate(g.alloc_rate), " disk_rate=", Rate(g.disk_rate),
                     " refault_stall=", Number(g.refault_stall), " pace_noise=", Number(g.pace_noise),
-                    " access=", FileAccessName(g.access), " stats_period=", Seconds(g.stats_period),
+                    " access=", FileAccessName(g.access));
+    if (g.balloon_pressure) absl::StrAppend(&out, " balloon_pressure=true");
+    absl::StrAppend(&out, " stats_period=", Seconds(g.stats_period),
                     " behaviour=", BehaviourName(g.behaviour),
                     " behaviour_at=", Seconds(g.behaviour_at), "\n");
     for (const Phase& p : g.phases) {

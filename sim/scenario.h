@@ -99,6 +99,11 @@ struct GuestSpec {
   // reserves); default max(16 MiB, 0.5% of its size).
   std::optional<double> min_free;
   FileAccess access = FileAccess::kRead;    // access=  read | mmap
+  // balloon_pressure=  the guest's kernel (Linux >= 6.12, through QEMU >= 9.2) sends its
+  // balloon driver's oom_kill, allocstall and pgscan_direct counters with the stats
+  // (policy::GuestView::balloon_*; guest_model.h models them). Printed only when true, so that
+  // scenarios written before the key print as they did.
+  bool balloon_pressure = false;
   double stats_period = 5;                  // stats_period=  seconds between reports
   Behaviour behaviour = Behaviour::kNormal;  // behaviour=
   double behaviour_at = 0;                   // behaviour_at=
@@ -161,7 +166,8 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 
 // The scenario as a scenario file that ParseScenario reads back to the same Scenario (every
 // field but Expectation::line; values print exactly, see units.h FormatExactBytes). Every key
-// is written, defaults too, so that a printed case reads on its own. The description goes on
+// is written, defaults too, so that a printed case reads on its own (but balloon_pressure, only
+// when true). The description goes on
 // one line and must hold no '#' or newline (they would not read back).
 std::string FormatScenario(const Scenario& scenario);
 

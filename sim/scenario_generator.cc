@@ -297,6 +297,14 @@ Scenario GenerateScenario(uint64_t seed, int index) {
     d.spec.access = FileAccess::kMmap;
     absl::StrAppend(&d.extra, d.extra.empty() ? "" : " ", "mmap");
   }
+  // Whether the guests' kernels send the balloon driver's pressure counters (Linux >= 6.12 on
+  // QEMU >= 9.2): on one host in two, for every guest of it. From a stream of its own, as the
+  // access mode: the rest of the case is drawn as before, and simulate plays it only with
+  // --balloon_pressure=case (its default, off, plays every case as before the model had them).
+  Rng pressure_rng = Rng::ForItem(seed ^ 0xBA11009E55ULL, static_cast<uint64_t>(index));
+  if (pressure_rng.Chance(0.5)) {
+    for (Drawn& d : drawn) d.spec.balloon_pressure = true;
+  }
   // Mixed means mixed: at least one guest of each kind.
   if (agent_mode == 2 && n >= 2) {
     const bool all_same = std::all_of(drawn.begin(), drawn.end(), [&](const Drawn& d) {

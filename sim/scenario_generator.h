@@ -14,6 +14,8 @@
 //   of 5-120% of the guest re-read, anonymous growth in steps, anonymous spikes, bursty phases
 //   (reads on, reads off), a loop over a file 1.2-3x the guest, or idle;
 // - the agent on every guest, on none, or on about half (mixed);
+// - on one host in two, guest kernels that send the balloon driver's pressure counters
+//   (balloon_pressure=true on every guest: Linux >= 6.12 on QEMU >= 9.2);
 // - balloons: slow (2-32 MiB/s), stuck, trickling and churning ones from a time in the first
 //   half of the run, and guests with autodeflate (self-deflating on OOM);
 // - a budget of 50-95% of the guests' total; a host with room for every guest at its max,

@@ -63,6 +63,18 @@ TEST(ScenarioGeneratorTest, AboutOneGuestInFourMapsItsFiles) {
   EXPECT_NEAR(static_cast<double>(mapped) / guests, 0.25, 0.03) << mapped << " of " << guests;
 }
 
+// Per case, from a stream of its own: every guest of a host or none.
+TEST(ScenarioGeneratorTest, OneHostInTwoSendsTheBalloonPressureCounters) {
+  int cases = 0, sending = 0;
+  for (const Scenario& s : Many()) {
+    ++cases;
+    const bool first = s.guests.front().balloon_pressure;
+    for (const GuestSpec& g : s.guests) EXPECT_EQ(g.balloon_pressure, first) << s.name;
+    sending += first ? 1 : 0;
+  }
+  EXPECT_NEAR(static_cast<double>(sending) / cases, 0.5, 0.1) << sending << " of " << cases;
+}
+
 TEST(ScenarioGeneratorTest, StaysInItsRanges) {
   std::set<size_t> guest_counts;
   std::set<double> sizes, durations;

@@ -23,7 +23,7 @@ host_event at=5m other=2GiB
 guest name=a max=4GiB min=512MiB agent=false autodeflate=true speed=8MiB/s shares=2000 behaviour=stuck behaviour_at=30s
 phase guest=a at=0 anon=1GiB stream_rate=10MiB/s
 phase guest=a at=2m hot=512MiB hot_rate=20MiB/s
-guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 access=mmap unreclaimable=10MiB stats_period=10s
+guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 access=mmap balloon_pressure=true unreclaimable=10MiB stats_period=10s
 phase guest=b at=0s
 expect pagecache oom_kills == 0
 expect pagecache reclaimed_gib_s > 1.5 * mom
@@ -48,6 +48,8 @@ TEST(ScenarioTest, ParsesEverything) {
   ASSERT_EQ(s->guests.size(), 2u);
   const GuestSpec& a = s->guests[0];
   EXPECT_FALSE(a.agent);
+  EXPECT_FALSE(a.balloon_pressure);  // by default
+  EXPECT_TRUE(s->guests[1].balloon_pressure);
   EXPECT_TRUE(a.autodeflate);
   EXPECT_EQ(a.speed, 8 * kMib);
   EXPECT_EQ(a.shares, 2000);
@@ -162,6 +164,7 @@ void ExpectSameScenario(const Scenario& a, const Scenario& b) {
     EXPECT_EQ(x.start, y.start);
     EXPECT_EQ(x.cache, y.cache);
     EXPECT_EQ(x.agent, y.agent);
+    EXPECT_EQ(x.balloon_pressure, y.balloon_pressure);
     EXPECT_EQ(x.autodeflate, y.autodeflate);
     EXPECT_EQ(x.speed, y.speed);
     EXPECT_EQ(x.shares, y.shares);
@@ -211,6 +214,9 @@ TEST(ScenarioTest, PrintedScenarioReadsBackTheSame) {
   EXPECT_THAT(printed, HasSubstr("phase guest=a at=2m anon=1GiB hot=512MiB hot_rate=20MiB/s "
                                  "stream_rate=10MiB/s loop=0\n"));
   EXPECT_THAT(printed, HasSubstr("expect pagecache reclaimed_gib_s > 1.5 * mom\n"));
+  // balloon_pressure is printed only when true: scenarios from before it print as they did.
+  EXPECT_THAT(printed, HasSubstr(" access=mmap balloon_pressure=true stats_period=10s "));
+  EXPECT_THAT(printed, HasSubstr(" access=read stats_period="));
   absl::StatusOr<Scenario> back = ParseScenario(printed);
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << printed;
   ExpectSameScenario(*s, *back);

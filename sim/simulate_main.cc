@@ -68,6 +68,11 @@ ABSL_FLAG(double, tick, 0,
 ABSL_FLAG(double, block_stats_interval, 5,
           "read the guests' disk reads at most this often (seconds), as plimsolld's "
           "block_stats_interval (default 5 s); 0: at every decision");
+ABSL_FLAG(std::string, balloon_pressure, "off",
+          "whether the guests' kernels send the balloon driver's pressure counters (oom_kill, "
+          "allocstall, pgscan_direct: Linux >= 6.12 on QEMU >= 9.2): off (none, whatever the "
+          "scenario says: the figures as before the model had them), on (every guest), case (as "
+          "each scenario's balloon_pressure= says; the generator gives them to one host in two)");
 
 namespace {
 
@@ -93,9 +98,13 @@ std::vector<std::string> BundledScenarios() {
   return files;
 }
 
-// The run options the flags set, for scenarios and the corpus alike.
+// The run options the flags set, for scenarios and the corpus alike; main checks
+// --balloon_pressure first.
 plimsoll::sim::RunOptions CommandRunOptions() {
   plimsoll::sim::RunOptions options;
+  if (const std::string p = absl::GetFlag(FLAGS_balloon_pressure); p != "case") {
+    options.balloon_pressure = p == "on";
+  }
   options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
   options.block_stats_interval = absl::GetFlag(FLAGS_block_stats_interval);
   options.tick_seconds = absl::GetFlag(FLAGS_tick);
@@ -141,6 +150,11 @@ int RunCorpusCommand(const std::vector<std::string>& policies) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   using namespace plimsoll::sim;
+  if (const std::string p = absl::GetFlag(FLAGS_balloon_pressure);
+      p != "on" && p != "off" && p != "case") {
+    std::cerr << "--balloon_pressure: unknown \"" << p << "\" (known: on, off, case)\n";
+    return 2;
+  }
   if (const int index = absl::GetFlag(FLAGS_print_scenario); index >= 0) {
     std::cout << FormatScenario(GenerateScenario(absl::GetFlag(FLAGS_seed), index));
     return 0;
