@@ -221,6 +221,9 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
                      policy=policy)
         if budget_mib:
             flags["guest_memory_budget_bytes"] = budget_mib * MIB
+        for kv in args.daemon_flag:
+            k, _, v = kv.partition("=")
+            flags[k] = v
         if args.keep_logs:
             flags["log_every_decision"] = "true"  # holds too: each guest's steps can be followed
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
@@ -326,6 +329,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         "mix_desc": desc,
         "tick": args.tick,
         "flavour": harness.labmod.lab_flavour(args.flavour),
+        "daemon_flags": args.daemon_flag,
         "agent": agent,
         "agent_transport": args.agent_transport if agent else None,
         "agent_reports": agent_reports,
@@ -542,6 +546,8 @@ def main():
                     help="size of the streamed file; above the guest's memory it cannot stay cached")
     ap.add_argument("--anon-after", type=int, default=60)
     ap.add_argument("--tick", default="2s")
+    ap.add_argument("--daemon-flag", action="append", default=[], metavar="NAME=VALUE",
+                    help="an extra plimsolld flag for every run, e.g. balloon_pressure_stats=false")
     ap.add_argument("--flavour", default=None, choices=("stable", "backports"),
                     help="the guests' kernel and QEMU (tests/lab/README.md; default: "
                          "$PLIMSOLL_LAB_FLAVOUR or stable)")

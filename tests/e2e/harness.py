@@ -23,6 +23,11 @@ sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
 import lab as labmod  # noqa: E402
 
 BIN = os.path.realpath(os.path.join(REPO, "bazel-bin"))
+# bazel-bin follows the last build's configuration: after a `-c opt` build (the simulator, a
+# benchmark) it points at k8-opt, whose plimsolld may be an old one. Say so rather than test it.
+if os.path.basename(os.path.dirname(BIN)) != "k8-fastbuild":
+    sys.stderr.write("harness: bazel-bin is %s, not the fastbuild output tools/test.sh builds: its binaries "
+                     "may be stale (rebuild them without -c opt)\n" % BIN)
 PLIMSOLLD = os.path.join(BIN, "server", "plimsolld")
 PLIMSOLLCTL = os.path.join(BIN, "ctl", "plimsollctl")
 WORKLOAD = os.path.join(BIN, "tests", "lab", "guest_workload")
