@@ -133,6 +133,15 @@ std::optional<double> DirectScanRate(const GuestView& guest, double now_s, const
   return rate;
 }
 
+// OOM kills since the count `previous` remembers; the count is then remembered.
+void CountOomKills(const std::optional<uint64_t>& count, const SignalMemory& previous, SignalMemory* next,
+                   GuestSignals* s) {
+  if (!count.has_value()) return;
+  const double kills = static_cast<double>(*count);
+  s->new_oom_kills = Increase(kills, previous.oom_kill).value_or(0);
+  next->oom_kill = kills;
+}
+
 }  // namespace
 
 GuestSignals SignalsOf(const GuestView& guest) {
@@ -156,9 +165,19 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
 
   *next = previous;
   if (!s.new_report) {
-    // Same measurement as last time: same rates, and nothing new happened.
+    // Same measurement as last time: same rates, and nothing new happened in it. The balloon
+    // driver's counters are read apart from the stats and may arrive a tick after them: a kill
+    // or a scan sample they bring counts now, not a stats period later.
     s.stall_pct = previous.stall_pct;
     s.refault_bytes_per_s = previous.refault_bytes_per_s;
+    if (!guest.refaults_per_second.has_value()) {
+      if (const std::optional<double> scans = DirectScanRate(guest, now_s, previous, next);
+          scans.has_value() && previous.direct_scan_bytes_per_s != scans) {
+        s.refault_bytes_per_s = previous.fault_bytes_per_s.value_or(0) + *scans;
+        next->refault_bytes_per_s = s.refault_bytes_per_s;
+      }
+    }
+    if (!guest.oom_kill.has_value()) CountOomKills(guest.balloon_oom_kills, previous, next, &s);
     return s;
   }
   const double interval =
@@ -189,6 +208,7 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
     next->direct_scan_bytes.reset();
     next->direct_scan_s.reset();
     next->direct_scan_bytes_per_s.reset();
+    next->fault_bytes_per_s.reset();
   } else {
     if (guest.major_fault.has_value() || guest.swap_in.has_value()) {
       // A rate only when every counter reported has a previous value and did not go backwards.
@@ -210,18 +230,14 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
       }
       if (measured) refault = bytes / interval;
     }
+    next->fault_bytes_per_s = refault;
     if (const std::optional<double> scans = DirectScanRate(guest, now_s, previous, next)) {
       refault = refault.value_or(0) + *scans;
     }
   }
   s.refault_bytes_per_s = refault;
 
-  if (const std::optional<uint64_t> count = guest.oom_kill.has_value() ? guest.oom_kill : guest.balloon_oom_kills;
-      count.has_value()) {
-    const double kills = static_cast<double>(*count);
-    s.new_oom_kills = Increase(kills, previous.oom_kill).value_or(0);
-    next->oom_kill = kills;
-  }
+  CountOomKills(guest.oom_kill.has_value() ? guest.oom_kill : guest.balloon_oom_kills, previous, next, &s);
   next->stall_pct = s.stall_pct;
   next->refault_bytes_per_s = s.refault_bytes_per_s;
   return s;

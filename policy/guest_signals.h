@@ -51,6 +51,8 @@ struct SignalMemory {
   std::optional<double> direct_scan_bytes;
   std::optional<double> direct_scan_s;
   std::optional<double> direct_scan_bytes_per_s;
+  // The libvirt part of the last refault rate (major faults and swap-ins), without the scans.
+  std::optional<double> fault_bytes_per_s;
   // The rates computed from the last new report, reused until the next one.
   std::optional<double> stall_pct;
   std::optional<double> refault_bytes_per_s;

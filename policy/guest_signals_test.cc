@@ -185,6 +185,32 @@ TEST(GuestSignalsTest, BalloonDriverPressureCountersStandInForTheAgentsWithoutIt
   EXPECT_THAT(sa.refault_bytes_per_s, Optional(0.0));
 }
 
+TEST(GuestSignalsTest, BalloonCountersArrivingATickAfterTheirStatsCountAtOnce) {
+  GuestView l = Libvirt();
+  l.major_fault = 1000;
+  l.balloon_oom_kills = 0;
+  l.balloon_direct_scan_bytes = 0;
+  SignalMemory m1;
+  ReadSignals(l, 100, SignalMemory(), &m1);
+  SignalMemory m2;
+  ReadSignals(l, 110, m1, &m2);  // a new report: rates from here
+  // The next tick sees the same stats (no new report), but the counters read since bring a kill
+  // and 20 MiB scanned, stamped 2 s after the last sample.
+  l.stats_age_seconds = 2;
+  l.balloon_oom_kills = 1;
+  l.balloon_direct_scan_bytes = 20 * kMib;
+  l.balloon_pressure_age_seconds = 0;
+  SignalMemory m3;
+  GuestSignals s = ReadSignals(l, 112, m2, &m3);
+  EXPECT_FALSE(s.new_report);
+  EXPECT_EQ(s.new_oom_kills, 1);
+  EXPECT_THAT(s.refault_bytes_per_s, Optional(10.0 * kMib));
+  // And the kill is counted once.
+  l.stats_age_seconds = 3;
+  SignalMemory m4;
+  EXPECT_EQ(ReadSignals(l, 113, m3, &m4).new_oom_kills, 0);
+}
+
 TEST(GuestSignalsTest, ImplausibleStatsAreNamed) {
   EXPECT_EQ(ImplausibleStatsReason(Agent()), std::nullopt);
   GuestView g = Libvirt();

@@ -174,7 +174,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   }
   out.futile_level = m->futile.level.value_or(0);
   if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, profile);
-  const bool pressured = s.new_report && out.pressure >= 1;
+  // A kill is news whatever the report: the balloon driver's count can arrive a tick after its
+  // stats (guest_signals.h), and a kill carried from a held tick is owed an answer.
+  const bool pressured = (s.new_report || s.new_oom_kills > 0) && out.pressure >= 1;
 
   const bool first_in_episode = now_s >= m->cool_until_s;
   // Pressure signals lag (PSI's avg10, a refault rate over a window, the refill of a squeezed

@@ -142,9 +142,11 @@ class BalloonPressureE2E(unittest.TestCase):
         stalls, kills = self.qemu_counters("modern")
         print("\n  modern: QEMU had the guest's first stall (now %s stalls, %s OOM kills); %.2fs later "
               "plimsolld moved %.0f -> %.0f MiB: %s" % (stalls, kills, lag, d["prev"], d["target"], d["reason"]))
-        # The guest sends its counters with its stats (every stats period); plimsolld reads them
-        # from QEMU when the stats advance and decides on its next tick.
-        self.assertLessEqual(lag, TICK_S + 1.0)
+        # The guest sends its counters with its stats (every stats period). plimsolld sees the
+        # stats advance on a tick, reads the counters from QEMU on the reader's thread, and the
+        # answer wakes the loop for a tick at least min_wake_interval (1 s) after that one: two
+        # ticks' worth, far within the guest's 20 s stats period.
+        self.assertLessEqual(lag, 2 * TICK_S + 1.0)
         # The law backs off on an OOM kill (x=oom) or on pressure over its target, which without
         # the agent and the counters could only come from major faults, swap-ins or disk reads:
         # the decision's numbers say which.
