@@ -44,6 +44,9 @@ struct GuestHistory {
   // oom_kill, else the balloon driver's; 0 when the report is not new); absent when the guest
   // reports neither.
   std::optional<double> new_oom_kills;
+  // No new report, but the balloon driver's counters (read a tick after their stats) changed
+  // the refault rate above: what they say is about the latest report (guest_signals.h).
+  bool late_counters = false;
   // Bytes/s the host read from the guest's disks between its last two reads of them.
   std::optional<double> disk_read_bytes_per_s;
 

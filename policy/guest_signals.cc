@@ -175,6 +175,7 @@ GuestSignals ReadSignals(const GuestView& guest, double now_s, const SignalMemor
           scans.has_value() && previous.direct_scan_bytes_per_s != scans) {
         s.refault_bytes_per_s = previous.fault_bytes_per_s.value_or(0) + *scans;
         next->refault_bytes_per_s = s.refault_bytes_per_s;
+        s.late_counters = true;
       }
     }
     if (!guest.oom_kill.has_value()) CountOomKills(guest.balloon_oom_kills, previous, next, &s);

@@ -72,6 +72,9 @@ struct GuestSignals {
   // OOM kills in the guest since the previous report (the agent's count, else the balloon
   // driver's; 0 without either).
   double new_oom_kills = 0;
+  // No new report, but the balloon driver's counters, read apart from the stats, brought a
+  // direct-scan sample that changed the refault rate: news about the report already seen.
+  bool late_counters = false;
 };
 
 // Why `guest`'s stats are impossible and must not steer a decision ("usable=5120MiB>max=4096MiB",

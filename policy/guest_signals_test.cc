@@ -205,10 +205,15 @@ TEST(GuestSignalsTest, BalloonCountersArrivingATickAfterTheirStatsCountAtOnce) {
   EXPECT_FALSE(s.new_report);
   EXPECT_EQ(s.new_oom_kills, 1);
   EXPECT_THAT(s.refault_bytes_per_s, Optional(10.0 * kMib));
-  // And the kill is counted once.
+  EXPECT_TRUE(s.late_counters);
+  // And the kill is counted once, the scan sample once.
   l.stats_age_seconds = 3;
+  l.balloon_pressure_age_seconds = 1;
   SignalMemory m4;
-  EXPECT_EQ(ReadSignals(l, 113, m3, &m4).new_oom_kills, 0);
+  const GuestSignals again = ReadSignals(l, 113, m3, &m4);
+  EXPECT_EQ(again.new_oom_kills, 0);
+  EXPECT_FALSE(again.late_counters);
+  EXPECT_THAT(again.refault_bytes_per_s, Optional(10.0 * kMib));
 }
 
 TEST(GuestSignalsTest, ImplausibleStatsAreNamed) {

@@ -83,6 +83,7 @@ GuestHistory DeriveHistory(const GuestView& guest, double now_s, HistoryMemory* 
   h.report_after_landing = h.landed_s.has_value() && s.report_s > *h.landed_s;
   h.stall_pct = s.stall_pct;
   h.refault_bytes_per_s = s.refault_bytes_per_s;
+  h.late_counters = s.late_counters;
   if (guest.oom_kill.has_value() || guest.balloon_oom_kills.has_value()) h.new_oom_kills = s.new_oom_kills;
   h.disk_read_bytes_per_s = DiskReadRate(guest, now_s, m);
   h.size_at_report_bytes = SizeAtReport(now_s, actual, s.report_s, m);

@@ -175,15 +175,18 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   out.futile_level = m->futile.level.value_or(0);
   if (out.measured) RecordPressure(&m->profile, profile_size, max_bytes, raw, now_s, profile);
   // A kill is news whatever the report: the balloon driver's count can arrive a tick after its
-  // stats (guest_signals.h), and a kill carried from a held tick is owed an answer.
-  const bool pressured = (s.new_report || s.new_oom_kills > 0) && out.pressure >= 1;
+  // stats (guest_signals.h), and a kill carried from a held tick is owed an answer. So are the
+  // direct scans that driver reports: they arrive a tick after the report they belong to, and
+  // waiting for the next report would answer them a whole stats period late.
+  const bool late_news = !s.new_report && h.late_counters && h.report_after_landing;
+  const bool pressured = (s.new_report || s.new_oom_kills > 0 || late_news) && out.pressure >= 1;
 
   const bool first_in_episode = now_s >= m->cool_until_s;
   // Pressure signals lag (PSI's avg10, a refault rate over a window, the refill of a squeezed
   // cache): pressure that fell since the previous measurement is the last backoff working.
   const bool falling = !first_in_episode && out.pressure < m->measured_pressure;
   const double previous_pressure = m->measured_pressure;
-  if (out.measured) m->measured_pressure = pressured ? out.pressure : 0;
+  if (out.measured || (late_news && pressured)) m->measured_pressure = pressured ? out.pressure : 0;
   if (pressured && s.new_oom_kills == 0 && out.measured && falling) {
     a = std::max(a, actual);
     m->pressured_s = now_s;
@@ -191,7 +194,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     out.action = LawAction::kWait;
     out.reason = absl::StrCat("wait x=", FormatFixed(out.pressure, 2), " falling from ",
                               FormatFixed(previous_pressure, 2));
-  } else if (pressured && (out.measured || s.new_oom_kills > 0)) {
+  } else if (pressured && (out.measured || s.new_oom_kills > 0 || late_news)) {
     a = std::max(a, EdgeBackoff(actual, actual + p.backoff_fraction * (max_bytes - actual), step,
                                 first_in_episode && s.new_oom_kills == 0, now_s, p.edge,
                                 &m->edge));

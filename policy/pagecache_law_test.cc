@@ -292,6 +292,35 @@ TEST(PagecacheLawTest, WithoutTheAgentDirectReclaimScansArePressure) {
   EXPECT_GE(d.TargetMib() * kMib, std::min(start, static_cast<double>(d.guest().actual_bytes)) - 1);
 }
 
+// plimsolld reads the balloon driver's counters after the stats they came with advanced: they
+// reach the law a tick after their report. Direct scans that arrive so are answered on that
+// tick, not a stats period later with the next report.
+TEST(PagecacheLawTest, DirectScansArrivingATickAfterTheirReportBackOffThen) {
+  GuestView g = BalloonCountersOnly();
+  g.unused_bytes = 0;  // nothing to take: only pressure moves it
+  g.usable_bytes = static_cast<int64_t>(300 * kMib);
+  Driver d(g);
+  d.Step();
+  d.Step();
+  const double before = d.TargetMib();
+  // A new report whose counters are still the last sample's: calm.
+  LawOutcome o = d.Step();
+  EXPECT_LT(o.pressure, 1) << o.reason;
+  // A tick later, the same report, and the counters read since: 20 MiB scanned in 2 s.
+  d.guest().stats_age_seconds = 1;
+  d.guest().balloon_pressure_age_seconds = 0;
+  d.guest().balloon_direct_scan_bytes = static_cast<uint64_t>(20 * kMib);
+  o = d.Step(1);
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_GT(d.TargetMib(), before);
+  // The tick after brings nothing new: no second backoff on the same sample.
+  d.guest().stats_age_seconds = 2;
+  const double grown = d.TargetMib();
+  o = d.Step(1);
+  EXPECT_NE(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_EQ(d.TargetMib(), grown);
+}
+
 TEST(PagecacheLawTest, TheFloorRisesWithHardDemandAtOnce) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);
