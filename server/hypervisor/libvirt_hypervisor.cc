@@ -778,7 +778,7 @@ std::optional<bool> LibvirtHypervisor::Impl::FreePageReportingLocked(virDomainPt
   const bool this_run = it != balloon_devices.end() && it->second.id == id;
   if (this_run && it->second.read) return it->second.free_page_reporting;
   if (!flag.up.load()) return std::nullopt;  // lost during this listing: no call can succeed
-  // The live XML: the device as QEMU runs it. Reading it waits for no domain job.
+  // The live XML: the device as QEMU runs it.
   Count(LibvirtCall::kGetXml);
   char* text = virDomainGetXMLDesc(dom, 0);
   if (text == nullptr) {
