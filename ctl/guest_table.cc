@@ -54,9 +54,9 @@ std::string HumanBytes(int64_t bytes) {
 
 std::string RenderHost(const plimsoll::v1::HostStatus& h) {
   return absl::StrFormat(
-      "host: budget=%s guests_actual=%s mem_available=%s reserve=%s psi_some_avg10=%.2f policy=%s%s "
-      "libvirt=%s tick=%d\n",
-      HumanBytes(h.guest_budget_bytes()), HumanBytes(h.guests_actual_bytes()),
+      "host: budget=%s guests_actual=%s guests_rss=%s mem_available=%s reserve=%s psi_some_avg10=%.2f "
+      "policy=%s%s libvirt=%s tick=%d\n",
+      HumanBytes(h.guest_budget_bytes()), HumanBytes(h.guests_actual_bytes()), HumanBytes(h.guests_rss_bytes()),
       HumanBytes(h.mem_available_bytes()), HumanBytes(h.host_reserve_bytes()),
       h.psi_memory_some_avg10(), h.policy(), h.dry_run() ? " (dry-run)" : "",
       h.libvirt_connected() ? "connected" : "DISCONNECTED", h.tick()) +
@@ -175,6 +175,9 @@ std::string RenderGuest(const plimsoll::v1::Guest& g) {
   absl::StrAppend(&out, "usable (avail):  ", Signal(s.usable(), s.has_usable()), "\n");
   absl::StrAppend(&out, "disk_caches:     ", Signal(s.disk_caches(), s.has_disk_caches()), "\n");
   absl::StrAppend(&out, "qemu rss:        ", Signal(s.rss(), s.has_rss()), "\n");
+  // Free page reporting: where on, the guest's cost to the host is its QEMU RSS above.
+  absl::StrAppend(&out, "page reporting:  ",
+                  !g.has_free_page_reporting() ? "unknown" : g.free_page_reporting() ? "on" : "off", "\n");
   absl::StrAppend(&out, absl::StrFormat("stats:           %s, age %.1fs\n",
                                         s.stats_fresh() ? "fresh" : "NOT fresh", s.stats_age_seconds()));
   absl::StrAppend(&out, "last decision:   tick ", d.tick(), " ", d.policy(), " ",

@@ -57,6 +57,27 @@ TEST(GuestTableTest, ShowsEveryGuestWithSizesAndReason) {
   EXPECT_NE(RenderGuestTable(view).find("| src=agent actual=1023MiB floor=376MiB"), std::string::npos);
 }
 
+// What a guest costs the host: its QEMU RSS and free page reporting in `guest`, unknown said as
+// such; the guests' RSS summed in the host header.
+TEST(GuestTableTest, WhatGuestsCostTheHost) {
+  plimsoll::v1::Guest g;
+  g.set_name("web-1");
+  g.mutable_stats()->mutable_rss()->set_bytes(621LL << 20);
+  std::string one = RenderGuest(g);
+  EXPECT_TRUE(absl::StrContains(one, "qemu rss:        621Mi")) << one;
+  EXPECT_TRUE(absl::StrContains(one, "page reporting:  unknown\n")) << one;
+  g.set_free_page_reporting(true);
+  EXPECT_TRUE(absl::StrContains(RenderGuest(g), "page reporting:  on\n")) << RenderGuest(g);
+  g.set_free_page_reporting(false);
+  EXPECT_TRUE(absl::StrContains(RenderGuest(g), "page reporting:  off\n")) << RenderGuest(g);
+
+  plimsoll::v1::ListGuestsResponse view;
+  view.mutable_host()->set_guests_actual_bytes(2LL << 30);
+  view.mutable_host()->set_guests_rss_bytes(1242LL << 20);
+  const std::string table = RenderGuestTable(view);
+  EXPECT_TRUE(absl::StrContains(table, "guests_actual=2048Mi guests_rss=1242Mi ")) << table;
+}
+
 TEST(GuestTableTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(1024LL << 20), "1024Mi");
   EXPECT_EQ(HumanBytes(20LL << 30), "20.0Gi");

@@ -66,6 +66,14 @@ struct GuestView {
   std::optional<uint64_t> balloon_direct_scan_bytes;
   std::optional<double> balloon_pressure_age_seconds;
 
+  // What the guest costs the host. host_rss_bytes: its QEMU process's resident memory (libvirt's
+  // "rss" balloon stat, read on the host). free_page_reporting: whether its balloon device returns
+  // the pages the guest frees to the host; where it does, the guest's cost is its RSS, which falls
+  // as the guest frees memory, rather than its balloon size. Each absent where not known. plimsolld
+  // fills them; no policy reads them yet, and the simulator does not model them.
+  std::optional<int64_t> host_rss_bytes;
+  std::optional<bool> free_page_reporting;
+
   // Relative weight when memory is shared out; 1000 by default.
   int64_t shares = 1000;
 

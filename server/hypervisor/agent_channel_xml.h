@@ -2,10 +2,9 @@
 // name and its vsock device's CID, and the device XML that hot-plugs a channel. Pure text functions (no libvirt, no I/O), so they
 // are unit tested on captured `virsh dumpxml` output and fuzzed.
 //
-// Only what libvirt itself writes is understood: elements and attributes in single or double
-// quotes, the five predefined entities, comments. Not a general XML parser: libvirt's live XML is
-// the only input, and a domain XML we misread yields "no channel" (the guest falls back to
-// libvirt stats), never another domain's socket.
+// The XML is read by xml_tags.h, which understands only what libvirt itself writes: a domain XML
+// we misread yields "no channel" (the guest falls back to libvirt stats), never another domain's
+// socket.
 #ifndef PLIMSOLL_SERVER_HYPERVISOR_AGENT_CHANNEL_XML_H_
 #define PLIMSOLL_SERVER_HYPERVISOR_AGENT_CHANNEL_XML_H_
 

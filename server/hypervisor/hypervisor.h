@@ -53,6 +53,11 @@ struct DomainInfo {
   DomainRunState state = DomainRunState::kOther;
   int64_t max_bytes = 0;      // <memory>: the balloon ceiling
   int64_t current_bytes = 0;  // live balloon size as libvirt knows it
+  // Whether the balloon device returns the pages the guest frees to the host (free page
+  // reporting): then what the guest costs the host is its QEMU's RSS, which falls as the guest
+  // frees memory, not its balloon size. From the live XML (balloon_device_xml.h), read once per
+  // domain start. Absent: not known (the XML was not read, or not understood), never a guess.
+  std::optional<bool> free_page_reporting;
 };
 
 // virtio-balloon stats as libvirt reports them. Absent fields were not reported.

@@ -102,7 +102,8 @@ int Main(int argc, char** argv) {
   std::vector<std::string> uuids;
   for (const DomainInfo& d : *domains) {
     std::cout << "domain name=" << d.name << " uuid=" << d.uuid << " state=" << StateName(d.state)
-              << " max_bytes=" << d.max_bytes << " current_bytes=" << d.current_bytes << "\n";
+              << " max_bytes=" << d.max_bytes << " current_bytes=" << d.current_bytes << " free_page_reporting="
+              << (!d.free_page_reporting.has_value() ? "unknown" : *d.free_page_reporting ? "on" : "off") << "\n";
     uuids.push_back(d.uuid);
     if (stats_period >= 0) {
       absl::Status s = hv.EnableStats(d.uuid, stats_period);

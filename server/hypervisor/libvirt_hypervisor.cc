@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "server/hypervisor/agent_channel_xml.h"
+#include "server/hypervisor/balloon_device_xml.h"
 #include "server/hypervisor/bulk_stats.h"
 #include "server/hypervisor/libvirt_errors.h"
 #include "server/hypervisor/qemu_guest_stats.h"
@@ -492,6 +493,20 @@ struct LibvirtHypervisor::Impl {
   // fields, a record without its state or balloon size), and the caller lists the domains and
   // reads their stats instead.
   std::optional<absl::StatusOr<DomainSurvey>> BulkSurvey(bool with_block);
+  // The listed domain's DomainInfo::free_page_reporting: what its live XML said when this run of
+  // the domain was first listed (virDomainGetXMLDesc then, one call per domain start), or
+  // nullopt when that read failed (tried again at the next listing) or said nothing clear.
+  std::optional<bool> FreePageReportingLocked(virDomainPtr dom, const std::string& uuid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Forgets the balloon devices of domains the last listing (`listed`) left out.
+  void ForgetUnlistedDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    // A listed domain has at most one entry: only more entries than listed domains means some left
+    // (the usual listing looks up no uuid here).
+    if (balloon_devices.size() <= listed.size()) return;
+    absl::erase_if(balloon_devices, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !listed.contains(entry.first);
+    });
+  }
   void Count(LibvirtCall call) { calls[static_cast<size_t>(call)].fetch_add(1, std::memory_order_relaxed); }
 
   const std::string uri;
@@ -525,6 +540,16 @@ struct LibvirtHypervisor::Impl {
   // domain that stopped since fails its call as a vanished one would. Freed
   // before the connection is closed.
   absl::flat_hash_map<std::string, DomainPtr> listed ABSL_GUARDED_BY(mu);
+  // What each listed domain's live XML said of its balloon (FreePageReportingLocked), for the run
+  // of the domain it was read from: libvirt gives a domain a new id each time it starts, and a
+  // restarted domain's definition may have changed, so another id is read again. Emptied with a
+  // new connection (the libvirtd may be another).
+  struct BalloonDevice {
+    unsigned int id = 0;
+    bool read = false;  // false: the read of this run failed, and was logged
+    std::optional<bool> free_page_reporting;
+  };
+  absl::flat_hash_map<std::string, BalloonDevice> balloon_devices ABSL_GUARDED_BY(mu);
 };
 
 absl::Status LibvirtHypervisor::Impl::Connect() {
@@ -552,6 +577,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
   bulk_balloon_empty = false;
   job_info_supported = true;
   qemu_monitor_supported = true;
+  balloon_devices.clear();
 
   // Without keepalive a dead libvirtd is noticed only at the next call; local
   // drivers (test, or qemu:///system opened in-process) do not support it.
@@ -738,10 +764,37 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
     }
     d.max_bytes = *max_bytes;
     d.current_bytes = *current_bytes;
+    d.free_page_reporting = FreePageReportingLocked(dom.get(), d.uuid);
     listed.insert_or_assign(d.uuid, std::move(dom));
     out.push_back(std::move(d));
   }
+  ForgetUnlistedDevicesLocked();
   return out;
+}
+
+std::optional<bool> LibvirtHypervisor::Impl::FreePageReportingLocked(virDomainPtr dom, const std::string& uuid) {
+  const unsigned int id = virDomainGetID(dom);  // no call to libvirtd: the handle holds it
+  auto it = balloon_devices.find(uuid);
+  const bool this_run = it != balloon_devices.end() && it->second.id == id;
+  if (this_run && it->second.read) return it->second.free_page_reporting;
+  if (!flag.up.load()) return std::nullopt;  // lost during this listing: no call can succeed
+  // The live XML: the device as QEMU runs it.
+  Count(LibvirtCall::kGetXml);
+  char* text = virDomainGetXMLDesc(dom, 0);
+  if (text == nullptr) {
+    const absl::Status s = FailLocked(absl::StrCat("virDomainGetXMLDesc uuid=", uuid));
+    // Not found or not running: the domain went away since the list, and leaves the next one.
+    if (!this_run && !absl::IsUnavailable(s) && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
+      PLOG_WARNING << "cannot read the balloon device of uuid=" << uuid << ", free page reporting unknown until "
+                   << "a listing reads it: " << s.message();
+    }
+    balloon_devices.insert_or_assign(uuid, BalloonDevice{id, false, std::nullopt});
+    return std::nullopt;
+  }
+  const std::optional<bool> reporting = ParseFreePageReporting(text);
+  free(text);
+  balloon_devices.insert_or_assign(uuid, BalloonDevice{id, true, reporting});
+  return reporting;
 }
 
 absl::StatusOr<std::optional<BalloonStats>> LibvirtHypervisor::Impl::MemoryStatsLocked(
@@ -817,6 +870,7 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
     const BulkRecord parsed = ParseRecord(record, &fields);
     DomainInfo d;
     if (!FillDomainInfo(parsed, record.dom, &d) && incomplete.empty()) incomplete = d.uuid;
+    d.free_page_reporting = FreePageReportingLocked(record.dom, d.uuid);
     if (parsed.balloon_fields > 0) {
       ++with_balloon;
       BalloonStats stats = parsed.stats;
@@ -846,6 +900,7 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
     return std::nullopt;
   }
   listed = std::move(doms);
+  ForgetUnlistedDevicesLocked();
   return absl::StatusOr<DomainSurvey>(std::move(out));
 }
 

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -553,6 +555,79 @@ TEST(LibvirtHypervisorTest, AgentChannelFromTheLiveXml) {
   EXPECT_FALSE(bare->found);
   EXPECT_FALSE(bare->has_virtio_serial_controller);
   EXPECT_TRUE(absl::IsNotFound(hv.GetAgentChannel(kUnknown, "org.plimsoll.agent.0").status()));
+}
+
+// Free page reporting read from the live XML of test-driver domains (testdata/node_balloon.xml),
+// once per domain start.
+class BalloonDeviceTest : public ::testing::Test {
+ protected:
+  static constexpr char kReporting[] = "11111111-2222-3333-4444-0000000000b1";
+  static constexpr char kQuiet[] = "11111111-2222-3333-4444-0000000000b2";
+  static constexpr char kPlain[] = "11111111-2222-3333-4444-0000000000b3";
+  static constexpr char kNone[] = "11111111-2222-3333-4444-0000000000b4";
+
+  BalloonDeviceTest() : hv_(BalloonFixtureUri(), driver_.Opener()) {}
+  void SetUp() override { ASSERT_OK(hv_.Connect()); }
+
+  static std::string BalloonFixtureUri() {
+    const char* srcdir = std::getenv("TEST_SRCDIR");
+    const char* workspace = std::getenv("TEST_WORKSPACE");
+    EXPECT_NE(srcdir, nullptr) << "run under bazel test";
+    return std::string("test://") + (srcdir != nullptr ? srcdir : ".") + "/" +
+           (workspace != nullptr ? workspace : "plimsoll") + "/server/hypervisor/testdata/node_balloon.xml";
+  }
+  uint64_t XmlReads() const {
+    for (const auto& [name, n] : hv_.CallCounts()) {
+      if (name == "virDomainGetXMLDesc") return n;
+    }
+    ADD_FAILURE() << "no count for virDomainGetXMLDesc";
+    return 0;
+  }
+  // The survey's answer for `uuid`; fails the test when the domain is not in it.
+  static std::optional<bool> Reporting(const std::vector<DomainInfo>& domains, const std::string& uuid) {
+    const DomainInfo* d = FindDomain(domains, uuid);
+    EXPECT_NE(d, nullptr) << uuid;
+    return d != nullptr ? d->free_page_reporting : std::nullopt;
+  }
+
+  testing::TestDriverControl driver_;
+  LibvirtHypervisor hv_;
+};
+
+TEST_F(BalloonDeviceTest, OnWhereTheDeviceSaysSoOffOtherwise) {
+  absl::StatusOr<DomainSurvey> survey = hv_.SurveyDomains(/*with_block_stats=*/false);
+  ASSERT_TRUE(survey.ok()) << survey.status();
+  ASSERT_EQ(survey->domains.size(), 4u);
+  EXPECT_EQ(Reporting(survey->domains, kReporting), std::optional<bool>(true));
+  EXPECT_EQ(Reporting(survey->domains, kQuiet), std::optional<bool>(false));
+  EXPECT_EQ(Reporting(survey->domains, kPlain), std::optional<bool>(false)) << "no attribute: QEMU's default, off";
+  EXPECT_EQ(Reporting(survey->domains, kNone), std::optional<bool>(false)) << "no balloon";
+  EXPECT_EQ(XmlReads(), 4u) << "one read per domain";
+
+  // Later listings, either way, answer the same without reading the XML again.
+  absl::StatusOr<std::vector<DomainInfo>> list = hv_.ListActiveDomains();
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(Reporting(*list, kReporting), std::optional<bool>(true));
+  EXPECT_EQ(Reporting(*list, kPlain), std::optional<bool>(false));
+  ASSERT_TRUE(hv_.SurveyDomains(/*with_block_stats=*/true).ok());
+  EXPECT_EQ(XmlReads(), 4u);
+}
+
+TEST_F(BalloonDeviceTest, ARestartedDomainIsReadAgain) {
+  ASSERT_TRUE(hv_.SurveyDomains(/*with_block_stats=*/false).ok());
+  const uint64_t reads = XmlReads();
+  // The operator turns reporting on for `plain` and restarts it: the new run has the new device.
+  ASSERT_OK(driver_.DestroyDomain(kPlain));
+  ASSERT_OK(driver_.DefineDomain(absl::StrCat(
+      "<domain type='test'><name>plain</name><uuid>", kPlain,
+      "</uuid><memory unit='MiB'>1024</memory><vcpu>1</vcpu><os><type>hvm</type></os>"
+      "<devices><memballoon model='virtio' freePageReporting='on'/></devices></domain>")));
+  ASSERT_OK(driver_.StartDomain(kPlain));
+  absl::StatusOr<DomainSurvey> survey = hv_.SurveyDomains(/*with_block_stats=*/false);
+  ASSERT_TRUE(survey.ok()) << survey.status();
+  EXPECT_EQ(Reporting(survey->domains, kPlain), std::optional<bool>(true));
+  EXPECT_EQ(Reporting(survey->domains, kReporting), std::optional<bool>(true));
+  EXPECT_EQ(XmlReads(), reads + 1) << "only the restarted domain is read again";
 }
 
 }  // namespace

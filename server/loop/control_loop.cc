@@ -580,7 +580,8 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     const TrackedGuest* g = tracker_.Find(uuid);
     PLOG_INFO << "guest adopted guest=" << g->info.name << " uuid=" << uuid
               << " max=" << FormatMib(g->info.max_bytes) << " min=" << FormatMib(g->min_bytes)
-              << " target=actual=" << FormatMib(g->target_bytes);
+              << " target=actual=" << FormatMib(g->target_bytes) << " free_page_reporting="
+              << (!g->info.free_page_reporting.has_value() ? "unknown" : *g->info.free_page_reporting ? "on" : "off");
   }
   for (const std::string& uuid : changes.removed) {
     PLOG_INFO << "guest gone uuid=" << uuid;
@@ -940,6 +941,7 @@ void ControlLoop::PublishLine(absl::Time now, const std::string& stale, plimsoll
 void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   auto view = NewViewOnArena(view_arena_bytes_);
   int64_t actual_sum = 0;
+  int64_t rss_sum = 0;
   for (const TrackedGuest* g : tracker_.ByName()) {
     plimsoll::v1::Guest* out = view->add_guests();
     out->set_name(g->info.name);
@@ -964,7 +966,9 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     if (g->stats.rss_bytes) {
       SetSignal(s->mutable_rss(), *g->stats.rss_bytes, 0);
       s->mutable_rss()->set_provenance(plimsoll::v1::PROVENANCE_HOST);
+      rss_sum += *g->stats.rss_bytes;
     }
+    if (g->info.free_page_reporting.has_value()) out->set_free_page_reporting(*g->info.free_page_reporting);
     s->set_swap_in(g->stats.swap_in.value_or(0));
     s->set_swap_out(g->stats.swap_out.value_or(0));
     s->set_major_fault(g->stats.major_fault.value_or(0));
@@ -1004,6 +1008,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   }
   host->set_host_reserve_bytes(reserve_bytes_);
   host->set_guests_actual_bytes(actual_sum);
+  host->set_guests_rss_bytes(rss_sum);
   host->set_policy(std::string(policy_->name()));
   host->set_paused(paused_);
   if (deps_.overrides != nullptr) {

@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <iostream>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -663,6 +665,64 @@ TEST_F(ControlLoopTest, DiskReadsAreReadEveryBlockStatsIntervalAndKeptWithTheirA
   EXPECT_EQ(hv_.survey_block_stats(), (std::vector<bool>{true, false, false, true, false, false, true}));
   EXPECT_EQ(bytes, (std::vector<std::optional<uint64_t>>{1000, 1000, 1000, 4000, 4000, 4000, 7000}));
   EXPECT_EQ(ages, (std::vector<std::optional<double>>{0, 2, 4, 0, 2, 4, 0}));
+}
+
+// What each guest costs the host travels from the hypervisor to the policy's view, the API and
+// /metrics: QEMU's RSS and free page reporting where known, nothing where not (never an "off"
+// or a 0), and the host's sum of the RSS.
+TEST_F(ControlLoopTest, WhatGuestsCostTheHostReachesThePolicyTheViewAndTheMetrics) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  hv_.AddDomain(kB, "b", 1024 * kMiB, 1024 * kMiB);
+  hv_.SetFreePageReporting(kA, true);
+  MakeLoop();
+  BalloonStats st;
+  st.actual_bytes = 1024 * kMiB;
+  st.usable_bytes = 400 * kMiB;
+  st.last_update = 1000;
+  st.rss_bytes = 621 * kMiB;
+  hv_.SetStats(kA, st);
+  st.rss_bytes.reset();
+  hv_.SetStats(kB, st);
+  loop_->Tick();
+
+  const policy::GuestView* a = SnapshotView(kA);
+  const policy::GuestView* b = SnapshotView(kB);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->host_rss_bytes, 621 * kMiB);
+  EXPECT_EQ(a->free_page_reporting, std::optional<bool>(true));
+  EXPECT_FALSE(b->host_rss_bytes.has_value());
+  EXPECT_FALSE(b->free_page_reporting.has_value());
+
+  ASSERT_NE(Published(kA), nullptr);
+  EXPECT_TRUE(Published(kA)->has_free_page_reporting());
+  EXPECT_TRUE(Published(kA)->free_page_reporting());
+  EXPECT_EQ(Published(kA)->stats().rss().bytes(), 621 * kMiB);
+  EXPECT_FALSE(Published(kB)->has_free_page_reporting());
+  EXPECT_EQ(view_->host().guests_rss_bytes(), 621 * kMiB);
+
+  std::string text = metrics_.Render();
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_host_rss_bytes{domain=\"a\",uuid=\"", kA, "\"} ", 621 * kMiB, "\n")),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_free_page_reporting{domain=\"a\",uuid=\"", kA, "\"} 1\n")),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("plimsoll_guest_free_page_reporting{domain=\"b\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("plimsoll_guest_host_rss_bytes{domain=\"b\""), std::string::npos) << text;
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_host_guests_rss_bytes ", 621 * kMiB, "\n")), std::string::npos) << text;
+
+  // b turns out to have reporting off (its XML read at last): a 0, not an absence.
+  hv_.SetFreePageReporting(kB, false);
+  clock_.Advance(absl::Seconds(2));
+  loop_->Tick();
+  EXPECT_EQ(SnapshotView(kB)->free_page_reporting, std::optional<bool>(false));
+  EXPECT_TRUE(Published(kB)->has_free_page_reporting());
+  EXPECT_FALSE(Published(kB)->free_page_reporting());
+  text = metrics_.Render();
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_free_page_reporting{domain=\"b\",uuid=\"", kB, "\"} 0\n")),
+            std::string::npos)
+      << text;
 }
 
 // ---- The operator's overrides, host policy and reclaim holds (control_loop.h) ----

@@ -207,6 +207,8 @@ std::vector<policy::GuestView> GuestTracker::Views() const {
     v.major_fault = g->stats.major_fault;
     v.swap_in = g->stats.swap_in;
     v.swap_out = g->stats.swap_out;
+    v.host_rss_bytes = g->stats.rss_bytes;
+    v.free_page_reporting = g->info.free_page_reporting;
     v.balloon_oom_kills = g->stats.pressure.oom_kills;
     v.balloon_alloc_stalls = g->stats.pressure.alloc_stalls;
     v.balloon_direct_scan_bytes = g->stats.pressure.direct_scans;

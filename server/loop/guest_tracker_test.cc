@@ -2,6 +2,7 @@
 // by-name order current, without rebuilding either on the usual tick.
 #include "server/loop/guest_tracker.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -347,6 +348,38 @@ TEST(GuestTrackerTest, HistoriesFollowTheTargetsSetAndTheBalloon) {
   t.DeriveHistories(now, &views);
   ASSERT_TRUE(views[0].history->landed_s.has_value());
   EXPECT_EQ(*views[0].history->landed_s, absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+}
+
+// What a guest costs the host reaches the policy's view: QEMU's RSS from the stats (a busy
+// domain's partial record keeps the last), free page reporting from the latest listing.
+TEST(GuestTrackerTest, WhatAGuestCostsTheHostReachesTheView) {
+  GuestTracker t(GuestRules{});
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  hypervisor::DomainInfo reporting = Domain("a", "u1");
+  reporting.free_page_reporting = true;
+  hypervisor::DomainInfo unknown = Domain("b", "u2");
+  t.Reconcile({reporting, unknown}, now);
+  hypervisor::BalloonStats with_rss = Full(1024, 100);
+  with_rss.rss_bytes = 621 * kMiB;
+  t.UpdateStats({{"u1", with_rss}, {"u2", Full(1024, 100)}}, now);
+  std::vector<policy::GuestView> views = t.Views();
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].host_rss_bytes, 621 * kMiB);
+  EXPECT_EQ(views[0].free_page_reporting, std::optional<bool>(true));
+  EXPECT_FALSE(views[1].host_rss_bytes.has_value()) << "not reported: absent, never 0";
+  EXPECT_FALSE(views[1].free_page_reporting.has_value()) << "not known: absent, never off";
+
+  now += absl::Seconds(1);
+  reporting.free_page_reporting = false;  // restarted with reporting off
+  t.Reconcile({reporting, unknown}, now);
+  t.UpdateStats({{"u1", Partial(1024)}}, now);
+  views = t.Views();
+  EXPECT_EQ(views[0].free_page_reporting, std::optional<bool>(false));
+  EXPECT_EQ(views[0].host_rss_bytes, 621 * kMiB) << "a busy domain's partial record keeps the last RSS";
+
+  now += absl::Seconds(1);
+  t.UpdateStats({{"u1", Full(1024, 101)}}, now);
+  EXPECT_FALSE(t.Views()[0].host_rss_bytes.has_value()) << "a full record without it: none";
 }
 
 }  // namespace

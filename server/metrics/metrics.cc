@@ -51,6 +51,8 @@ enum GuestMetric {
   kBalloonDirectReclaim,
   kBalloonAsyncScan,
   kBalloonAsyncReclaim,
+  kHostRss,
+  kFreePageReporting,
   kGuestMetrics,  // the count
 };
 
@@ -123,6 +125,7 @@ struct Metrics::Impl {
   Family<Gauge>* host_total;
   Family<Gauge>* host_reserve;
   Family<Gauge>* host_guests_actual;
+  Family<Gauge>* host_guests_rss;
   Family<Gauge>* host_psi_some;
   Family<Gauge>* host_psi_full;
   Family<Gauge>* libvirt_connected;
@@ -321,6 +324,8 @@ struct Metrics::Impl {
       add(kBalloonDirectReclaim, bp.has_direct_reclaim_bytes(), static_cast<double>(bp.direct_reclaim_bytes()));
       add(kBalloonAsyncScan, bp.has_async_scan_bytes(), static_cast<double>(bp.async_scan_bytes()));
       add(kBalloonAsyncReclaim, bp.has_async_reclaim_bytes(), static_cast<double>(bp.async_reclaim_bytes()));
+      add(kHostRss, s.has_rss(), static_cast<double>(s.rss().bytes()));
+      add(kFreePageReporting, g.has_free_page_reporting(), g.free_page_reporting() ? 1 : 0);
       // One series per balloon state, 1 for the current one (none until a policy tracks it).
       if (!g.balloon_state().empty()) {
         for (const char* st : kBalloonStates) {
@@ -362,6 +367,8 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kBalloonDirectReclaim, "plimsoll_guest_balloon_direct_reclaim_bytes", "Memory the guest's allocating tasks reclaimed since it booted (a counter, bytes), from its balloon driver.");
   m.GuestFamily(kBalloonAsyncScan, "plimsoll_guest_balloon_async_scan_bytes", "Memory the guest's kswapd scanned since it booted (a counter, bytes), from its balloon driver.");
   m.GuestFamily(kBalloonAsyncReclaim, "plimsoll_guest_balloon_async_reclaim_bytes", "Memory the guest's kswapd reclaimed since it booted (a counter, bytes), from its balloon driver.");
+  m.GuestFamily(kHostRss, "plimsoll_guest_host_rss_bytes", "Resident memory of the guest's QEMU process on the host (bytes), from libvirt's balloon stats: what the guest costs the host.");
+  m.GuestFamily(kFreePageReporting, "plimsoll_guest_free_page_reporting", "1 when the guest's balloon device returns the pages the guest frees to the host (free page reporting), 0 when not; no series when not known.");
   m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});
@@ -408,6 +415,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.host_total = m.G("plimsoll_host_mem_total_bytes", "Host MemTotal (bytes).");
   m.host_reserve = m.G("plimsoll_host_reserve_bytes", "Memory kept for the host itself (bytes).");
   m.host_guests_actual = m.G("plimsoll_host_guests_actual_bytes", "Sum of all guests' current balloon sizes (bytes).");
+  m.host_guests_rss = m.G("plimsoll_host_guests_rss_bytes", "Sum of the guests' QEMU RSS (bytes), over the guests that report it: what the guests really cost the host.");
   m.host_psi_some = m.G("plimsoll_host_psi_memory_some_avg10", "Host memory PSI 'some' avg10 (percent of time stalled).");
   m.host_psi_full = m.G("plimsoll_host_psi_memory_full_avg10", "Host memory PSI 'full' avg10 (percent of time stalled).");
   m.libvirt_connected = m.G("plimsoll_libvirt_connected", "1 while the libvirt connection is up.");
@@ -514,6 +522,7 @@ void Metrics::Publish(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> pu
   m.host_total->Add({}).Set(h.mem_total_bytes());
   m.host_reserve->Add({}).Set(h.host_reserve_bytes());
   m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
+  m.host_guests_rss->Add({}).Set(static_cast<double>(h.guests_rss_bytes()));
   m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
   m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
   m.host_data_age->Add({}).Set(h.host_data_age_seconds());

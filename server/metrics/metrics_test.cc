@@ -223,6 +223,33 @@ TEST(MetricsTest, GuestSeriesFollowTheViewAcrossPublishes) {
   EXPECT_TRUE(Has(text, R"(plimsoll_guests{state="managed"} 0)")) << text;
 }
 
+// What each guest costs the host: its QEMU RSS and whether it reports free pages, each without a
+// series where the view does not know it (never a 0 that would read as "nothing" or "off"), and
+// the host's sum of the RSS.
+TEST(MetricsTest, WhatGuestsCostTheHostHasItsSeries) {
+  Metrics m;
+  m.Publish(View(R"(
+    host { guests_rss_bytes: 3000 }
+    guests { name: "on" uuid: "u1" free_page_reporting: true stats { rss { bytes: 1000 } } }
+    guests { name: "off" uuid: "u2" free_page_reporting: false stats { rss { bytes: 2000 } } }
+    guests { name: "unknown" uuid: "u3" })"));
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_host_rss_bytes{domain="on",uuid="u1"} 1000)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_host_rss_bytes{domain="off",uuid="u2"} 2000)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_free_page_reporting{domain="on",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_free_page_reporting{domain="off",uuid="u2"} 0)")) << text;
+  EXPECT_EQ(text.find(R"(plimsoll_guest_free_page_reporting{domain="unknown")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(plimsoll_guest_host_rss_bytes{domain="unknown")"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_guests_rss_bytes 3000")) << text;
+
+  // Nobody knows any more: the guest families go, the host's sum says 0.
+  m.Publish(View(R"(guests { name: "unknown" uuid: "u3" })"));
+  text = m.Render();
+  EXPECT_EQ(text.find("plimsoll_guest_free_page_reporting"), std::string::npos) << text;
+  EXPECT_EQ(text.find("plimsoll_guest_host_rss_bytes"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_host_guests_rss_bytes 0")) << text;
+}
+
 // Prometheus' increase() only sees increments of a series that already exists: a counter born
 // at its first failure hides that failure from the PlimsollLibvirtErrors alert. Every counter
 // family whose label values are known up front is therefore scraped at 0 before anything happened.

@@ -307,6 +307,11 @@ void FakeHypervisor::RemoveDomain(const std::string& uuid) {
   domains_.erase(uuid);
 }
 
+void FakeHypervisor::SetFreePageReporting(const std::string& uuid, std::optional<bool> on) {
+  absl::MutexLock l(&mu_);
+  if (Domain* d = FindLocked(uuid)) d->info.free_page_reporting = on;
+}
+
 void FakeHypervisor::SetState(const std::string& uuid, DomainRunState state) {
   absl::MutexLock l(&mu_);
   if (Domain* d = FindLocked(uuid)) d->info.state = state;

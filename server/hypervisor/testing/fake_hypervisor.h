@@ -111,6 +111,9 @@ class FakeHypervisor : public Hypervisor {
   void RemoveDomain(const std::string& uuid);
   // Only running and paused domains are listed and have stats.
   void SetState(const std::string& uuid, DomainRunState state);
+  // What the domain's balloon device says of free page reporting, as its live XML would
+  // (DomainInfo::free_page_reporting; nullopt: not known).
+  void SetFreePageReporting(const std::string& uuid, std::optional<bool> on);
   // Moves the balloon: DomainInfo::current_bytes and BalloonStats::actual_bytes.
   void SetActualBytes(const std::string& uuid, int64_t bytes);
   // Replaces the stats. A set actual_bytes also moves current_bytes; an unset

@@ -51,4 +51,12 @@ absl::Status TestDriverControl::StartDomain(const std::string& uuid) {
   return absl::OkStatus();
 }
 
+absl::Status TestDriverControl::DefineDomain(const std::string& xml) {
+  if (conn_ == nullptr) return absl::FailedPreconditionError("the hypervisor has not connected");
+  virDomainPtr dom = virDomainDefineXML(conn_, xml.c_str());
+  if (dom == nullptr) return absl::InvalidArgumentError(absl::StrCat("virDomainDefineXML: ", LastError()));
+  virDomainFree(dom);
+  return absl::OkStatus();
+}
+
 }  // namespace plimsoll::hypervisor::testing

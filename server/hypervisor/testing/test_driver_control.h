@@ -1,6 +1,6 @@
 // Changes the state of libvirt's in-process test driver behind a LibvirtHypervisor, for tests of
-// the libvirt seam: stopping a domain, as a guest that shuts down or crashes would, and starting
-// it again. Each emits a lifecycle event.
+// the libvirt seam: stopping a domain, as a guest that shuts down or crashes would, starting it
+// again (each emits a lifecycle event), and changing its definition.
 //
 // The test driver (test:///path/node.xml) keeps its domains per connection, so only the
 // hypervisor's own connection can change them. A TestDriverControl hands the hypervisor an opener
@@ -34,6 +34,9 @@ class TestDriverControl {
   // Starts a stopped domain again (virDomainCreate), as a guest started by an operator would.
   // The test driver's domains from the node XML are persistent, so a destroyed one can be started.
   absl::Status StartDomain(const std::string& uuid);
+  // Defines a domain from `xml` (virDomainDefineXML), or changes the definition of the domain of
+  // its uuid: a running one takes it when it next starts, as a real domain edited with virsh does.
+  absl::Status DefineDomain(const std::string& xml);
 
  private:
   _virConnect* conn_ = nullptr;  // borrowed from the hypervisor that opened it
