@@ -98,6 +98,13 @@ class BalloonPressureE2E(unittest.TestCase):
         self.assertIsNotNone(series("plimsoll_guest_balloon_alloc_stalls", "modern"))
         self.assertIsNone(series("plimsoll_guest_balloon_oom_kills", "stable"))
         self.assertIsNotNone(series("plimsoll_guest_usable_bytes", "stable"))
+        # What each guest costs the host: the lab defines every balloon with free page reporting
+        # on, and libvirt's bulk stats carry QEMU's RSS (docs/operations.md).
+        for g in ("modern", "stable"):
+            self.assertEqual(series("plimsoll_guest_free_page_reporting", g), 1, g)
+            self.assertGreater(series("plimsoll_guest_host_rss_bytes", g) or 0, 64 * MIB, g)
+            self.assertTrue(guests[g].get("free_page_reporting"), g)
+        self.assertGreater(harness.metric(text, "plimsoll_host_guests_rss_bytes") or 0, 128 * MIB)
         lacking = harness.metric(text, "plimsoll_balloon_pressure_reads_total", result="lacking")
         read = harness.metric(text, "plimsoll_balloon_pressure_reads_total", result="read")
         self.assertEqual(lacking, 1, "the stable guest's lack is counted once, then asked every 5 min")
