@@ -1,0 +1,33 @@
+// Where the reclaim bounds the daemon sends each agent come from (ReclaimBounds in agent.proto;
+// the agent side is docs/agent.md, "Reclaim"). The ingest asks the provider for a guest's bounds
+// on every report of that guest it accepts and puts them in the ack; a policy that decides how
+// much of each guest's cache to take back implements the interface. Without a provider (the
+// default) acks carry no bounds and agents reclaim nothing.
+#ifndef PLIMSOLL_SERVER_AGENT_RECLAIM_BOUNDS_PROVIDER_H_
+#define PLIMSOLL_SERVER_AGENT_RECLAIM_BOUNDS_PROVIDER_H_
+
+#include <optional>
+#include <string>
+
+#include "plimsoll/v1/agent.pb.h"
+
+namespace plimsoll::server::agent {
+
+class ReclaimBoundsProvider {
+ public:
+  virtual ~ReclaimBoundsProvider() = default;
+  // The bounds for the guest `uuid` now; nullopt: none (its agent stops when the last ones
+  // expire; send enabled = false to stop it at once). Called on a gRPC thread for every accepted
+  // report, so it must be quick (no libvirt calls) and thread-safe.
+  virtual std::optional<v1::ReclaimBounds> BoundsFor(const std::string& uuid) = 0;
+};
+
+// What goes into the ack: the provider's bounds for `uuid` with the rate capped at
+// `max_bytes_per_second` (the validator's max_reclaim_bytes_per_second: an agent following the
+// bounds must never be rejected for reclaiming too fast). Null provider: nullopt.
+std::optional<v1::ReclaimBounds> BoundsForAck(ReclaimBoundsProvider* provider, const std::string& uuid,
+                                              double max_bytes_per_second);
+
+}  // namespace plimsoll::server::agent
+
+#endif  // PLIMSOLL_SERVER_AGENT_RECLAIM_BOUNDS_PROVIDER_H_
