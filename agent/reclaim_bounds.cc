@@ -16,8 +16,8 @@ void WindowMax::Record(uint64_t value, absl::Time at) {
   while (!run_.empty() && run_.back().second <= value) run_.pop_back();
   run_.emplace_back(at, value);
   // Entries already outside the window for `at` are dropped here too, so the run stays short
-  // even when Max is never called.
-  while (!run_.empty() && at - run_.front().first >= window_) run_.pop_front();
+  // even when Max is never called; the newest always stays.
+  while (run_.size() > 1 && at - run_.front().first >= window_) run_.pop_front();
 }
 
 uint64_t WindowMax::Max(absl::Time now) const {
@@ -25,7 +25,7 @@ uint64_t WindowMax::Max(absl::Time now) const {
     // The first entry still inside the window is the largest of those inside (values fall).
     if (now - at < window_) return value;
   }
-  return 0;
+  return run_.empty() ? 0 : run_.back().second;
 }
 
 ReclaimBoundsKeeper::ReclaimBoundsKeeper(ReclaimOwnLimits own)

@@ -9,7 +9,8 @@
 // - A keep holds. Each keep the host names (keep_bytes, keep_file_bytes) stays in force for
 //   keep_hold after the bounds that named it arrived: the keep in force is the largest named
 //   within the last keep_hold, so a host (or whoever speaks for it) that names a lower keep gets
-//   it only once every higher one is keep_hold old. A higher keep applies at once. The hold
+//   it only once every higher one is keep_hold old. A higher keep applies at once, and the
+//   newest keep named always applies (also with a hold of zero, also after expiry). The hold
 //   lives as long as the agent process; a restarted agent reclaims nothing before the host
 //   names bounds again.
 // - Bounds expire. Bounds older than bounds_ttl (no ack carried any since) give no limits: the
@@ -47,13 +48,15 @@ struct ReclaimOwnLimits {
   absl::Duration keep_hold = absl::Minutes(5);
 };
 
-// The largest value recorded within a sliding window of time. Values recorded later that are
-// at least as large make earlier ones irrelevant, so it keeps a short decreasing run.
+// The largest value recorded within a sliding window of time, and never less than the newest
+// value recorded (however old: a window of zero still holds the last word). Values recorded
+// later that are at least as large make earlier ones irrelevant, so it keeps a short
+// decreasing run.
 class WindowMax {
  public:
   explicit WindowMax(absl::Duration window) : window_(window) {}
   void Record(uint64_t value, absl::Time at);
-  // The largest value recorded in (now - window, now]; 0 when none.
+  // The largest of the values recorded in (now - window, now] and the newest; 0 when none.
   uint64_t Max(absl::Time now) const;
 
  private:

@@ -142,7 +142,22 @@ TEST(ReclaimBoundsTest, WindowMaxKeepsAShortRun) {
   EXPECT_EQ(w.Max(kT0 + absl::Seconds(2)), 9u);
   EXPECT_EQ(w.Max(kT0 + absl::Seconds(10.5)), 9u);
   EXPECT_EQ(w.Max(kT0 + absl::Seconds(11)), 3u);
-  EXPECT_EQ(w.Max(kT0 + absl::Seconds(12)), 0u);
+  // The newest value holds however old it is.
+  EXPECT_EQ(w.Max(kT0 + absl::Hours(1)), 3u);
+}
+
+TEST(ReclaimBoundsTest, WithoutAHoldTheNewestKeepStillApplies) {
+  ReclaimOwnLimits own;
+  own.keep_hold = absl::ZeroDuration();
+  ReclaimBoundsKeeper k{own};
+  ReclaimLimits l;
+  k.Update(Bounds(900 * kMiB, 700 * kMiB), kT0);
+  ASSERT_EQ(k.Effective(kT0 + absl::Seconds(1), &l), BoundsStatus::kLive);
+  EXPECT_EQ(l.keep_bytes, 900 * kMiB);
+  EXPECT_EQ(l.keep_file_bytes, 700 * kMiB);
+  k.Update(Bounds(100 * kMiB, 0), kT0 + absl::Seconds(2));
+  k.Effective(kT0 + absl::Seconds(2), &l);
+  EXPECT_EQ(l.keep_bytes, 100 * kMiB);  // no hold: the lower keep at once
 }
 
 }  // namespace
