@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "plimsoll/v1/agent.pb.h"
 
 namespace plimsoll::server::agent {
@@ -27,6 +29,13 @@ class ReclaimBoundsProvider {
 // bounds must never be rejected for reclaiming too fast). Null provider: nullopt.
 std::optional<v1::ReclaimBounds> BoundsForAck(ReclaimBoundsProvider* provider, const std::string& uuid,
                                               double max_bytes_per_second);
+
+// Bounds written by hand, for lab tools (plimsoll-agent-sink --reclaim_bounds): "off" (enabled
+// = false), or comma-separated key=value with keys keep_mib, keep_file_mib, step_mib, rate_mib
+// (MiB per second), psi_stop (percent) and refault_stop (per second), e.g.
+// "keep_mib=600,step_mib=64,rate_mib=32". Unknown keys, missing values and negative or
+// non-numeric values are INVALID_ARGUMENT naming the part.
+absl::StatusOr<v1::ReclaimBounds> ParseReclaimBoundsSpec(absl::string_view spec);
 
 }  // namespace plimsoll::server::agent
 

@@ -44,5 +44,29 @@ TEST(ReclaimBoundsProviderTest, TheRateIsCappedAtWhatTheValidatorBelieves) {
   EXPECT_EQ(BoundsForAck(&p, "g", std::numeric_limits<double>::infinity())->max_bytes_per_second(), 1000u);
 }
 
+TEST(ReclaimBoundsProviderTest, ParseSpec) {
+  absl::StatusOr<v1::ReclaimBounds> b =
+      ParseReclaimBoundsSpec("keep_mib=600, keep_file_mib=64,step_mib=32,rate_mib=16.5,psi_stop=2,refault_stop=500");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->enabled());
+  EXPECT_EQ(b->keep_bytes(), 600u << 20);
+  EXPECT_EQ(b->keep_file_bytes(), 64u << 20);
+  EXPECT_EQ(b->step_bytes(), 32u << 20);
+  EXPECT_EQ(b->max_bytes_per_second(), static_cast<uint64_t>(16.5 * (1 << 20)));
+  EXPECT_DOUBLE_EQ(b->psi_some_avg10_stop_pct(), 2);
+  EXPECT_DOUBLE_EQ(b->refaults_per_second_stop(), 500);
+  // Stops not named stay unset (the agent's own apply).
+  b = ParseReclaimBoundsSpec("keep_mib=1");
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->has_psi_some_avg10_stop_pct());
+  EXPECT_EQ(b->step_bytes(), 0u);
+  b = ParseReclaimBoundsSpec(" off ");
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->enabled());
+  for (const char* bad : {"keep_mib", "keep_mib=-1", "keep_mib=x", "keep=5", "keep_mib=nan", "step_mib=inf"}) {
+    EXPECT_EQ(ParseReclaimBoundsSpec(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace plimsoll::server::agent
