@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,9 +23,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "agent/boottime_clock.h"
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
+#include "agent/reclaim_executor.h"
+#include "agent/reclaimer.h"
 #include "agent/reporter.h"
 #include "common/log.h"
 #include "common/small_file.h"
@@ -64,6 +69,25 @@ ABSL_FLAG(bool, log_spikes, false,
           "log one line per spike report sent, with the time since the trigger fired (for "
           "latency measurements; chatty under steady pressure)");
 ABSL_FLAG(bool, dump, false, "print one sample in protobuf text format and exit (no connection)");
+ABSL_FLAG(std::string, reclaim, "on",
+          "proactive reclaim of the guest's page cache through memory.reclaim, within the bounds "
+          "plimsolld sends (docs/agent.md, \"Reclaim\"): on (nothing happens until plimsolld sends "
+          "bounds), off, or dry_run (decide and log, never write)");
+ABSL_FLAG(std::string, reclaim_root, "/sys/fs/cgroup", "the cgroup v2 mount whose memory.reclaim the agent writes");
+ABSL_FLAG(int64_t, reclaim_min_file_mib, 64,
+          "never reclaim the file LRU (Active(file) + Inactive(file)) below this many MiB, whatever "
+          "the host says");
+ABSL_FLAG(int64_t, reclaim_max_step_mib, 128, "one write to memory.reclaim asks for at most this many MiB");
+ABSL_FLAG(int64_t, reclaim_max_rate_mib, 64, "reclaim at most this many MiB per second on average");
+ABSL_FLAG(double, reclaim_psi_stop, 5,
+          "stop while PSI memory \"some\" (avg10, or the share of the last second) is over this percent; "
+          "the host may only lower it");
+ABSL_FLAG(double, reclaim_refault_stop, 1000,
+          "stop while file refaults per second are over this; the host may only lower it");
+ABSL_FLAG(absl::Duration, reclaim_bounds_ttl, absl::Seconds(20),
+          "stop reclaiming when no ack has carried bounds for this long");
+ABSL_FLAG(absl::Duration, reclaim_keep_hold, absl::Minutes(5),
+          "a keep the host names stays in force this long, whatever lower keep it names later");
 
 namespace plimsoll::agent {
 namespace {
@@ -90,6 +114,54 @@ absl::StatusOr<std::string> LoadToken(const std::string& proc_root) {
     return absl::InvalidArgumentError(absl::StrCat("token: ", token->size(), " bytes, want ", protocol::kTokenBytes));
   }
   return token;
+}
+
+// The reclaimer's options from the --reclaim_* flags; errors name the flag.
+absl::StatusOr<ReclaimerOptions> ReclaimFlags() {
+  ReclaimerOptions o;
+  const std::string mode = absl::GetFlag(FLAGS_reclaim);
+  if (mode != "on" && mode != "off" && mode != "dry_run") {
+    return absl::InvalidArgumentError(absl::StrCat("--reclaim must be on, off or dry_run, not \"", mode, "\""));
+  }
+  o.enabled = mode != "off";
+  constexpr int64_t kMaxMib = int64_t{1} << 30;
+  const int64_t min_file = absl::GetFlag(FLAGS_reclaim_min_file_mib);
+  const int64_t step = absl::GetFlag(FLAGS_reclaim_max_step_mib);
+  const int64_t rate = absl::GetFlag(FLAGS_reclaim_max_rate_mib);
+  if (min_file < 0 || min_file > kMaxMib) return absl::InvalidArgumentError("--reclaim_min_file_mib out of range");
+  if (step < 0 || step > kMaxMib) return absl::InvalidArgumentError("--reclaim_max_step_mib out of range");
+  if (rate < 0 || rate > kMaxMib) return absl::InvalidArgumentError("--reclaim_max_rate_mib out of range");
+  o.own.min_file_bytes = static_cast<uint64_t>(min_file) << 20;
+  o.own.max_step_bytes = static_cast<uint64_t>(step) << 20;
+  o.own.max_bytes_per_second = static_cast<double>(rate) * (1 << 20);
+  o.own.psi_stop_pct = absl::GetFlag(FLAGS_reclaim_psi_stop);
+  if (!(o.own.psi_stop_pct >= 0 && o.own.psi_stop_pct <= 100)) {
+    return absl::InvalidArgumentError("--reclaim_psi_stop must be a percent in [0, 100]");
+  }
+  o.own.refault_stop_per_second = absl::GetFlag(FLAGS_reclaim_refault_stop);
+  if (!(o.own.refault_stop_per_second >= 0) || std::isinf(o.own.refault_stop_per_second)) {
+    return absl::InvalidArgumentError("--reclaim_refault_stop must be a finite number >= 0");
+  }
+  o.own.bounds_ttl = absl::GetFlag(FLAGS_reclaim_bounds_ttl);
+  o.own.keep_hold = absl::GetFlag(FLAGS_reclaim_keep_hold);
+  if (o.own.bounds_ttl <= absl::ZeroDuration()) return absl::InvalidArgumentError("--reclaim_bounds_ttl must be > 0");
+  if (o.own.keep_hold < absl::ZeroDuration()) return absl::InvalidArgumentError("--reclaim_keep_hold must be >= 0");
+  o.series_start_boottime_ns = BoottimeNanos();
+  return o;
+}
+
+// The reclaimer's executor, or null with options->unsupported_detail saying why there is none.
+std::unique_ptr<ReclaimExecutor> OpenReclaimExecutor(ReclaimerOptions* options) {
+  if (!options->enabled) return nullptr;
+  CgroupReclaimOptions c;
+  c.root = absl::GetFlag(FLAGS_reclaim_root);
+  absl::StatusOr<std::unique_ptr<CgroupReclaimExecutor>> opened = CgroupReclaimExecutor::Open(c);
+  if (!opened.ok()) {
+    options->unsupported_detail = std::string(opened.status().message());
+    return nullptr;
+  }
+  if (absl::GetFlag(FLAGS_reclaim) == "dry_run") return std::make_unique<DryRunReclaimExecutor>((*opened)->file_only());
+  return *std::move(opened);
 }
 
 int Main() {
@@ -205,6 +277,19 @@ int Main() {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  absl::StatusOr<ReclaimerOptions> reclaim_options = ReclaimFlags();
+  if (!reclaim_options.ok()) {
+    PLOG_ERROR << reclaim_options.status().message();
+    return 2;
+  }
+  std::unique_ptr<ReclaimExecutor> reclaim_executor = OpenReclaimExecutor(&*reclaim_options);
+  // Its own reader (GuestReader keeps no state, but one per thread keeps it obvious) and the
+  // guest's CLOCK_BOOTTIME: bounds expire by it even when the wall clock is stepped.
+  GuestReader reclaim_reader(proc_root);
+  BoottimeClock boottime_clock;
+  Reclaimer reclaimer(*std::move(reclaim_options), std::move(reclaim_executor), &reclaim_reader, &boottime_clock);
+  options.reclaim = &reclaimer;
+
   absl::StatusOr<std::unique_ptr<Reporter>> reporter = Reporter::Create(options, &reader, std::move(trigger));
   if (!reporter.ok()) {
     PLOG_ERROR << reporter.status();
@@ -226,8 +311,11 @@ int Main() {
             << (options.tls.server_name.empty() ? "" : absl::StrCat(" tls_server_name=", options.tls.server_name))
             << " uuid=" << options.guest_uuid
             << " boot_id=" << options.boot_id << " interval=" << absl::FormatDuration(options.interval)
-            << " proc_root=" << (proc_root.empty() ? "/" : proc_root);
+            << " proc_root=" << (proc_root.empty() ? "/" : proc_root) << " reclaim=" << absl::GetFlag(FLAGS_reclaim);
+  std::thread reclaim_thread([&reclaimer] { reclaimer.Run(); });
   r->Run();
+  reclaimer.Stop();
+  reclaim_thread.join();
   return 0;
 }
 

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "agent/boottime_clock.h"
 #include "agent/virtio_port.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -30,12 +30,6 @@ constexpr int kTopicConnection = 0;
 constexpr int kTopicAcceptance = 1;
 constexpr int kTopicSample = 2;
 constexpr int kTopicTrigger = 3;
-
-int64_t BoottimeNanos() {
-  timespec ts{};
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
@@ -160,6 +154,8 @@ absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t 
     ++stats_.slow_samples;
   }
   LogOnChange(kTopicSample, "ok", "");  // re-arms the log for the next sample error
+  // The reclaim part: the reclaimer's state and counters as of now, just after the sample.
+  if (options_.reclaim != nullptr) options_.reclaim->FillReport(report.mutable_reclaim());
   report.set_guest_uuid(options_.guest_uuid);
   report.set_boot_id(options_.boot_id);
   report.set_sequence(sequence);
@@ -182,6 +178,8 @@ absl::StatusOr<v1::SignedAgentReport> Reporter::BuildFrame(bool spike, uint64_t 
 }
 
 void Reporter::HandleAck(const v1::AgentReportAck& ack, bool* accepted) {
+  // Bounds ride on accepted acks; the reclaimer makes them expire when they stop coming.
+  if (ack.has_reclaim_bounds() && options_.reclaim != nullptr) options_.reclaim->OnHostBounds(ack.reclaim_bounds());
   if (ack.accepted()) {
     *accepted = true;
     {

@@ -36,6 +36,7 @@
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
+#include "agent/reclaim_peer.h"
 #include "plimsoll/v1/agent.pb.h"
 
 namespace grpc {
@@ -72,6 +73,9 @@ struct ReporterOptions {
   // is taken again, up to sample_attempts reads; the last one is sent whatever it took.
   absl::Duration max_sample_span = absl::Milliseconds(250);
   int sample_attempts = 3;
+  // The reclaimer (reclaimer.h): fills every report's reclaim part and takes the reclaim bounds
+  // the daemon's acks carry. Null: reports carry no reclaim part. Must outlive the reporter.
+  ReclaimPeer* reclaim = nullptr;
 };
 
 struct ReporterStats {

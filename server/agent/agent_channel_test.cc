@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,10 +23,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/boottime_clock.h"
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
+#include "agent/reclaimer.h"
 #include "agent/reporter.h"
+#include "agent/testing/fake_reclaim.h"
 #include "common/clock.h"
 #include "common/testing/test_certs.h"
 #include "gmock/gmock.h"
@@ -33,6 +37,7 @@
 #include "server/agent/agent_ingest.h"
 #include "server/agent/agent_server.h"
 #include "server/agent/agent_store.h"
+#include "server/agent/reclaim_bounds_provider.h"
 #include "server/agent/testing/guest_proc_tree.h"
 #include "server/agent/testing/test_reports.h"
 
@@ -63,7 +68,7 @@ std::string MakeProcTree() { return testing::MakeProcTree("channel_root"); }
 struct Daemon {
   // `tls_cert_file` and `tls_key_file`: TLS on the listener.
   explicit Daemon(const std::string& listen, const std::string& tls_cert_file = "",
-                  const std::string& tls_key_file = "") {
+                  const std::string& tls_key_file = "", ReclaimBoundsProvider* reclaim_bounds = nullptr) {
     ValidatorOptions vo;
     vo.reports_per_second = 100;  // the test agents report every 100 ms
     vo.burst = 100;
@@ -75,6 +80,7 @@ struct Daemon {
     io.tcp_listen = listen;
     io.tls_cert_file = tls_cert_file;
     io.tls_key_file = tls_key_file;
+    io.streams.reclaim_bounds = reclaim_bounds;
     ingest = std::make_unique<AgentIngest>(io, store.get(), RealClock::Get());
     const absl::Status s = ingest->Start(/*hypervisor=*/nullptr);
     EXPECT_TRUE(s.ok()) << s;
@@ -122,8 +128,9 @@ class Agent {
       : own_reader_(std::make_unique<GuestReader>(proc_root)) {
     Start(own_reader_.get(), server, uuid, token, interval, std::move(trigger), tls);
   }
-  Agent(SampleSource* source, const std::string& server, const std::string& uuid, const std::string& token) {
-    Start(source, server, uuid, token, absl::Milliseconds(100), nullptr, {});
+  Agent(SampleSource* source, const std::string& server, const std::string& uuid, const std::string& token,
+        ::plimsoll::agent::ReclaimPeer* reclaim = nullptr) {
+    Start(source, server, uuid, token, absl::Milliseconds(100), nullptr, {}, reclaim);
   }
   ~Agent() { Stop(); }
   void Stop() {
@@ -134,8 +141,10 @@ class Agent {
 
  private:
   void Start(SampleSource* source, const std::string& server, const std::string& uuid, const std::string& token,
-             absl::Duration interval, std::unique_ptr<PsiTrigger> trigger, const AgentTls& tls) {
+             absl::Duration interval, std::unique_ptr<PsiTrigger> trigger, const AgentTls& tls,
+             ::plimsoll::agent::ReclaimPeer* reclaim = nullptr) {
     ReporterOptions o;
+    o.reclaim = reclaim;
     o.server = *ParseServerAddress(server);
     o.tls = tls;
     o.server_text = server;
@@ -337,6 +346,94 @@ class CountingListener {
 
 // Counts the connection attempts themselves: "no stream was opened" alone would also hold for
 // an agent that retried in a hot loop.
+// The daemon's reclaim bounds, per guest, set by the test.
+class TestBoundsProvider : public ReclaimBoundsProvider {
+ public:
+  std::optional<v1::ReclaimBounds> BoundsFor(const std::string& uuid) override {
+    absl::MutexLock l(&mu_);
+    auto it = bounds_.find(uuid);
+    if (it == bounds_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Set(const std::string& uuid, v1::ReclaimBounds b) {
+    absl::MutexLock l(&mu_);
+    bounds_[uuid] = std::move(b);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, v1::ReclaimBounds> bounds_ ABSL_GUARDED_BY(mu_);
+};
+
+// The whole loop over a real stream: the daemon's bounds reach the agent in its acks, the agent
+// reclaims within them (a fake executor taking from a fake guest's cache), and what it did
+// reaches the daemon in its reports, which the daemon validates and stores.
+TEST_F(AgentChannelTest, ReclaimBoundsReachTheAgentAndItsReclaimReachesTheDaemon) {
+  using ::plimsoll::agent::Reclaimer;
+  using ::plimsoll::agent::ReclaimerOptions;
+  using ::plimsoll::agent::testing::FakeGuestMemory;
+  using ::plimsoll::agent::testing::FakeReclaimExecutor;
+  TestBoundsProvider provider;
+  v1::ReclaimBounds bounds;
+  bounds.set_enabled(true);
+  bounds.set_keep_bytes(600 * kMiB);  // the fake guest uses 974 MiB: 374 MiB may go
+  bounds.set_step_bytes(64 * kMiB);
+  bounds.set_max_bytes_per_second(256 * kMiB);
+  provider.Set(kVictim, bounds);
+  Daemon daemon("127.0.0.1:0", "", "", &provider);
+  ASSERT_TRUE(daemon.started);
+
+  FakeGuestMemory guest;
+  auto executor = std::make_unique<FakeReclaimExecutor>(&guest);
+  FakeReclaimExecutor* requests = executor.get();
+  ReclaimerOptions ro;
+  ro.period = absl::Milliseconds(20);
+  ro.own.max_bytes_per_second = 1024.0 * kMiB;  // the host's rate is the one in force
+  ro.series_start_boottime_ns = ::plimsoll::agent::BoottimeNanos();
+  // CLOCK_BOOTTIME, as in the agent: the daemon checks the reclaim rate against the reports'
+  // boottime stamps.
+  ::plimsoll::agent::BoottimeClock boottime;
+  Reclaimer reclaimer(ro, std::move(executor), &guest, &boottime);
+  std::thread reclaim_loop([&] { reclaimer.Run(); });
+  GuestReader reader(proc_root_);
+  Agent agent(&reader, daemon.address(), kVictim, TokenFor(kVictim), &reclaimer);
+
+  // The agent stepped down to the keep, and the daemon saw it.
+  ASSERT_TRUE(WaitUntil([&] {
+    std::optional<AgentSignals> s = daemon.store->Signals(kVictim);
+    return s.has_value() && s->reclaim_reason == "below_keep";
+  })) << daemon.store->Signals(kVictim)->reclaim_reason;
+  EXPECT_EQ(guest.file(), (877 - 374) * kMiB);
+  ASSERT_TRUE(WaitUntil([&] {
+    return daemon.store->Signals(kVictim)->reclaim_requested_total_bytes == 374 * kMiB;
+  })) << daemon.store->Signals(kVictim)->reclaim_requested_total_bytes;
+  std::optional<AgentSignals> s = daemon.store->Signals(kVictim);
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, 374 * kMiB);
+  EXPECT_THAT(s->reclaim_keep_bytes, Optional(uint64_t{600 * kMiB}));
+  EXPECT_THAT(s->reclaim_state, Optional(v1::RECLAIM_STATE_IDLE));
+  EXPECT_TRUE(s->reclaim_file_only);
+  EXPECT_EQ(daemon.store->counters().rejected_total(), 0u);
+  const std::vector<uint64_t> steps = requests->requests();
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.front(), 64 * kMiB);
+
+  // The daemon says stop: the agent stops at once and says why.
+  bounds.set_enabled(false);
+  provider.Set(kVictim, bounds);
+  ASSERT_TRUE(WaitUntil([&] { return daemon.store->Signals(kVictim)->reclaim_reason == "host_disabled"; }))
+      << daemon.store->Signals(kVictim)->reclaim_reason;
+  // The cache refills; nothing may be taken now.
+  guest.SetFile(100 * kMiB, 800 * kMiB);
+  guest.SetFree(50 * kMiB);
+  const size_t before = requests->requests().size();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(requests->requests().size(), before);
+
+  agent.Stop();
+  reclaimer.Stop();
+  reclaim_loop.join();
+}
+
 TEST_F(AgentChannelTest, NoDaemonMeansBackoffNotASpin) {
   CountingListener port;
   Agent agent(proc_root_, port.address(), kVictim, TokenFor(kVictim));

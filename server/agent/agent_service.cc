@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -261,6 +262,11 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
   // Proven but refused (absurd values, counters backwards, a rate no guest can reach): the
   // counter says how many, the log says which guest and why. The stream is proven all the same.
   if (!result.ok()) LogRejected(*stream, result);
+  if (result.ok()) {
+    std::optional<v1::ReclaimBounds> bounds = BoundsForAck(
+        options_.reclaim_bounds, result.uuid, store_->validator_options().max_reclaim_bytes_per_second);
+    if (bounds.has_value()) *out.ack.mutable_reclaim_bounds() = *std::move(bounds);
+  }
   stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
   if (!binding.uuid.empty()) return out;  // every report after the first: no lock taken
   // The stream's first proven report: bind it to its guest.

@@ -17,6 +17,9 @@
 //   ("stream_identity_changed");
 // - one stream per guest: a newer authenticated stream of the same guest ends the older one
 //   (ABORTED), so a reconnecting agent never waits for its half-open old stream to time out.
+// Acks of accepted reports carry the guest's reclaim bounds when a provider is set; a rejected
+// report's ack carries none, so an agent whose reports stop being believed stops reclaiming
+// when its bounds expire.
 //
 // Uses the callback API, so an idle stream costs no thread. Every stream's reads and writes
 // alternate (write the hello, read a report, write its ack, read the next, ...), so a stream
@@ -42,6 +45,7 @@
 #include "plimsoll/v1/agent.grpc.pb.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/log_budget.h"
+#include "server/agent/reclaim_bounds_provider.h"
 #include "server/agent/transport.h"
 
 namespace plimsoll::server::agent {
@@ -70,6 +74,9 @@ struct AgentServiceOptions {
   // as denied). A StreamOrigin of a connector's transport must name its guest. Unset: every
   // stream is a TCP one. Called once per stream, on a gRPC thread; must be thread-safe.
   std::function<std::optional<StreamOrigin>(const std::string& peer)> origin;
+  // The reclaim bounds put in the ack of every accepted report (its rate capped at the
+  // validator's max_reclaim_bytes_per_second). Null: acks carry none. Must outlive the service.
+  ReclaimBoundsProvider* reclaim_bounds = nullptr;
 };
 
 // Every transport's streams together.

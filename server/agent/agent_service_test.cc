@@ -129,6 +129,58 @@ TEST_F(AgentServiceTest, AcksEachReportInOrder) {
   EXPECT_EQ(store_.counters().accepted, 3u);
 }
 
+// A provider with bounds for the victim only.
+class VictimBounds : public ReclaimBoundsProvider {
+ public:
+  std::optional<v1::ReclaimBounds> BoundsFor(const std::string& uuid) override {
+    if (uuid != kVictim) return std::nullopt;
+    v1::ReclaimBounds b;
+    b.set_enabled(true);
+    b.set_keep_bytes(600 * kMiB);
+    b.set_step_bytes(32 * kMiB);
+    b.set_max_bytes_per_second(uint64_t{1} << 40);  // more than the validator believes
+    return b;
+  }
+};
+
+TEST_F(AgentServiceTest, AcceptedReportsCarryTheGuestsReclaimBounds) {
+  VictimBounds provider;
+  AgentServiceOptions o;
+  o.reclaim_bounds = &provider;
+  StartServer(o);
+  Call c = OpenWithHello();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
+  ASSERT_TRUE(ack.accepted()) << ack.reject_reason();
+  ASSERT_TRUE(ack.has_reclaim_bounds());
+  EXPECT_TRUE(ack.reclaim_bounds().enabled());
+  EXPECT_EQ(ack.reclaim_bounds().keep_bytes(), 600 * kMiB);
+  EXPECT_EQ(ack.reclaim_bounds().step_bytes(), 32 * kMiB);
+  // Capped at what the validator believes, so the agent following it is never rejected.
+  EXPECT_EQ(ack.reclaim_bounds().max_bytes_per_second(),
+            static_cast<uint64_t>(validator_.options().max_reclaim_bytes_per_second));
+  // A rejected report's ack carries none.
+  v1::AgentReport old = MakeReport(kVictim, kBootA, 1, 99);
+  old.set_stream_nonce(c.nonce);
+  ASSERT_TRUE(Exchange(c, SignAsSelf(old), &ack));
+  EXPECT_FALSE(ack.accepted());
+  EXPECT_FALSE(ack.has_reclaim_bounds());
+  // Another guest the provider has nothing for: none.
+  Call other = OpenWithHello();
+  ASSERT_TRUE(Exchange(other, Next(kAttacker, other), &ack));
+  EXPECT_TRUE(ack.accepted());
+  EXPECT_FALSE(ack.has_reclaim_bounds());
+}
+
+TEST_F(AgentServiceTest, NoProviderNoBounds) {
+  StartServer();
+  Call c = OpenWithHello();
+  v1::AgentReportAck ack;
+  ASSERT_TRUE(Exchange(c, Next(kVictim, c), &ack));
+  ASSERT_TRUE(ack.accepted());
+  EXPECT_FALSE(ack.has_reclaim_bounds());
+}
+
 TEST_F(AgentServiceTest, SoftRejectionsKeepTheStream) {
   StartServer();
   Call c = OpenWithHello();

@@ -2,6 +2,8 @@
 // plimsolld: it validates and stores reports exactly as the daemon does and prints each guest's
 // signals periodically. A development and lab tool, not a deployment.
 //   plimsoll-agent-sink --listen=127.0.0.1:9588 --key_file=KEY --guest=UUID:MAX_MIB[,UUID:MAX_MIB...]
+// With --reclaim_bounds (or --reclaim_bounds_file, re-read every second) it also sends every
+// guest's agent those reclaim bounds, for trying the reclaimer before plimsolld has a policy.
 #include <signal.h>
 
 #include <cstdio>
@@ -15,6 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -22,7 +26,9 @@
 #include "server/agent/agent_ingest.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/host_key.h"
+#include "server/agent/reclaim_bounds_provider.h"
 #include "server/agent/report_validator.h"
+#include "common/small_file.h"
 #include "server/config/default_paths.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:9588", "agent listener address");
@@ -30,11 +36,53 @@ ABSL_FLAG(std::string, key_file, plimsoll::server::kDefaultAgentHostKeyFile, "ho
 ABSL_FLAG(std::vector<std::string>, guest, {}, "guests to accept, UUID:MAX_MIB[,UUID:MAX_MIB...]");
 ABSL_FLAG(absl::Duration, print_every, absl::Seconds(2), "how often to print the signals");
 ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(), "stop after this long");
+ABSL_FLAG(std::string, reclaim_bounds, "",
+          "reclaim bounds for every guest's agent: \"off\" or e.g. \"keep_mib=600,step_mib=64,rate_mib=32\" "
+          "(keys keep_mib, keep_file_mib, step_mib, rate_mib, psi_stop, refault_stop); empty: none");
+ABSL_FLAG(std::string, reclaim_bounds_file, "",
+          "a file holding such a spec, re-read every second (tests change the bounds by writing it); "
+          "missing or empty: none. Overrides --reclaim_bounds");
 
 namespace {
 
+using plimsoll::server::agent::ParseReclaimBoundsSpec;
+
 std::string Opt(const std::optional<double>& v) { return v ? absl::StrCat(*v) : "-"; }
 std::string OptMiB(const std::optional<int64_t>& v) { return v ? absl::StrCat(*v >> 20) : "-"; }
+std::string OptMiB(const std::optional<uint64_t>& v) { return v ? absl::StrCat(*v >> 20) : "-"; }
+
+// The same bounds for every guest, from the flag or the file.
+class SinkBounds : public plimsoll::server::agent::ReclaimBoundsProvider {
+ public:
+  SinkBounds(std::optional<plimsoll::v1::ReclaimBounds> fixed, std::string file)
+      : fixed_(std::move(fixed)), file_(std::move(file)) {}
+  std::optional<plimsoll::v1::ReclaimBounds> BoundsFor(const std::string&) override {
+    if (file_.empty()) return fixed_;
+    absl::MutexLock l(&mu_);
+    if (absl::Now() - read_ >= absl::Seconds(1)) {
+      read_ = absl::Now();
+      absl::StatusOr<std::string> text = plimsoll::ReadSmallFile(file_, 4096);
+      std::optional<plimsoll::v1::ReclaimBounds> next;
+      if (text.ok() && !absl::StripAsciiWhitespace(*text).empty()) {
+        absl::StatusOr<plimsoll::v1::ReclaimBounds> parsed = ParseReclaimBoundsSpec(*text);
+        if (parsed.ok()) {
+          next = *parsed;
+        } else {
+          PLOG_WARNING << "--reclaim_bounds_file " << file_ << ": " << parsed.status() << "; sending none";
+        }
+      }
+      current_ = next;
+    }
+    return current_;
+  }
+
+ private:
+  const std::optional<plimsoll::v1::ReclaimBounds> fixed_;
+  const std::string file_;
+  absl::Mutex mu_;
+  absl::Time read_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::optional<plimsoll::v1::ReclaimBounds> current_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace
 
@@ -62,8 +110,19 @@ int main(int argc, char** argv) {
   ReportValidator validator(*key);
   AgentStore store(&validator, plimsoll::RealClock::Get());
   store.SetKnownGuests(guests);
+  std::optional<plimsoll::v1::ReclaimBounds> fixed;
+  if (!absl::GetFlag(FLAGS_reclaim_bounds).empty()) {
+    absl::StatusOr<plimsoll::v1::ReclaimBounds> parsed = ParseReclaimBoundsSpec(absl::GetFlag(FLAGS_reclaim_bounds));
+    if (!parsed.ok()) {
+      PLOG_ERROR << "--reclaim_bounds: " << parsed.status().message();
+      return 2;
+    }
+    fixed = *parsed;
+  }
+  SinkBounds bounds(fixed, absl::GetFlag(FLAGS_reclaim_bounds_file));
   AgentIngestOptions options;
   options.tcp_listen = absl::GetFlag(FLAGS_listen);
+  options.streams.reclaim_bounds = &bounds;
   AgentIngest ingest(options, &store, plimsoll::RealClock::Get());
   if (absl::Status s = ingest.Start(/*hypervisor=*/nullptr); !s.ok()) {
     PLOG_ERROR << s;
@@ -87,11 +146,18 @@ int main(int argc, char** argv) {
   while (!done.WaitForNotificationWithTimeout(absl::GetFlag(FLAGS_print_every)) && absl::Now() < end) {
     for (const AgentSignals& s : store.AllSignals()) {
       std::printf("uuid=%s connected=%d fresh=%d age=%.1fs seq=%llu spike=%d psi_some_avg10=%s refaults_per_s=%s "
-                  "majfault_per_s=%s active_file_mib=%s inactive_file_mib=%s avail_mib=%s last_reject=%s\n",
+                  "majfault_per_s=%s active_file_mib=%s inactive_file_mib=%s avail_mib=%s reclaim_state=%s "
+                  "reclaim_reason=%s reclaim_requested_mib=%llu reclaim_achieved_mib=%llu reclaim_keep_mib=%s "
+                  "last_reject=%s\n",
                   s.uuid.c_str(), s.connected, s.fresh, s.age_seconds, static_cast<unsigned long long>(s.sequence),
                   s.spike, Opt(s.psi_some_avg10).c_str(), Opt(s.refaults_per_second).c_str(),
                   Opt(s.major_faults_per_second).c_str(), OptMiB(s.active_file_bytes).c_str(),
                   OptMiB(s.inactive_file_bytes).c_str(), OptMiB(s.mem_available_bytes).c_str(),
+                  s.reclaim_state ? plimsoll::v1::ReclaimState_Name(*s.reclaim_state).c_str() : "-",
+                  s.reclaim_reason.empty() ? "-" : s.reclaim_reason.c_str(),
+                  static_cast<unsigned long long>(s.reclaim_requested_total_bytes >> 20),
+                  static_cast<unsigned long long>(s.reclaim_achieved_total_bytes >> 20),
+                  OptMiB(s.reclaim_keep_bytes).c_str(),
                   s.last_reject_reason.empty() ? "-" : s.last_reject_reason.c_str());
     }
     const AgentCounters c = store.counters();

@@ -181,6 +181,14 @@ IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time
     entry.samples.pop_front();
   }
   while (entry.samples.size() > std::max<size_t>(options_.max_rate_samples, 2)) entry.samples.pop_front();
+  if (report.has_reclaim()) {
+    // What this report adds: the growth within its series, or all of a new series' counters.
+    const v1::ReclaimReport& r = report.reclaim();
+    const bool same = entry.history.last.has_value() && ReportValidator::SameReclaimSeries(report, *entry.history.last);
+    entry.reclaim_requested_total +=
+        r.requested_bytes() - (same ? entry.history.last->reclaim().requested_bytes() : 0);
+    entry.reclaim_achieved_total += r.achieved_bytes() - (same ? entry.history.last->reclaim().achieved_bytes() : 0);
+  }
   // A move, not a copy: the previous latest comes back in `report` and dies outside the lock.
   if (entry.history.last.has_value()) {
     entry.history.last->Swap(&report);
@@ -214,6 +222,8 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
   s.uuid = uuid;
   s.connected = open_streams_.contains(uuid);
   s.reports_accepted = e.accepted;
+  s.reclaim_requested_total_bytes = e.reclaim_requested_total;
+  s.reclaim_achieved_total_bytes = e.reclaim_achieved_total;
   s.last_reject_reason = e.last_reject_reason;
   s.last_reject = e.last_reject;
   s.last_spike = e.last_spike;
@@ -257,6 +267,15 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
   if (vm.has_balloon_inflate()) s.balloon_inflate = vm.balloon_inflate();
   if (vm.has_balloon_deflate()) s.balloon_deflate = vm.balloon_deflate();
   if (vm.has_allocstall()) s.allocstall = vm.allocstall();
+  if (r.has_reclaim()) {
+    const v1::ReclaimReport& rc = r.reclaim();
+    s.reclaim_state = rc.state();
+    s.reclaim_reason = rc.reason();
+    s.reclaim_file_only = rc.file_only();
+    s.reclaim_dry_run = rc.dry_run();
+    s.reclaim_keep_bytes = rc.keep_bytes();
+    s.reclaim_keep_file_bytes = rc.keep_file_bytes();
+  }
 
   // Rate base: the newest earlier sample at least min_rate_span of guest time older.
   if (e.samples.size() >= 2) {

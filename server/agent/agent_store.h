@@ -105,6 +105,21 @@ struct AgentSignals {
   std::optional<uint64_t> balloon_deflate;
   std::optional<uint64_t> allocstall;
 
+  // The agent's reclaimer, from the last report (absent: its agent has none). A claim of the
+  // guest's, bounded by the validator, never proof: what the host got back shows in QEMU's RSS.
+  std::optional<v1::ReclaimState> reclaim_state;
+  // Its last decision ("step", "below_keep", "pressure", ...). The guest's own string: check it
+  // against the documented names before using it as a metric label.
+  std::string reclaim_reason;
+  bool reclaim_file_only = false;
+  bool reclaim_dry_run = false;
+  std::optional<uint64_t> reclaim_keep_bytes;       // the keeps the agent says are in force
+  std::optional<uint64_t> reclaim_keep_file_bytes;
+  // Cumulative bytes asked of memory.reclaim and achieved, summed over every agent process and
+  // boot since the guest's entry was created: they never decrease (metrics counters).
+  uint64_t reclaim_requested_total_bytes = 0;
+  uint64_t reclaim_achieved_total_bytes = 0;
+
   // The last rejection of an authenticated report of this guest (not of spoofed ones).
   std::string last_reject_reason;
   std::optional<absl::Time> last_reject;
@@ -192,6 +207,9 @@ class AgentStore {
 
   AgentCounters counters() const;
 
+  // The options of the validator the store checks reports with.
+  const ValidatorOptions& validator_options() const { return validator_->options(); }
+
   // Drops entries older than forget_after. Ingest also does this now and then.
   void Expire();
 
@@ -206,6 +224,8 @@ class AgentStore {
     std::optional<absl::Time> last_spike;
     std::deque<RateSample> samples;  // this boot, oldest first
     uint64_t accepted = 0;
+    uint64_t reclaim_requested_total = 0;  // AgentSignals::reclaim_*_total_bytes
+    uint64_t reclaim_achieved_total = 0;
     std::string last_reject_reason;
     std::optional<absl::Time> last_reject;
   };

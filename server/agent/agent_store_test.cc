@@ -58,6 +58,78 @@ TEST_F(AgentStoreTest, LatestReportAndRefaultRate) {
   EXPECT_EQ(store_.counters().accepted, 2u);
 }
 
+// A report whose reclaim part counts from `since_s` (guest seconds).
+v1::AgentReport WithReclaim(v1::AgentReport r, double since_s, uint64_t requested, uint64_t achieved,
+                            v1::ReclaimState state = v1::RECLAIM_STATE_ACTIVE) {
+  v1::ReclaimReport* rc = r.mutable_reclaim();
+  rc->set_state(state);
+  rc->set_reason(state == v1::RECLAIM_STATE_ACTIVE ? "step" : "below_keep");
+  rc->set_counters_since_boottime_ns(static_cast<int64_t>(since_s * 1e9));
+  rc->set_requested_bytes(requested);
+  rc->set_achieved_bytes(achieved);
+  rc->set_steps(requested > 0 ? 1 : 0);
+  rc->set_file_only(true);
+  rc->set_keep_bytes(300 * kMiB);
+  rc->set_keep_file_bytes(64 * kMiB);
+  return r;
+}
+
+TEST_F(AgentStoreTest, ReclaimIsStoredAndItsTotalsOutliveAgentsAndBoots) {
+  auto send = [&](const std::string& boot, double seconds, double since, uint64_t requested, uint64_t achieved,
+                  v1::ReclaimState state = v1::RECLAIM_STATE_ACTIVE) {
+    clock_.Advance(absl::Seconds(5));
+    return store_.Ingest(SignAsSelf(WithReclaim(MakeReport(kVictim, boot, seconds, ++sequence_), since, requested,
+                                                achieved, state)));
+  };
+  ASSERT_TRUE(send(kBootA, 10, 5, 64 * kMiB, 64 * kMiB).ok());
+  std::optional<AgentSignals> s = store_.FreshSignals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_THAT(s->reclaim_state, Optional(v1::RECLAIM_STATE_ACTIVE));
+  EXPECT_EQ(s->reclaim_reason, "step");
+  EXPECT_TRUE(s->reclaim_file_only);
+  EXPECT_FALSE(s->reclaim_dry_run);
+  EXPECT_THAT(s->reclaim_keep_bytes, Optional(uint64_t{300 * kMiB}));
+  EXPECT_THAT(s->reclaim_keep_file_bytes, Optional(uint64_t{64 * kMiB}));
+  EXPECT_EQ(s->reclaim_requested_total_bytes, 64 * kMiB);
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, 64 * kMiB);
+  // The same agent goes on: its counters' growth is added.
+  ASSERT_TRUE(send(kBootA, 15, 5, 100 * kMiB, 90 * kMiB, v1::RECLAIM_STATE_IDLE).ok());
+  s = store_.FreshSignals(kVictim);
+  EXPECT_THAT(s->reclaim_state, Optional(v1::RECLAIM_STATE_IDLE));
+  EXPECT_EQ(s->reclaim_reason, "below_keep");
+  EXPECT_EQ(s->reclaim_requested_total_bytes, 100 * kMiB);
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, 90 * kMiB);
+  // The agent restarts (counters from zero): its new counters are added whole.
+  ASSERT_TRUE(send(kBootA, 30, 20, 10 * kMiB, 10 * kMiB).ok());
+  EXPECT_EQ(store_.FreshSignals(kVictim)->reclaim_requested_total_bytes, 110 * kMiB);
+  // The guest reboots: likewise.
+  ASSERT_TRUE(send(kBootB, 8, 2, 5 * kMiB, 5 * kMiB).ok());
+  s = store_.FreshSignals(kVictim);
+  EXPECT_EQ(s->reclaim_requested_total_bytes, 115 * kMiB);
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, 105 * kMiB);
+  // A report without a reclaim part (an older agent): no state, totals kept.
+  ASSERT_TRUE(Send(kVictim, kBootB, 20).ok());
+  s = store_.FreshSignals(kVictim);
+  EXPECT_FALSE(s->reclaim_state.has_value());
+  EXPECT_EQ(s->reclaim_requested_total_bytes, 115 * kMiB);
+}
+
+TEST_F(AgentStoreTest, AnAgentClaimingHugeReclaimIsRejectedCountedAndChangesNothing) {
+  ASSERT_TRUE(store_.Ingest(SignAsSelf(WithReclaim(MakeReport(kVictim, kBootA, 10, ++sequence_), 5, 0, 0))).ok());
+  clock_.Advance(absl::Seconds(5));
+  // 1 TiB "reclaimed" in 5 s from a 1 GiB guest.
+  const IngestResult r = store_.Ingest(
+      SignAsSelf(WithReclaim(MakeReport(kVictim, kBootA, 15, ++sequence_), 5, uint64_t{1} << 40, uint64_t{1} << 40)));
+  EXPECT_EQ(r.reject, RejectReason::kImplausibleReclaim);
+  EXPECT_EQ(store_.counters().rejected_for(RejectReason::kImplausibleReclaim), 1u);
+  const std::optional<AgentSignals> s = store_.Signals(kVictim);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->reclaim_requested_total_bytes, 0u);
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, 0u);
+  EXPECT_EQ(s->last_reject_reason, "implausible_reclaim");
+  EXPECT_EQ(s->sequence, 1u);  // the lie did not become the latest report
+}
+
 TEST_F(AgentStoreTest, RatesUseGuestTimeNotArrivalTime) {
   // Two reports 10 s apart in the guest arrive 1 s apart (delayed by the network).
   ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());

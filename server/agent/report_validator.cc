@@ -105,6 +105,64 @@ Verdict CheckSizes(const v1::GuestMeminfo& m, int64_t max_bytes, uint64_t max_sw
   return Verdict{};
 }
 
+// The reclaim part against the previous accepted report of the same guest (null: none, or
+// another boot). See the header for the rules.
+Verdict CheckReclaim(const v1::AgentReport& report, const v1::AgentReport* previous, int64_t max_bytes,
+                     double max_rate) {
+  if (!report.has_reclaim()) return Verdict{};
+  const v1::ReclaimReport& r = report.reclaim();
+  if (r.counters_since_boottime_ns() <= 0 || r.counters_since_boottime_ns() > report.boottime_ns()) {
+    return Reject(RejectReason::kMalformed, absl::StrCat("reclaim counters_since_boottime_ns ",
+                                                         r.counters_since_boottime_ns(), " outside (0, boottime]"));
+  }
+  if (r.achieved_bytes() > r.requested_bytes()) {
+    return Reject(RejectReason::kImplausibleReclaim,
+                  absl::StrCat("reclaim achieved ", r.achieved_bytes(), " > requested ", r.requested_bytes()));
+  }
+  if (r.partial_steps() + r.failed_steps() > r.steps()) {
+    return Reject(RejectReason::kImplausibleReclaim,
+                  absl::StrCat("reclaim partial ", r.partial_steps(), " + failed ", r.failed_steps(), " > steps ",
+                               r.steps()));
+  }
+  const bool same = previous != nullptr && ReportValidator::SameReclaimSeries(report, *previous);
+  if (!same && previous != nullptr && r.counters_since_boottime_ns() < previous->boottime_ns()) {
+    return Reject(RejectReason::kImplausibleReclaim,
+                  absl::StrCat("a new reclaim series since ", r.counters_since_boottime_ns(),
+                               " starts before the last accepted report at ", previous->boottime_ns()));
+  }
+  uint64_t grown = r.requested_bytes();
+  int64_t from_ns = r.counters_since_boottime_ns();
+  if (same) {
+    const v1::ReclaimReport& p = previous->reclaim();
+    struct Counter {
+      const char* name;
+      uint64_t before, after;
+    };
+    const Counter counters[] = {
+        {"requested_bytes", p.requested_bytes(), r.requested_bytes()},
+        {"achieved_bytes", p.achieved_bytes(), r.achieved_bytes()},
+        {"steps", p.steps(), r.steps()},
+        {"partial_steps", p.partial_steps(), r.partial_steps()},
+        {"failed_steps", p.failed_steps(), r.failed_steps()},
+    };
+    for (const Counter& c : counters) {
+      if (c.after < c.before) {
+        return Reject(RejectReason::kCounterBackwards, absl::StrCat("reclaim ", c.name, " ", c.before, " -> ", c.after));
+      }
+    }
+    grown = r.requested_bytes() - p.requested_bytes();
+    from_ns = previous->boottime_ns();
+  }
+  const double seconds = static_cast<double>(report.boottime_ns() - from_ns) / 1e9;
+  const double allowed = max_rate * (seconds + 1.0) + static_cast<double>(std::max<int64_t>(max_bytes, 0));
+  if (static_cast<double>(grown) > allowed) {
+    return Reject(RejectReason::kImplausibleReclaim,
+                  absl::StrCat("reclaim requested grew ", grown, " bytes in ", seconds, "s (at most ",
+                               static_cast<uint64_t>(allowed), ")"));
+  }
+  return Verdict{};
+}
+
 }  // namespace
 
 absl::string_view RejectReasonName(RejectReason reason) {
@@ -121,6 +179,7 @@ absl::string_view RejectReasonName(RejectReason reason) {
     case RejectReason::kFlood: return "flood";
     case RejectReason::kStreamIdentityChanged: return "stream_identity_changed";
     case RejectReason::kChannelIdentityMismatch: return "channel_identity_mismatch";
+    case RejectReason::kImplausibleReclaim: return "implausible_reclaim";
   }
   return "unknown";
 }
@@ -131,6 +190,7 @@ const std::array<RejectReason, kNumRejectReasons>& AllRejectReasons() {
       RejectReason::kUnknownGuest,   RejectReason::kRateLimited,      RejectReason::kSizeOutOfRange,
       RejectReason::kReplay,         RejectReason::kCounterBackwards, RejectReason::kImplausibleRate,
       RejectReason::kFlood,          RejectReason::kStreamIdentityChanged, RejectReason::kChannelIdentityMismatch,
+      RejectReason::kImplausibleReclaim,
   };
   return kAll;
 }
@@ -178,6 +238,11 @@ bool ReportValidator::IsReboot(const v1::AgentReport& report, const GuestHistory
   return previous.last.has_value() && previous.last->boot_id() != report.boot_id();
 }
 
+bool ReportValidator::SameReclaimSeries(const v1::AgentReport& report, const v1::AgentReport& previous) {
+  return report.boot_id() == previous.boot_id() && report.has_reclaim() && previous.has_reclaim() &&
+         report.reclaim().counters_since_boottime_ns() == previous.reclaim().counters_since_boottime_ns();
+}
+
 Verdict ReportValidator::Check(const v1::AgentReport& report, const GuestLimits* limits,
                                const GuestHistory& previous, absl::Time now, GuestHistory* next) const {
   *next = previous;
@@ -216,12 +281,19 @@ Verdict ReportValidator::CheckInPlace(const v1::AgentReport& report, const Guest
   }
   if (Verdict v = CheckSizes(report.meminfo(), limits->max_bytes, options_.max_swap_bytes); !v.ok()) return v;
 
-  if (history->last.has_value() && !IsReboot(report, *history)) {
+  const bool same_boot = history->last.has_value() && !IsReboot(report, *history);
+  if (same_boot && report.boottime_ns() <= history->last->boottime_ns()) {
+    return Reject(RejectReason::kReplay, absl::StrCat("boottime ", report.boottime_ns(), " <= last accepted ",
+                                                      history->last->boottime_ns()));
+  }
+  if (Verdict v = CheckReclaim(report, same_boot ? &*history->last : nullptr, limits->max_bytes,
+                               options_.max_reclaim_bytes_per_second);
+      !v.ok()) {
+    return v;
+  }
+
+  if (same_boot) {
     const v1::AgentReport& last = *history->last;
-    if (report.boottime_ns() <= last.boottime_ns()) {
-      return Reject(RejectReason::kReplay,
-                    absl::StrCat("boottime ", report.boottime_ns(), " <= last accepted ", last.boottime_ns()));
-    }
     const double seconds = static_cast<double>(report.boottime_ns() - last.boottime_ns()) / 1e9;
     if (Verdict v = CheckCounters(last.vmstat(), report.vmstat(), seconds, options_.max_counter_rate); !v.ok()) {
       return v;

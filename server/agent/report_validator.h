@@ -11,6 +11,15 @@
 //                 counter monotonicity and plausibility
 // Every rejection names one RejectReason from a fixed set, the label of
 // plimsoll_agent_reports_rejected_total{reason}.
+//
+// The reclaim part (ReclaimReport) is a claim about what the guest gave back; the daemon bounds
+// it, never believes it: within one series (one agent process within one boot: same boot id and
+// counters_since_boottime_ns) the counters never go backwards (kCounterBackwards); achieved never
+// exceeds requested; requested grows by at most max_reclaim_bytes_per_second * (seconds + 1) plus
+// one step (a step is at most the guest's MemTotal, so its ceiling) between two reports, and a
+// series' first report by at most that since counters_since_boottime_ns; a new series within a
+// boot must start at or after the last accepted report (an agent restarts after its predecessor
+// stopped), so restarting series cannot multiply the claim (kImplausibleReclaim).
 #ifndef PLIMSOLL_SERVER_AGENT_REPORT_VALIDATOR_H_
 #define PLIMSOLL_SERVER_AGENT_REPORT_VALIDATOR_H_
 
@@ -43,8 +52,11 @@ enum class RejectReason : int {
   kStreamIdentityChanged, // a stream switched to another guest's uuid (checked by the store)
   kChannelIdentityMismatch,  // a report on a domain's own channel (virtio-serial) names another
                              // guest's uuid (checked by the store)
+  kImplausibleReclaim,    // the reclaim part claims more than the agent can have done: achieved
+                          // above requested, requests faster than max_reclaim_bytes_per_second,
+                          // or a new series of counters that does not start after the last report
 };
-inline constexpr int kNumRejectReasons = 12;
+inline constexpr int kNumRejectReasons = 13;
 
 // The metric label and ack text of a reason: "oversized", "malformed", "bad_proof", ...
 absl::string_view RejectReasonName(RejectReason reason);
@@ -64,6 +76,10 @@ struct ValidatorOptions {
   double max_counter_rate = 1e8;
   // Swap sizes are not bounded by guest RAM; this only catches absurd values.
   uint64_t max_swap_bytes = uint64_t{1} << 50;
+  // The fastest an agent may say it asked memory.reclaim for bytes, per second of guest time.
+  // Honest agents stay under the rate in the bounds the host sent them (and their own), and the
+  // ingest never sends a rate above this (reclaim_bounds_provider.h), so a claim over it is a lie.
+  double max_reclaim_bytes_per_second = 256.0 * (1 << 20);
 };
 
 // What the daemon knows about a guest from libvirt; the validator's yardstick.
@@ -132,6 +148,10 @@ class ReportValidator {
 
   // True when `report` starts a new boot relative to `previous` (a different boot id).
   static bool IsReboot(const v1::AgentReport& report, const GuestHistory& previous);
+
+  // True when `report`'s reclaim counters continue those of `previous` (same boot, both have a
+  // reclaim part with the same counters_since_boottime_ns): their difference is new reclaim.
+  static bool SameReclaimSeries(const v1::AgentReport& report, const v1::AgentReport& previous);
 
   const ValidatorOptions& options() const { return options_; }
 

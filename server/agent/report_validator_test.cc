@@ -33,6 +33,32 @@ class ValidatorTest : public ::testing::Test {
     *history = next;
     return v.reject;
   }
+
+  // Sequences of reports from one guest: each step is (boot, boottime s, mutation) -> verdict.
+  struct Step {
+    const char* boot;
+    double seconds;
+    std::function<void(v1::AgentReport*)> mutate;
+    std::optional<RejectReason> want;
+  };
+  struct Case {
+    const char* name;
+    std::vector<Step> steps;
+  };
+  // Each case on a fresh history, its reports 5 s of wall time apart (well inside the rate budget).
+  void RunCases(const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+      GuestHistory history;
+      absl::Time now = kNow;
+      for (size_t i = 0; i < c.steps.size(); ++i) {
+        const Step& step = c.steps[i];
+        v1::AgentReport r = MakeReport(kVictim, step.boot, step.seconds, i + 1);
+        step.mutate(&r);
+        now += absl::Seconds(5);
+        EXPECT_EQ(Run(SignAsSelf(r), &history, now), step.want) << c.name << " step " << i;
+      }
+    }
+  }
 };
 
 // Stage 1 and 2 on a fresh guest: one row per way a single report can be wrong.
@@ -216,18 +242,7 @@ TEST_F(ValidatorTest, UnknownGuestIsRejectedAfterItsProof) {
   EXPECT_EQ(validator_.Check(report, nullptr, GuestHistory{}, kNow, &next).reject, RejectReason::kUnknownGuest);
 }
 
-// Sequences of reports from one guest: each row is (boot, boottime s, mutation) -> verdict.
 TEST_F(ValidatorTest, HistoryTable) {
-  struct Step {
-    const char* boot;
-    double seconds;
-    std::function<void(v1::AgentReport*)> mutate;
-    std::optional<RejectReason> want;
-  };
-  struct Case {
-    const char* name;
-    std::vector<Step> steps;
-  };
   auto none = [](v1::AgentReport*) {};
   const std::vector<Case> cases = {
       {"steady reports", {{kBootA, 10, none, {}}, {kBootA, 15, none, {}}, {kBootA, 20, none, {}}}},
@@ -267,17 +282,91 @@ TEST_F(ValidatorTest, HistoryTable) {
          RejectReason::kCounterBackwards},
         {kBootA, 20, none, {}}}},
   };
-  for (const Case& c : cases) {
-    GuestHistory history;
-    absl::Time now = kNow;
-    for (size_t i = 0; i < c.steps.size(); ++i) {
-      const Step& step = c.steps[i];
-      v1::AgentReport r = MakeReport(kVictim, step.boot, step.seconds, i + 1);
-      step.mutate(&r);
-      now += absl::Seconds(5);  // well inside the rate budget
-      EXPECT_EQ(Run(SignAsSelf(r), &history, now), step.want) << c.name << " step " << i;
-    }
-  }
+  RunCases(cases);
+}
+
+// A reclaim part: counters since the agent started at `since_s` (guest seconds).
+std::function<void(v1::AgentReport*)> Reclaim(double since_s, uint64_t requested, uint64_t achieved,
+                                              uint64_t steps = 10, uint64_t partial = 0, uint64_t failed = 0) {
+  return [=](v1::AgentReport* r) {
+    v1::ReclaimReport* rc = r->mutable_reclaim();
+    rc->set_state(v1::RECLAIM_STATE_ACTIVE);
+    rc->set_reason("step");
+    rc->set_counters_since_boottime_ns(static_cast<int64_t>(since_s * 1e9));
+    rc->set_requested_bytes(requested);
+    rc->set_achieved_bytes(achieved);
+    rc->set_steps(steps);
+    rc->set_partial_steps(partial);
+    rc->set_failed_steps(failed);
+  };
+}
+
+// The reclaim part of a guest's reports: a claim bounded by what any agent can have done
+// (1 GiB guest, the default 256 MiB/s).
+TEST_F(ValidatorTest, ReclaimTable) {
+  auto none = [](v1::AgentReport*) {};
+  const uint64_t rate = 256 * kMiB;
+  const std::vector<Case> cases = {
+      {"an honest series",
+       {{kBootA, 10, Reclaim(5, 64 * kMiB, 64 * kMiB, 1), {}},
+        {kBootA, 15, Reclaim(5, 160 * kMiB, 150 * kMiB, 3, 1), {}},
+        {kBootA, 20, Reclaim(5, 160 * kMiB, 150 * kMiB, 3, 1), {}}}},
+      {"achieved above requested", {{kBootA, 10, Reclaim(5, 10 * kMiB, 11 * kMiB), RejectReason::kImplausibleReclaim}}},
+      {"more partial and failed steps than steps",
+       {{kBootA, 10, Reclaim(5, 10 * kMiB, 0, 2, 2, 1), RejectReason::kImplausibleReclaim}}},
+      {"counters that start after the report", {{kBootA, 10, Reclaim(11, 0, 0, 0), RejectReason::kMalformed}}},
+      {"counters without a start", {{kBootA, 10, Reclaim(0, 0, 0, 0), RejectReason::kMalformed}}},
+      {"a hostile claim: 1 PiB since the agent started 5 s ago",
+       {{kBootA, 10, Reclaim(5, uint64_t{1} << 50, 0), RejectReason::kImplausibleReclaim}}},
+      {"a hostile claim within a series: 100 GiB in 5 s",
+       {{kBootA, 10, Reclaim(5, 0, 0, 0), {}},
+        {kBootA, 15, Reclaim(5, 100 * kGiB, 100 * kGiB), RejectReason::kImplausibleReclaim}}},
+      {"the fastest an agent may go: the rate for 10 s",
+       {{kBootA, 10, Reclaim(5, 0, 0, 0), {}}, {kBootA, 20, Reclaim(5, 10 * rate, 10 * rate), {}}}},
+      {"requested going backwards within a series",
+       {{kBootA, 10, Reclaim(5, 100 * kMiB, 50 * kMiB), {}},
+        {kBootA, 15, Reclaim(5, 99 * kMiB, 50 * kMiB), RejectReason::kCounterBackwards}}},
+      {"achieved going backwards within a series",
+       {{kBootA, 10, Reclaim(5, 100 * kMiB, 50 * kMiB), {}},
+        {kBootA, 15, Reclaim(5, 100 * kMiB, 49 * kMiB), RejectReason::kCounterBackwards}}},
+      {"steps going backwards within a series",
+       {{kBootA, 10, Reclaim(5, 100 * kMiB, 50 * kMiB, 4), {}},
+        {kBootA, 15, Reclaim(5, 100 * kMiB, 50 * kMiB, 3), RejectReason::kCounterBackwards}}},
+      {"an agent restarted: a new series starts again from zero",
+       {{kBootA, 10, Reclaim(5, 900 * kMiB, 900 * kMiB), {}}, {kBootA, 20, Reclaim(15, 100 * kMiB, 100 * kMiB), {}}}},
+      {"a new series that claims to have started before the last report",
+       {{kBootA, 10, Reclaim(5, 0, 0, 0), {}}, {kBootA, 20, Reclaim(8, 0, 0, 0), RejectReason::kImplausibleReclaim}}},
+      {"restarting series to multiply a claim: each new one is bounded from its own start",
+       {{kBootA, 10, Reclaim(5, 2 * kGiB, 0), {}},
+        {kBootA, 11, Reclaim(10.5, 2 * kGiB, 0), RejectReason::kImplausibleReclaim}}},
+      {"after a reboot a new series, bounded from its own start",
+       {{kBootA, 1000, Reclaim(5, 50 * kGiB, 50 * kGiB), {}},
+        {kBootB, 20, Reclaim(3, kGiB, kGiB), {}},
+        {kBootB, 21, Reclaim(20.5, 2 * kGiB, 0), RejectReason::kImplausibleReclaim}}},
+      {"an agent upgraded to one that reclaims",
+       {{kBootA, 10, none, {}}, {kBootA, 20, Reclaim(15, 64 * kMiB, 64 * kMiB), {}}}},
+      {"an upgraded agent's series must start after the last report",
+       {{kBootA, 10, none, {}}, {kBootA, 20, Reclaim(8, 0, 0, 0), RejectReason::kImplausibleReclaim}}},
+      {"a rejected claim does not become the comparison base",
+       {{kBootA, 10, Reclaim(5, 100 * kMiB, 100 * kMiB), {}},
+        {kBootA, 15, Reclaim(5, 50 * kMiB, 50 * kMiB), RejectReason::kCounterBackwards},
+        {kBootA, 20, Reclaim(5, 200 * kMiB, 200 * kMiB), {}}}},
+  };
+  RunCases(cases);
+}
+
+TEST_F(ValidatorTest, SameReclaimSeries) {
+  v1::AgentReport a = MakeReport(kVictim, kBootA, 10);
+  v1::AgentReport b = MakeReport(kVictim, kBootA, 15);
+  EXPECT_FALSE(ReportValidator::SameReclaimSeries(b, a));  // no reclaim parts
+  Reclaim(5, 0, 0)(&a);
+  Reclaim(5, 1, 1)(&b);
+  EXPECT_TRUE(ReportValidator::SameReclaimSeries(b, a));
+  Reclaim(6, 1, 1)(&b);
+  EXPECT_FALSE(ReportValidator::SameReclaimSeries(b, a));
+  v1::AgentReport c = MakeReport(kVictim, kBootB, 15);
+  Reclaim(5, 1, 1)(&c);
+  EXPECT_FALSE(ReportValidator::SameReclaimSeries(c, a));  // another boot
 }
 
 TEST_F(ValidatorTest, RateLimitPerGuest) {
