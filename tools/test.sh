@@ -27,7 +27,7 @@ logs=$(mktemp -d)
 
 # The binaries the end-to-end suite (and the demo) run, without sanitizers; --unit: everything.
 E2E_BINARIES=(//server:plimsolld //ctl:plimsollctl //tests/lab:guest_workload //agent:plimsoll-agent
-              //server/agent:plimsoll-agent-token)
+              //server/agent:plimsoll-agent-token //server/agent:plimsoll-agent-sink)
 if [ "$MODE" = "--unit" ]; then BUILD=(//...); else BUILD=("${E2E_BINARIES[@]}"); fi
 echo "=== build (bazel build ${BUILD[*]})"
 if ! bazel build "${BUILD[@]}" 2>&1 | tail -25; then :; fi
