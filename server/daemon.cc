@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/agent/agent_ingest.h"
+#include "server/agent/guest_reclaim_bounds.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/host_key.h"
 #include "server/agent/report_validator.h"
@@ -207,6 +208,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     agent::AgentStoreOptions so;
     so.stale_after = options.agent_stale_after;
     d->agent_store_ = std::make_unique<agent::AgentStore>(d->agent_validator_.get(), d->clock_, so);
+    if (options.agent_reclaim_bounds) {
+      d->reclaim_bounds_ = std::make_unique<agent::PublishedReclaimBounds>();
+      ingest.streams.reclaim_bounds = d->reclaim_bounds_.get();
+    }
     d->agent_ = std::make_unique<agent::AgentIngest>(std::move(ingest), d->agent_store_.get(), d->clock_);
     // Read at scrape time: a listener under attack shows in /metrics even while the loop is
     // slow. Shutdown() detaches this before the ingest goes away.
@@ -244,6 +249,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const Options& options, c
     // sooner than min_wake_interval after its last tick), serving that guest first.
     d->agent_store_->SetSpikeListener([loop](const std::string& uuid) { loop->WakeForSpike(uuid); });
   }
+  if (d->reclaim_bounds_) d->reclaim_bounds_->SetSource([loop] { return loop->Published(); });
   d->core_ = std::make_unique<LoopControlCore>(loop, d->store_.get(), d->hub_.get(), d->clock_);
   d->authz_ = std::make_unique<Authorizer>(control.roles);
   ControlServiceOptions so;

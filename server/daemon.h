@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "plimsoll/v1/config.pb.h"
+#include "server/agent/guest_reclaim_bounds.h"
 #include "server/agent/vsock_listener.h"
 #include "server/api/loop_control_core.h"
 #include "server/api/security/authz.h"
@@ -115,6 +116,9 @@ class Daemon {
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<agent::ReportValidator> agent_validator_;
   std::unique_ptr<agent::AgentStore> agent_store_;
+  // agent.reclaim_bounds: what the ingest puts in acks, read from loop_'s published view; null
+  // when off. Declared before agent_, which calls it, so that it outlives it.
+  std::unique_ptr<agent::PublishedReclaimBounds> reclaim_bounds_;
   // Every agent transport (agent.agent_listen, channel_name, vsock_port); null when all are
   // off. Built here, started by Start(); its Wake and counters may be called at any time.
   std::unique_ptr<agent::AgentIngest> agent_;

@@ -304,6 +304,7 @@ DaemonConfig WithDefaults(const DaemonConfig& in) {
   if (!a->has_channel_autoattach()) a->set_channel_autoattach(false);
   if (!a->has_channel_socket_dir()) a->set_channel_socket_dir("");
   if (!a->has_vsock_port()) a->set_vsock_port(0);
+  if (!a->has_reclaim_bounds()) a->set_reclaim_bounds(false);
   auto* line = c.mutable_line();
   if (!line->has_new_guest_room_bytes()) line->set_new_guest_room_bytes(512 * kMiB);
   if (!line->has_burst_reserve_bytes()) line->set_burst_reserve_bytes(1 * kGiB);
@@ -422,6 +423,7 @@ absl::StatusOr<Options> Resolve(const DaemonConfig& c) {
   if (o.agent_channel_autoattach && o.agent_channel_name.empty()) {
     return FieldError("agent.channel_autoattach", "set, but agent.channel_name is empty (the channels are off)");
   }
+  o.agent_reclaim_bounds = a.reclaim_bounds();
   o.agent_channel_socket_dir = a.channel_socket_dir();
   if (!o.agent_channel_socket_dir.empty()) {
     if (o.agent_channel_socket_dir[0] != '/') {

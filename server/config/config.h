@@ -50,6 +50,7 @@ struct Options {
   bool agent_channel_autoattach = false;
   std::string agent_channel_socket_dir;  // empty: libvirt chooses
   uint32_t agent_vsock_port = 0;  // 0: no vsock listener
+  bool agent_reclaim_bounds = false;  // agents get in-guest reclaim bounds (guest_reclaim_bounds.h)
   // The Plimsoll line (config block `line`, docs/line.md).
   int64_t line_new_guest_room_bytes = 0;
   int64_t line_burst_reserve_bytes = 0;

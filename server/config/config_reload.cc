@@ -109,6 +109,8 @@ ConfigChanges DiffConfig(const Options& a, const ControlApiOptions& ac, const Op
   Compare(restart, "agent.channel_socket_dir", a.agent_channel_socket_dir, b.agent_channel_socket_dir, str);
   Compare(restart, "agent.vsock_port", a.agent_vsock_port, b.agent_vsock_port,
           [](uint32_t v) { return absl::StrCat(v); });
+  Compare(restart, "agent.reclaim_bounds", a.agent_reclaim_bounds, b.agent_reclaim_bounds,
+          [](bool v) { return std::string(v ? "true" : "false"); });
   Compare(restart, "control.socket_group", ac.socket_group, bc.socket_group, str);
   Compare(restart, "control.tls.cert_file", ac.cert_file, bc.cert_file, str);
   Compare(restart, "control.tls.key_file", ac.key_file, bc.key_file, str);

@@ -334,6 +334,16 @@ TEST(ConfigTest, AgentListenerOffLoopbackNeedsTls) {
 namespace plimsoll::server {
 namespace {
 
+// In-guest reclaim bounds are sent only when the operator asks for them.
+TEST(ConfigTest, ReclaimBoundsAreOffByDefault) {
+  auto defaults = ResolveText("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_FALSE(defaults->agent_reclaim_bounds);
+  auto on = ResolveText("agent { reclaim_bounds: true }");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->agent_reclaim_bounds);
+}
+
 // The virtio-serial channel block: defaults, and bad values named by their field.
 TEST(ConfigTest, AgentChannelFields) {
   auto defaults = ResolveText("");
