@@ -99,6 +99,15 @@ ReclaimDecision Reclaimer::Tick() {
     previous_.reset();
   }
 
+  if (d.reason == ReclaimReason::kStep) {
+    // An ack may have changed the bounds while /proc was read (off, or a higher keep): decide
+    // again on the bounds in force now, with the same sample, so no write outlives them.
+    {
+      absl::MutexLock l(&mu_);
+      s.bounds = keeper_.Effective(clock_->Now(), &s.limits);
+    }
+    d = DecideReclaim(s, options_.law);
+  }
   std::optional<Counters> before_step;
   if (d.reason == ReclaimReason::kStep) {
     const absl::StatusOr<ReclaimOutcome> outcome = executor_->Reclaim(d.bytes);

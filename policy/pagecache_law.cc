@@ -178,7 +178,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // stats (guest_signals.h), and a kill carried from a held tick is owed an answer. So are the
   // direct scans that driver reports: they arrive a tick after the report they belong to, and
   // waiting for the next report would answer them a whole stats period late.
-  const bool late_news = !s.new_report && h.late_counters && h.report_after_landing;
+  // Only for a report the law measured and found calm (a take may have moved the balloon since:
+  // the landing then is newer than the report), and once.
+  const bool late_news = !s.new_report && h.late_counters && m->calm_report_s == s.report_s;
   const bool pressured = (s.new_report || s.new_oom_kills > 0 || late_news) && out.pressure >= 1;
 
   const bool first_in_episode = now_s >= m->cool_until_s;
@@ -187,6 +189,8 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const bool falling = !first_in_episode && out.pressure < m->measured_pressure;
   const double previous_pressure = m->measured_pressure;
   if (out.measured || (late_news && pressured)) m->measured_pressure = pressured ? out.pressure : 0;
+  if (out.measured) m->calm_report_s = pressured ? -HUGE_VAL : s.report_s;
+  if (late_news && pressured) m->calm_report_s = -HUGE_VAL;
   if (pressured && s.new_oom_kills == 0 && out.measured && falling) {
     a = std::max(a, actual);
     m->pressured_s = now_s;

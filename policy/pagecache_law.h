@@ -122,6 +122,9 @@ struct LawMemory {
   // Without the agent, H as last read on a report after a landing: until the next such report
   // the floor's H does not fall below it (pagecache_law.cc).
   std::optional<double> landed_hard_bytes;
+  // The report time of the last measured report the law found calm, until late pressure
+  // counters for it were answered (pagecache_law.cc); -infinity otherwise.
+  double calm_report_s = -std::numeric_limits<double>::infinity();
 };
 
 enum class LawAction {

@@ -321,6 +321,22 @@ TEST(PagecacheLawTest, DirectScansArrivingATickAfterTheirReportBackOffThen) {
   EXPECT_EQ(d.TargetMib(), grown);
 }
 
+// The same when the calm report was answered with a take: the balloon moved (and landed) after
+// the report, but the scans are about the report the take was decided on.
+TEST(PagecacheLawTest, DirectScansArrivingAfterATakeBackOff) {
+  Driver d(BalloonCountersOnly());
+  LawOutcome o = d.Step();
+  for (int i = 0; i < 10 && o.action != LawAction::kTake && o.action != LawAction::kProbe; ++i) o = d.Step(5);
+  ASSERT_TRUE(o.action == LawAction::kTake || o.action == LawAction::kProbe) << o.reason;
+  const double taken = d.TargetMib();
+  d.guest().stats_age_seconds = 1;
+  d.guest().balloon_pressure_age_seconds = 0;
+  d.guest().balloon_direct_scan_bytes = static_cast<uint64_t>(20 * kMib);
+  o = d.Step(1);
+  EXPECT_EQ(o.action, LawAction::kBackoff) << o.reason;
+  EXPECT_GT(d.TargetMib(), taken);
+}
+
 TEST(PagecacheLawTest, TheFloorRisesWithHardDemandAtOnce) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(1000 * kMib);

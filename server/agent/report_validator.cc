@@ -119,7 +119,8 @@ Verdict CheckReclaim(const v1::AgentReport& report, const v1::AgentReport* previ
     return Reject(RejectReason::kImplausibleReclaim,
                   absl::StrCat("reclaim achieved ", r.achieved_bytes(), " > requested ", r.requested_bytes()));
   }
-  if (r.partial_steps() + r.failed_steps() > r.steps()) {
+  // Compared without the sum, which a hostile agent could wrap around.
+  if (r.failed_steps() > r.steps() || r.partial_steps() > r.steps() - r.failed_steps()) {
     return Reject(RejectReason::kImplausibleReclaim,
                   absl::StrCat("reclaim partial ", r.partial_steps(), " + failed ", r.failed_steps(), " > steps ",
                                r.steps()));

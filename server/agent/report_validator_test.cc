@@ -314,6 +314,8 @@ TEST_F(ValidatorTest, ReclaimTable) {
       {"achieved above requested", {{kBootA, 10, Reclaim(5, 10 * kMiB, 11 * kMiB), RejectReason::kImplausibleReclaim}}},
       {"more partial and failed steps than steps",
        {{kBootA, 10, Reclaim(5, 10 * kMiB, 0, 2, 2, 1), RejectReason::kImplausibleReclaim}}},
+      {"partial and failed steps whose sum wraps around",
+       {{kBootA, 10, Reclaim(5, 10 * kMiB, 0, 0, UINT64_MAX, 1), RejectReason::kImplausibleReclaim}}},
       {"counters that start after the report", {{kBootA, 10, Reclaim(11, 0, 0, 0), RejectReason::kMalformed}}},
       {"counters without a start", {{kBootA, 10, Reclaim(0, 0, 0, 0), RejectReason::kMalformed}}},
       {"a hostile claim: 1 PiB since the agent started 5 s ago",
