@@ -180,7 +180,8 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // waiting for the next report would answer them a whole stats period late.
   // Only for a report the law measured and found calm (a take may have moved the balloon since:
   // the landing then is newer than the report), and once.
-  const bool late_news = !s.new_report && h.late_counters && m->calm_report_s == s.report_s;
+  // (The report time is now - age, recomputed each tick: equal within the freshness gate's 1 ms.)
+  const bool late_news = !s.new_report && h.late_counters && std::fabs(m->calm_report_s - s.report_s) < 1e-3;
   const bool pressured = (s.new_report || s.new_oom_kills > 0 || late_news) && out.pressure >= 1;
 
   const bool first_in_episode = now_s >= m->cool_until_s;
