@@ -63,7 +63,7 @@ double LawStep(const GuestView& guest, const LawParams& params) {
   return params.probe_fraction * static_cast<double>(guest.max_bytes);
 }
 
-LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m) {
+LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m, bool pooled) {
   LawOutcome out;
   out.signals = SignalsOf(guest);
   out.signals.new_oom_kills += m->unseen_oom_kills;
@@ -123,6 +123,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   } else {
     m->landed_hard_bytes.reset();
   }
+  // A pooled guest's burst room is the pool's reserve (reclaim_pool.h); its bursts are still
+  // measured, for the reserve.
+  if (pooled) out.burst_bytes = 0;
   out.floor_bytes = std::clamp(hard + headroom + out.burst_bytes, min_bytes,
                                std::max(min_bytes, max_bytes));
   if (s.source == SignalSource::kAgent) {
@@ -241,6 +244,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
       out.action = LawAction::kCooling;
       out.reason = absl::StrCat("cooling x=", FormatFixed(out.pressure, 2), " left=",
                                 FormatFixed(m->cool_until_s - now_s, 0), "s");
+    } else if (pooled) {
+      // Its agent takes the cold cache in the guest, with no balloon move to undo later.
+      out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " pooled");
     } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > stop + 1) {  // + a rounding byte
       // Half of what lies above W per step (at least s). All of it at once reclaimed as much on
       // the corpus and 1.03x on the trio, but on sizes4 an idle guest sent to its min in one
@@ -264,7 +270,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     out.action = LawAction::kRetry;
     out.reason = absl::StrCat("retry ", follow.state, " ", follow.detail);
   }
-  if (out.action == LawAction::kHold) {
+  if (out.action == LawAction::kHold && out.reason.empty()) {
     out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2),
                               out.measured ? "" : " unmeasured");
   }

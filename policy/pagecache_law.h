@@ -109,6 +109,9 @@ struct LawMemory {
   ProfileMemory profile;  // pressure_profile.h
   FutileMemory futile;    // futile_pressure.h
   BurstMemory burst;      // burst_headroom.h
+  // The largest rise of the guest's RSS from one decision to the next within the burst window:
+  // how fast a guest that gave its cache back takes memory back (reclaim_pool.h).
+  BurstMemory rss_rise;
   std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
@@ -145,7 +148,7 @@ struct LawOutcome {
   LawAction action = LawAction::kHold;
   GuestSignals signals;          // what SignalsOf made of the guest's stats and history
   double floor_bytes = 0;        // F
-  double burst_bytes = 0;        // the burst headroom in F
+  double burst_bytes = 0;        // the burst headroom in F (0 when pooled)
   double working_set_bytes = 0;  // W
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)
@@ -172,8 +175,11 @@ double LawStep(const GuestView& guest, const LawParams& params);
 // (guest_safety.h UnsafeToActReason is empty, ImplausibleStatsReason too). What the world did
 // comes from guest.history (history_deriver.h; without it nothing is measured). `memory` is read
 // and updated.
+// `pooled`: the guest is a member of a reclaim pool that covers (reclaim_pool.h): its floor
+// keeps no burst room (the pool's reserve does), and the balloon does not probe it (its agent
+// reclaims the cold cache); it still grows on pressure and hard demand.
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& params,
-                   LawMemory* memory);
+                   LawMemory* memory, bool pooled = false);
 
 }  // namespace plimsoll::policy
 

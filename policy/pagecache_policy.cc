@@ -15,9 +15,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "policy/balloon_progress.h"
+#include "policy/burst_headroom.h"
 #include "policy/guest_safety.h"
 #include "policy/guest_signals.h"
 #include "policy/reason_format.h"
+#include "policy/reclaim_pool.h"
 
 namespace plimsoll::policy {
 namespace {
@@ -145,6 +147,29 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   // tick has none, and no set of the snapshot's uuids is made).
   const size_t created = memory_of.size() - slots_before;
   if (slots_before > n - created) ForgetAbsentGuests(snapshot, &memory_of);
+  // In-guest reclaim: the pool's members, and whether it covers, from the RSS now and the bursts
+  // measured up to now (reclaim_pool.h).
+  std::vector<bool> pooled(n, false);
+  ReclaimPool pool;
+  if (snapshot.host.in_guest_reclaim) {
+    std::vector<PoolMember> members;
+    for (size_t i = 0; i < n; ++i) {
+      const GuestView& g = snapshot.guests[i];
+      LawMemory& m = *memories[i];
+      if (!ReclaimsInGuest(g, snapshot.host) || UnsafeToActReason(g).has_value() ||
+          ImplausibleStatsReason(g).has_value()) {
+        m.rss_rise.hard_bytes.reset();  // a rise is measured between two decisions as a member
+        continue;
+      }
+      const double rss = static_cast<double>(*g.host_rss_bytes);
+      UpdateBurst(rss, now_s, params_.law.burst, &m.rss_rise);
+      pooled[i] = true;
+      members.push_back({static_cast<double>(std::max(g.actual_bytes, g.target_bytes)), rss,
+                         std::max(m.burst.burst_bytes, m.rss_rise.burst_bytes)});
+    }
+    pool = SizePool(members);
+    if (!pool.covers) pooled.assign(n, false);
+  }
   std::vector<ShareOutGuest> share(n);
   std::vector<std::optional<LawOutcome>> outcomes(n);
   std::vector<std::string> held(n);
@@ -184,9 +209,10 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       s.active = s.actual;
       s.may_shrink = false;
     } else {
-      outcomes[i] = StepLaw(g, now_s, params_.law, &memory);
+      outcomes[i] = StepLaw(g, now_s, params_.law, &memory, pooled[i]);
       const LawOutcome& o = *outcomes[i];
       s.proposal = o.proposal_bytes;
+      if (pooled[i]) s.cost_cap = static_cast<double>(*g.host_rss_bytes);
       s.floor = o.floor_bytes;
       s.active = std::min(s.actual, o.working_set_bytes);
       // Hard demand the neighbours would pay for needs libvirt to see it (guest_signals.h), and
@@ -211,7 +237,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     }
   }
 
-  const ShareOutResult r = ShareOut(share, snapshot.host, params_.share);
+  const ShareOutResult r = ShareOut(share, snapshot.host, params_.share, pool.covers ? pool.reserve : 0);
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
   // readings, and the budget round's share of an overcommit, moved targets down and up again
   // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks). What
@@ -281,6 +307,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
     absl::StrAppend(&d.reason, small_take[i]);
+    if (pooled[i]) absl::StrAppend(&d.reason, " pooled rss=", FormatMib(*g.host_rss_bytes));
     if (unconfirmed[i]) {
       absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
                       g.usable_bytes.has_value() ? FormatMib(*g.usable_bytes) : "-");
@@ -310,6 +337,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     decisions.guests.push_back(std::move(d));
   }
   decisions.summary = absl::StrCat("pagecache: ", ShareOutSummary(r), " guests=", n);
+  if (pool.members > 0) absl::StrAppend(&decisions.summary, " ", ReclaimPoolSummary(pool));
   return decisions;
 }
 

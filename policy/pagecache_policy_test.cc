@@ -427,5 +427,73 @@ TEST(PagecachePolicyTest, AnOomKillOnTheAgentsWordDoesNotMakeTheNeighboursPay) {
   EXPECT_GE(d.guests[1].target_bytes, 1003 * kMib) << d.guests[1].reason;
 }
 
+// A guest whose agent gives its cold cache back in the guest (free page reporting on, its
+// reclaimer able): 400 MiB resident of its 1024.
+GuestView Reclaiming(const std::string& name, int64_t rss_mib) {
+  GuestView g = Guest(name, 1024);
+  g.free_page_reporting = true;
+  g.host_rss_bytes = rss_mib * kMib;
+  g.agent_reclaims = true;
+  return g;
+}
+
+Snapshot ReclaimSnap(std::vector<GuestView> guests, int64_t budget_mib, bool in_guest_reclaim,
+                     double t = 1e9) {
+  Snapshot s = Snap(std::move(guests), budget_mib, t);
+  s.host.in_guest_reclaim = in_guest_reclaim;
+  return s;
+}
+
+// In a covering pool the budget counts the guest's RSS, and the balloon neither probes it nor
+// squeezes its neighbour: 1024 + 1024 MiB of balloons on 1800 MiB, 400 + 1024 of cost.
+TEST(PagecachePolicyTest, APooledGuestCostsItsRssAndIsNotProbed) {
+  const PagecachePolicy policy;
+  const Decisions on =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 1800, true), PolicyState());
+  ASSERT_EQ(on.guests.size(), 2u);
+  EXPECT_EQ(on.guests[0].target_bytes, 1024 * kMib) << on.guests[0].reason;
+  EXPECT_THAT(on.guests[0].reason, HasSubstr("pooled rss=400MiB"));
+  EXPECT_THAT(on.guests[0].reason, HasSubstr("hold x=0.00 pooled"));
+  EXPECT_EQ(on.guests[1].target_bytes, 1024 * kMib) << on.guests[1].reason;
+  EXPECT_THAT(on.summary, HasSubstr("overcommit=0MiB"));
+  EXPECT_THAT(on.summary, HasSubstr("pool members=1 lent=624MiB reserve=0MiB covers=1"));
+
+  // The same guests when the host sends no bounds: the balloon takes the cold cache.
+  const Decisions off =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 1800, false), PolicyState());
+  EXPECT_LT(off.guests[0].target_bytes, 1024 * kMib) << off.guests[0].reason;
+  EXPECT_THAT(off.guests[0].reason, Not(HasSubstr("pooled")));
+  EXPECT_THAT(off.summary, Not(HasSubstr("pool")));
+}
+
+// A pool whose lent memory is less than its reserve changes nothing: the guest is sized as
+// without in-guest reclaim. The reserve here is the guest's RSS rising 600 MiB in one decision.
+TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
+  const PagecachePolicy policy;
+  const Decisions first =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 1800, true, 1e9), PolicyState());
+  const Decisions short_on = policy.Decide(
+      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 1800, true, 1e9 + 5), first.next_state);
+  const Decisions plain = policy.Decide(
+      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 1800, false, 1e9 + 5), first.next_state);
+  EXPECT_THAT(short_on.summary, HasSubstr("pool members=1 lent=24MiB reserve=600MiB covers=0"));
+  ASSERT_EQ(short_on.guests.size(), plain.guests.size());
+  for (size_t i = 0; i < plain.guests.size(); ++i) {
+    EXPECT_EQ(short_on.guests[i].target_bytes, plain.guests[i].target_bytes);
+    EXPECT_EQ(short_on.guests[i].reason, plain.guests[i].reason);
+  }
+}
+
+// A guest whose stats are not safe to act on is held, and no member of the pool.
+TEST(PagecachePolicyTest, AHeldGuestIsNoMember) {
+  const PagecachePolicy policy;
+  GuestView stale = Reclaiming("stale", 400);
+  stale.stats_fresh = false;
+  const Decisions d = policy.Decide(ReclaimSnap({stale, Hot("hot")}, 4096, true), PolicyState());
+  EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold"));
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("pooled")));
+  EXPECT_THAT(d.summary, Not(HasSubstr("pool")));
+}
+
 }  // namespace
 }  // namespace plimsoll::policy

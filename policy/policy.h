@@ -70,9 +70,14 @@ struct GuestView {
   // "rss" balloon stat, read on the host). free_page_reporting: whether its balloon device returns
   // the pages the guest frees to the host; where it does, the guest's cost is its RSS, which falls
   // as the guest frees memory, rather than its balloon size. Each absent where not known. plimsolld
-  // fills them; no policy reads them yet, and the simulator does not model them.
+  // fills them; pagecache reads them for in-guest reclaim (reclaim_pool.h); the simulator does not
+  // model them.
   std::optional<int64_t> host_rss_bytes;
   std::optional<bool> free_page_reporting;
+  // Whether the agent's reclaimer can reclaim the guest's page cache (it reports itself idle,
+  // reclaiming, or stopped by pressure; not off, unable, failed or in a dry run). Absent without
+  // a fresh agent report that has a reclaimer.
+  std::optional<bool> agent_reclaims;
 
   // Relative weight when memory is shared out; 1000 by default.
   int64_t shares = 1000;
@@ -126,6 +131,9 @@ struct HostView {
   int64_t host_reserve_bytes = 0;
   // Memory all guests may use together: min(MemTotal - reserve, configured cap).
   int64_t guest_budget_bytes = 0;
+  // plimsolld sends the agents reclaim bounds (agent.reclaim_bounds): a guest whose agent
+  // reclaims and whose balloon reports free pages costs the host its RSS (reclaim_pool.h).
+  bool in_guest_reclaim = false;
   std::optional<double> psi_some_avg10;
   std::optional<double> psi_full_avg10;
 };

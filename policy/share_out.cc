@@ -1,6 +1,7 @@
 #include "policy/share_out.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -11,8 +12,19 @@
 
 namespace plimsoll::policy {
 
+namespace {
+
+// What guest `g` costs the host at size `size` (share_out.h).
+double Cost(const ShareOutGuest& g, double size) {
+  if (!std::isfinite(g.cost_cap)) return size;
+  const double lent = std::max(0.0, std::min(size, std::max(g.actual, g.target)) - g.cost_cap);
+  return size - lent;
+}
+
+}  // namespace
+
 ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView& host,
-                        const ShareOutParams& params) {
+                        const ShareOutParams& params, double pool_reserve_bytes) {
   const size_t n = guests.size();
   ShareOutResult r;
   r.targets.assign(n, 0);
@@ -21,12 +33,12 @@ ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView
   double sum_actual = 0;
   double committed = 0;
   for (const ShareOutGuest& g : guests) {
-    sum_actual += g.actual;
-    committed += std::max(g.actual, g.target);
+    sum_actual += Cost(g, g.actual);
+    committed += Cost(g, std::max(g.actual, g.target));
   }
   const double host_room = static_cast<double>(host.mem_available_bytes) -
                            static_cast<double>(host.host_reserve_bytes) + sum_actual;
-  r.limit = std::min(static_cast<double>(host.guest_budget_bytes), host_room);
+  r.limit = std::min(static_cast<double>(host.guest_budget_bytes) - pool_reserve_bytes, host_room);
   r.free = r.limit - committed;
 
   // Shrinks as proposed; growth waits for its grant.
@@ -73,24 +85,31 @@ ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView
     room -= grant;
   }
 
-  // The budget: the excess of the targets over L, by shares with the idle tax.
-  const double total = std::accumulate(r.targets.begin(), r.targets.end(), 0.0);
+  // The budget: the excess of the targets' cost over L, by shares with the idle tax.
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += Cost(guests[i], r.targets[i]);
   r.overcommit = std::max(0.0, total - r.limit);
   if (r.overcommit > 0) {
     std::vector<ReclaimCandidate> candidates(n);
     for (size_t i = 0; i < n; ++i) {
       const ShareOutGuest& g = guests[i];
-      candidates[i].size = r.targets[i];
-      candidates[i].active = g.active;
+      const double cost = Cost(g, r.targets[i]);
+      candidates[i].size = cost;
+      const bool capped = std::isfinite(g.cost_cap);
+      // A capped guest's idle memory is mostly given back already: only what it costs is idle.
+      candidates[i].active = capped ? std::min(g.active, cost) : g.active;
       candidates[i].shares = g.shares;
-      const double step_floor = r.targets[i] - params.step_fraction * g.ceiling;
-      candidates[i].lowest = g.may_shrink && !hard[i] ? std::max(g.floor, step_floor) : r.targets[i];
+      const double step_floor = cost - params.step_fraction * g.ceiling;
+      candidates[i].lowest = g.may_shrink && !hard[i] ? std::max(g.floor, step_floor) : cost;
     }
     const std::vector<double> take = DistributeReclaim(candidates, r.overcommit, params.idle_tax);
     double taken = 0;
     for (size_t i = 0; i < n; ++i) {
-      r.taken[i] = take[i];
-      r.targets[i] -= take[i];
+      if (take[i] <= 0) continue;
+      // In cost: a capped guest's balloon goes to its cost less the take (share_out.h).
+      const double to = candidates[i].size - take[i];
+      r.taken[i] = r.targets[i] - to;
+      r.targets[i] = to;
       taken += take[i];
     }
     r.unmet = std::max(0.0, r.overcommit - taken);

@@ -13,6 +13,13 @@
 // - The budget is a hard limit: when the targets together exceed L, the excess is taken from
 //   the guests that may shrink by shares with the idle-memory tax (idle_tax.h), never below a
 //   guest's floor and at most step_fraction of its ceiling per decision (a balloon's speed).
+// - What a guest costs: its size, except for a guest with a cost cap (its RSS, where its agent
+//   gives its cold cache back in the guest: reclaim_pool.h): at a size T it costs
+//   T - lent(T), lent(T) = max(0, min(T, commitment) - cap): growth over the commitment costs in
+//   full, and a take above the cap relieves nothing. The budget compares the cost with the
+//   limit less the pool's reserve, and takes from a capped guest in cost (a balloon inflating
+//   over the pages the guest already gave back finds them free). The host's own room
+//   (MemAvailable) already sees RSS, and is unchanged.
 //
 // Pure functions, thread-safe.
 #ifndef PLIMSOLL_POLICY_SHARE_OUT_H_
@@ -47,6 +54,8 @@ struct ShareOutGuest {
   // it, the growth waits for free memory like pressure's.
   double hard_cap = std::numeric_limits<double>::infinity();
   bool may_shrink = true;  // false: held (never shrunk below its commitment by the host)
+  // What the guest costs the host at most below its commitment (its RSS); infinity: its size.
+  double cost_cap = std::numeric_limits<double>::infinity();
 };
 
 struct ShareOutResult {
@@ -59,8 +68,9 @@ struct ShareOutResult {
   double unmet = 0;             // overcommit that floors and steps left in place
 };
 
+// pool_reserve_bytes: the reserve kept for the capped guests' bursts (reclaim_pool.h).
 ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView& host,
-                        const ShareOutParams& params);
+                        const ShareOutParams& params, double pool_reserve_bytes = 0);
 
 // "limit=.. free=.. granted=.. overcommit=.. taken=.. unmet=..": the host line of a decision.
 std::string ShareOutSummary(const ShareOutResult& result);

@@ -138,5 +138,46 @@ TEST(ShareOutTest, TheHostsAvailableMemoryLimitsToo) {
   EXPECT_EQ(r.targets[0] / kMib, 1100);
 }
 
+// A guest capped at its RSS (in-guest reclaim) costs min(size, RSS): the budget counts that, less
+// the pool's reserve, so its neighbours keep what the balloon sizes alone would have cut.
+TEST(ShareOutTest, CappedGuestCostsItsRss) {
+  // 2 x 1000 MiB on a 1800 MiB budget: 200 over in balloon sizes.
+  const ShareOutResult plain = ShareOut({G(1000, 1000), G(1000, 1000)}, Host(1800), {});
+  EXPECT_EQ(plain.overcommit / kMib, 200);
+  std::vector<ShareOutGuest> g = {G(1000, 1000), G(1000, 1000)};
+  g[0].cost_cap = 600 * kMib;  // gave 400 back
+  const ShareOutResult r = ShareOut(g, Host(1800), {}, 100 * kMib);
+  // Cost 600 + 1000 against 1800 - 100: within.
+  EXPECT_EQ(r.overcommit, 0);
+  EXPECT_EQ(Mib(r.targets), (std::vector<double>{1000, 1000}));
+  EXPECT_EQ(r.limit / kMib, 1700);
+  EXPECT_EQ(r.free / kMib, 100);
+}
+
+// Over the budget even in cost: a take from a capped guest is in cost, so its balloon goes below
+// its RSS (a take above it would relieve nothing), within the floor and the step.
+TEST(ShareOutTest, TakeFromCappedGuestIsInCost) {
+  std::vector<ShareOutGuest> g = {G(1000, 1000, 256)};
+  g[0].cost_cap = 600 * kMib;
+  g[0].active = 300 * kMib;
+  const ShareOutResult r = ShareOut(g, Host(500), {});
+  EXPECT_EQ(r.overcommit / kMib, 100);
+  EXPECT_EQ(Mib(r.targets), (std::vector<double>{500}));
+  EXPECT_EQ(r.taken[0] / kMib, 500);  // the balloon moves 500, the cost 100
+  EXPECT_EQ(r.unmet, 0);
+}
+
+// Growth over the commitment costs in full, cap or not.
+TEST(ShareOutTest, CappedGuestGrowthCostsInFull) {
+  std::vector<ShareOutGuest> g = {G(1000, 1300, 1300), G(1000, 1000)};
+  g[0].cost_cap = 400 * kMib;
+  g[0].grow = GrowClass::kHardDemand;
+  // Cost before: 400 + 1000 = 1400 of 1600: 200 free, 300 wanted: the other pays 100.
+  const ShareOutResult r = ShareOut(g, Host(1600), {});
+  EXPECT_EQ(r.free / kMib, 200);
+  EXPECT_EQ(r.granted[0] / kMib, 300);
+  EXPECT_EQ(Mib(r.targets), (std::vector<double>{1300, 900}));
+}
+
 }  // namespace
 }  // namespace plimsoll::policy

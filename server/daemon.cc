@@ -77,6 +77,7 @@ LoopOptions LoopOptionsFrom(const Options& options) {
   lo.balloon_call_deadline = options.balloon_call_deadline;
   lo.block_stats_interval = options.block_stats_interval;
   lo.balloon_pressure_stats = options.balloon_pressure_stats;
+  lo.in_guest_reclaim = options.agent_reclaim_bounds;
   lo.line.new_guest_room_bytes = options.line_new_guest_room_bytes;
   lo.line.burst_reserve_bytes = options.line_burst_reserve_bytes;
   lo.offer_hold = options.line_offer_hold;

@@ -671,6 +671,12 @@ void ControlLoop::AddAgentSignals(policy::GuestView& v) const {
   v.balloon_deflate_pages = a->balloon_deflate;
   v.oom_kill = a->oom_kill;
   v.agent_age_seconds = a->age_seconds;
+  if (a->reclaim_state.has_value()) {
+    const v1::ReclaimState st = *a->reclaim_state;
+    v.agent_reclaims = !a->reclaim_dry_run &&
+                       (st == v1::RECLAIM_STATE_IDLE || st == v1::RECLAIM_STATE_ACTIVE ||
+                        st == v1::RECLAIM_STATE_STOPPED_PRESSURE);
+  }
 }
 
 std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
@@ -686,6 +692,7 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   snap.host.cached_bytes = h.cached_bytes;
   snap.host.host_reserve_bytes = reserve_bytes_;
   snap.host.guest_budget_bytes = GuestBudget(h.mem_total_bytes, reserve_bytes_, budget_cap_);
+  snap.host.in_guest_reclaim = options_.in_guest_reclaim;
   snap.host.psi_some_avg10 = h.psi_some_avg10;
   snap.host.psi_full_avg10 = h.psi_full_avg10;
   snap.guests = tracker_.Views();

@@ -122,6 +122,10 @@ struct LoopOptions {
   // BalloonPressureReader, on a thread of its own; with balloon_workers = 0 on the loop's).
   // Read at construction only.
   bool balloon_pressure_stats = true;
+  // The agents get reclaim bounds (config agent.reclaim_bounds): the snapshot says so
+  // (HostView::in_guest_reclaim), and the policy may count what a reclaiming guest costs by its
+  // RSS. Read at construction only.
+  bool in_guest_reclaim = false;
   // Balloon calls (SetTarget, EnableStats) run on this many workers (config balloon_workers),
   // each given balloon_call_deadline to return (BalloonCalls). 0 runs them on the loop thread:
   // tests and benchmarks only (the config has at least 1). Read at construction only.

@@ -67,6 +67,7 @@ class ControlLoopTest : public ::testing::Test {
     o.balloon_call_deadline = absl::Seconds(10);
     o.line = line_params_;
     o.offer_hold = offer_hold_;
+    o.in_guest_reclaim = in_guest_reclaim_;
     LoopDeps deps{&hv_, &host_, loop_policy_, actuator_.get(), &clock_, &metrics_};
     deps.overrides = &store_;
     deps.hub = &hub_;
@@ -159,6 +160,7 @@ class ControlLoopTest : public ::testing::Test {
   int64_t hard_demand_ = 64 * kMiB;
   // The Plimsoll line's parameters MakeLoop gives the loop.
   LineParams line_params_{256 * kMiB, 256 * kMiB};
+  bool in_guest_reclaim_ = false;  // LoopOptions::in_guest_reclaim for MakeLoop
   absl::Duration offer_hold_ = absl::Seconds(4);
 };
 
@@ -844,6 +846,18 @@ TEST_F(ControlLoopTest, PausedManagementDecidesAndReportsButMovesNoBalloon) {
   EXPECT_EQ(hv_.LastTarget(kA), 500 * kMiB);
   EXPECT_EQ(Published(kA)->management_state(), plimsoll::v1::MANAGEMENT_STATE_MANAGED);
   EXPECT_FALSE(view_->host().paused());
+}
+
+// agent.reclaim_bounds reaches the policy as HostView::in_guest_reclaim (reclaim_pool.h).
+TEST_F(ControlLoopTest, TheSnapshotSaysWhetherAgentsReclaim) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  EXPECT_FALSE(policy_.last_snapshot.host.in_guest_reclaim);
+  in_guest_reclaim_ = true;
+  MakeLoop();
+  TickWithFreshStats({kA});
+  EXPECT_TRUE(policy_.last_snapshot.host.in_guest_reclaim);
 }
 
 TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) {
