@@ -3,7 +3,23 @@
 # read from the host root over 9p). Mounts cgroup v2 (the lab's init does not, a distribution's
 # does) so that the agent finds memory.reclaim, reads the lab's stream file once (cold cache:
 # nothing reads it again), then runs tests/lab/run_agent.sh with the same kernel command line.
+# With plimsoll.go_file=P on the command line, it also allocates plimsoll.step_mib=M MiB of
+# anonymous memory once the host file P exists, and holds it (guest_workload anon prints
+# "allocated_mib=M" when it has touched all of it).
+GO=; STEP_MIB=500
+for x in $(cat /proc/cmdline); do
+  case "$x" in
+    plimsoll.go_file=*) GO=${x#*=} ;;
+    plimsoll.step_mib=*) STEP_MIB=${x#*=} ;;
+    plimsoll.wl=*) WL=${x#*=} ;;
+  esac
+done
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || echo "PLIMSOLL-READ error=mount_cgroup2"
 cat /mnt/data/stream.bin > /dev/null
 echo "PLIMSOLL-READ done"
+if [ -n "$GO" ] && [ -n "$WL" ]; then
+  (while [ ! -e "$GO" ]; do sleep 0.5; done
+   echo "PLIMSOLL-ALLOC start mib=$STEP_MIB"
+   "$WL" anon --mib "$STEP_MIB") &
+fi
 exec "$(dirname "$0")/../lab/run_agent.sh"

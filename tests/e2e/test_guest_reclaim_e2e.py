@@ -10,7 +10,10 @@ and sends the reclaim bounds the test writes to a file. The tests run in order:
      the memory back through free page reporting: QEMU's RSS falls, the balloon never moves;
   3. bounds switched off stop it within a few seconds.
 Then DaemonReclaimBoundsE2E does it with plimsolld itself as the host (agent.reclaim_bounds): the
-keep is the pagecache policy's working set for the guest, and the host gets the rest back.
+keep is the pagecache policy's working set for the guest, and the host gets the rest back while
+the guest is in the policy's reclaim pool (docs/policy.md, "In-guest reclaim"): the balloon does
+not probe it. Then the guest suddenly allocates 500 MiB: it has them at once, by faulting pages
+in, with no deflate and no OOM kill.
 """
 
 import os
@@ -27,6 +30,7 @@ from harness import MIB, wait_for
 READ_THEN_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "read_then_agent.sh")
 SINK = os.path.join(harness.BIN, "server", "agent", "plimsoll-agent-sink")
 KEEP_MIB = 400
+ALLOC_MIB = 500
 LINE_RE = re.compile(r"^uuid=(?P<uuid>\S+) .*active_file_mib=(?P<active>\S+) inactive_file_mib=(?P<inactive>\S+) "
                      r"avail_mib=\S+ reclaim_state=(?P<state>\S+) reclaim_reason=(?P<reason>\S+) "
                      r"reclaim_requested_mib=(?P<requested>\d+) reclaim_achieved_mib=(?P<achieved>\d+)")
@@ -130,7 +134,11 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         keys = harness.AgentKeys(cls.workdir)
         kw = keys.guest_kwargs()
         kw["run"] = READ_THEN_AGENT
-        cls.lab.add_guest("cold", workload="idle", memory_mib=1024, flavour="stable", **kw)
+        # The allocation starts when the test writes the go file (read_then_agent.sh).
+        cls.go_file = os.path.join(cls.workdir, "go")
+        cls.lab.add_guest("cold", workload="idle", memory_mib=1024, flavour="stable",
+                          cmdline_extra="plimsoll.go_file=%s plimsoll.step_mib=%d" % (cls.go_file, ALLOC_MIB),
+                          **kw)
         cls.lab.wait_ready("cold", timeout=120)
         # Not pinned: a pin is the policy's floor too, so the keep would be the whole guest. The
         # balloon takes as well, one step every few seconds; the agent is faster. Without the
@@ -144,7 +152,10 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         cls.daemon.stop()
         cls.lab.stop()
 
-    def test_the_policys_working_set_is_the_keep_and_the_rest_goes_back_to_the_host(self):
+    def actual_mib(self):
+        return self.lab.dommemstat("cold")["actual"] / 1024.0
+
+    def test_1_the_policys_working_set_is_the_keep_and_the_rest_goes_back_to_the_host(self):
         rss0 = None
 
         def paused():
@@ -180,6 +191,33 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         # and the host holds less than the guest owns.
         self.assertGreaterEqual(float(p["used"]), float(p["keep"]) - 64)
         self.assertLess(rss1, actual - 100)
+        # In the pool: the agent takes the cold cache, the balloon does not probe the guest.
+        self.assertIn("pooled rss=", d.get("reason", ""), d)
+
+    def test_2_a_pooled_guest_allocates_without_a_deflate(self):
+        actual0 = self.actual_mib()
+        rss0 = self.lab.dommemstat("cold")["rss"] / 1024.0
+        lowest = [actual0]
+        t0 = time.monotonic()
+        with open(self.go_file, "w"):
+            pass
+
+        def allocated():
+            lowest[0] = min(lowest[0], self.actual_mib())
+            return "mode=anon allocated_mib=%d" % ALLOC_MIB in self.lab.console("cold")
+
+        wait_for("the guest's %d MiB allocation" % ALLOC_MIB, allocated, 120, 0.5)
+        took = time.monotonic() - t0
+        actual1, rss1 = self.actual_mib(), self.lab.dommemstat("cold")["rss"] / 1024.0
+        guests, _ = self.daemon.guests()
+        d = guests["cold"]["last_decision"]
+        print("\n  cold: allocated %d MiB in %.1fs; balloon %.0f -> %.0f MiB (lowest %.0f); QEMU RSS %.0f -> %.0f MiB;"
+              " decision: %s" % (ALLOC_MIB, took, actual0, actual1, lowest[0], rss0, rss1, d.get("reason", "")[:160]))
+        # It had the memory under its balloon already: no deflate, the balloon never moved.
+        self.assertLess(abs(actual1 - actual0), 8)
+        self.assertGreater(lowest[0], actual0 - 8)
+        self.assertGreater(rss1, rss0 + 0.5 * ALLOC_MIB, "the guest faulted its memory back in")
+        self.assertNotIn("Out of memory", self.lab.console("cold"))
 
 
 if __name__ == "__main__":
