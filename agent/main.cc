@@ -77,8 +77,10 @@ ABSL_FLAG(std::string, reclaim_root, "/sys/fs/cgroup", "the cgroup v2 mount whos
 ABSL_FLAG(int64_t, reclaim_min_file_mib, 64,
           "never reclaim the file LRU (Active(file) + Inactive(file)) below this many MiB, whatever "
           "the host says");
-ABSL_FLAG(int64_t, reclaim_max_step_mib, 128, "one write to memory.reclaim asks for at most this many MiB");
-ABSL_FLAG(int64_t, reclaim_max_rate_mib, 64, "reclaim at most this many MiB per second on average");
+ABSL_FLAG(int64_t, reclaim_max_step_mib, 128,
+          "one write to memory.reclaim asks for at most this many MiB; 0 switches reclaim off (off_disabled)");
+ABSL_FLAG(int64_t, reclaim_max_rate_mib, 64,
+          "reclaim at most this many MiB per second on average; 0 switches reclaim off (off_disabled)");
 ABSL_FLAG(double, reclaim_psi_stop, 5,
           "stop while PSI memory \"some\" (avg10, or the share of the last second) is over this percent; "
           "the host may only lower it");
@@ -150,17 +152,18 @@ absl::StatusOr<ReclaimerOptions> ReclaimFlags() {
   return o;
 }
 
-// The reclaimer's executor, or null with options->unsupported_detail saying why there is none.
-std::unique_ptr<ReclaimExecutor> OpenReclaimExecutor(ReclaimerOptions* options) {
-  if (!options->enabled) return nullptr;
+// The reclaimer's executor, or null: reclaim is off (ReclaimOffDetail), or unsupported, with
+// options->unsupported_detail saying why. A dry run opens memory.reclaim without writing to it.
+std::unique_ptr<ReclaimExecutor> MakeReclaimExecutor(ReclaimerOptions* options) {
+  if (!ReclaimOffDetail(*options).empty()) return nullptr;
   CgroupReclaimOptions c;
   c.root = absl::GetFlag(FLAGS_reclaim_root);
-  absl::StatusOr<std::unique_ptr<CgroupReclaimExecutor>> opened = CgroupReclaimExecutor::Open(c);
+  absl::StatusOr<std::unique_ptr<ReclaimExecutor>> opened =
+      OpenReclaimExecutor(/*dry_run=*/absl::GetFlag(FLAGS_reclaim) == "dry_run", c);
   if (!opened.ok()) {
     options->unsupported_detail = std::string(opened.status().message());
     return nullptr;
   }
-  if (absl::GetFlag(FLAGS_reclaim) == "dry_run") return std::make_unique<DryRunReclaimExecutor>((*opened)->file_only());
   return *std::move(opened);
 }
 
@@ -282,7 +285,7 @@ int Main() {
     PLOG_ERROR << reclaim_options.status().message();
     return 2;
   }
-  std::unique_ptr<ReclaimExecutor> reclaim_executor = OpenReclaimExecutor(&*reclaim_options);
+  std::unique_ptr<ReclaimExecutor> reclaim_executor = MakeReclaimExecutor(&*reclaim_options);
   // Its own reader (GuestReader keeps no state, but one per thread keeps it obvious) and the
   // guest's CLOCK_BOOTTIME: bounds expire by it even when the wall clock is stepped.
   GuestReader reclaim_reader(proc_root);

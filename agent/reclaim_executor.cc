@@ -31,6 +31,23 @@ int WriteOnce(const std::string& path, const std::string& text, int extra_flags)
   return err;
 }
 
+// <root>/memory.reclaim when it is there, else why reclaim is unsupported.
+absl::StatusOr<std::string> ReclaimPath(const std::string& root_in) {
+  std::string root = root_in;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  const std::string path = root + "/memory.reclaim";
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("no ", path, ": kernel < 5.19, cgroup v1, or cgroup2 not mounted at ", root));
+    }
+    return absl::ErrnoToStatus(err, absl::StrCat("stat ", path));
+  }
+  return path;
+}
+
 }  // namespace
 
 std::string ReclaimRequestText(uint64_t bytes, bool file_only) {
@@ -47,18 +64,9 @@ absl::StatusOr<ReclaimOutcome> ClassifyReclaimWrite(int err, const std::string& 
 }
 
 absl::StatusOr<std::unique_ptr<CgroupReclaimExecutor>> CgroupReclaimExecutor::Open(CgroupReclaimOptions options) {
-  std::string root = options.root;
-  while (root.size() > 1 && root.back() == '/') root.pop_back();
-  const std::string path = root + "/memory.reclaim";
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return absl::NotFoundError(
-          absl::StrCat("no ", path, ": kernel < 5.19, cgroup v1, or cgroup2 not mounted at ", root));
-    }
-    return absl::ErrnoToStatus(err, absl::StrCat("stat ", path));
-  }
+  absl::StatusOr<std::string> found = ReclaimPath(options.root);
+  if (!found.ok()) return found.status();
+  const std::string& path = *found;
   // A request for nothing: accepted as-is by kernels that know the swappiness key, refused with
   // EINVAL by those that do not. It also proves the file can be opened for writing.
   const int probe = WriteOnce(path, ReclaimRequestText(0, /*file_only=*/true), options.extra_open_flags);
@@ -73,8 +81,35 @@ absl::StatusOr<ReclaimOutcome> CgroupReclaimExecutor::Reclaim(uint64_t bytes) {
   return ClassifyReclaimWrite(WriteOnce(path_, ReclaimRequestText(bytes, file_only_), extra_open_flags_), path_);
 }
 
+absl::StatusOr<std::unique_ptr<DryRunReclaimExecutor>> DryRunReclaimExecutor::Open(CgroupReclaimOptions options) {
+  absl::StatusOr<std::string> found = ReclaimPath(options.root);
+  if (!found.ok()) return found.status();
+  // Opened for writing and closed: nothing is written (no O_TRUNC either).
+  const int fd = open(found->c_str(), O_WRONLY | O_CLOEXEC | options.extra_open_flags);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(*found, " is not writable"));
+  close(fd);
+  return std::unique_ptr<DryRunReclaimExecutor>(new DryRunReclaimExecutor(/*file_only=*/false, /*probed=*/false));
+}
+
+absl::StatusOr<std::unique_ptr<ReclaimExecutor>> OpenReclaimExecutor(bool dry_run, CgroupReclaimOptions options) {
+  if (dry_run) {
+    absl::StatusOr<std::unique_ptr<DryRunReclaimExecutor>> e = DryRunReclaimExecutor::Open(std::move(options));
+    if (!e.ok()) return e.status();
+    return std::unique_ptr<ReclaimExecutor>(*std::move(e));
+  }
+  absl::StatusOr<std::unique_ptr<CgroupReclaimExecutor>> e = CgroupReclaimExecutor::Open(std::move(options));
+  if (!e.ok()) return e.status();
+  return std::unique_ptr<ReclaimExecutor>(*std::move(e));
+}
+
 absl::StatusOr<ReclaimOutcome> DryRunReclaimExecutor::Reclaim(uint64_t bytes) {
-  PLOG_INFO << "reclaim dry_run: would write \"" << ReclaimRequestText(bytes, file_only_) << "\" to memory.reclaim";
+  if (probed_) {
+    PLOG_INFO << "reclaim dry_run: would write \"" << ReclaimRequestText(bytes, file_only_) << "\" to memory.reclaim";
+  } else {
+    PLOG_INFO << "reclaim dry_run: would write \"" << ReclaimRequestText(bytes, true) << "\" to memory.reclaim, or \""
+              << ReclaimRequestText(bytes, false) << "\" where the kernel refuses the swappiness key (not probed: a "
+              << "dry run writes nothing)";
+  }
   return ReclaimOutcome::kFull;
 }
 

@@ -39,6 +39,10 @@ class ReclaimExecutor {
   virtual bool file_only() const = 0;
   // Nothing is written: requests are logged and answered kFull (--reclaim=dry_run).
   virtual bool dry_run() const { return false; }
+  // Whether file_only() comes from the "0 swappiness=0" probe. False for a dry run opened by
+  // DryRunReclaimExecutor::Open, which writes nothing, not even the probe: file_only() is then
+  // false and means "not known".
+  virtual bool swappiness_probed() const { return true; }
 };
 
 // How the real executor opens memory.reclaim.
@@ -75,17 +79,33 @@ class CgroupReclaimExecutor : public ReclaimExecutor {
   const bool file_only_;
 };
 
-// The dry-run twin: logs "reclaim dry_run: would write ..." and answers kFull.
+// The dry-run twin: logs "reclaim dry_run: would write ..." and answers kFull. Writes nothing.
 class DryRunReclaimExecutor : public ReclaimExecutor {
  public:
-  explicit DryRunReclaimExecutor(bool file_only) : file_only_(file_only) {}
+  // A dry run whose kernel is known to take (or refuse) the swappiness key.
+  explicit DryRunReclaimExecutor(bool file_only) : file_only_(file_only), probed_(true) {}
+
+  // --reclaim=dry_run: checks <root>/memory.reclaim is there and can be opened for writing, as
+  // CgroupReclaimExecutor::Open does (the same errors), but writes nothing to it: the swappiness
+  // probe is skipped, so whether the kernel takes the key is not known (swappiness_probed()
+  // false) and each request is logged in both forms.
+  static absl::StatusOr<std::unique_ptr<DryRunReclaimExecutor>> Open(CgroupReclaimOptions options);
+
   absl::StatusOr<ReclaimOutcome> Reclaim(uint64_t bytes) override;
   bool file_only() const override { return file_only_; }
   bool dry_run() const override { return true; }
+  bool swappiness_probed() const override { return probed_; }
 
  private:
+  DryRunReclaimExecutor(bool file_only, bool probed) : file_only_(file_only), probed_(probed) {}
+
   const bool file_only_;
+  const bool probed_;
 };
+
+// The executor for --reclaim=on (`dry_run` false: CgroupReclaimExecutor::Open, which probes) or
+// --reclaim=dry_run (DryRunReclaimExecutor::Open, which writes nothing), with their errors.
+absl::StatusOr<std::unique_ptr<ReclaimExecutor>> OpenReclaimExecutor(bool dry_run, CgroupReclaimOptions options);
 
 // What one write to memory.reclaim says: 0 (done), EAGAIN/EINTR (partial) or another errno.
 // Exposed for its table test.

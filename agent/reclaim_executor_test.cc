@@ -183,6 +183,42 @@ TEST(ReclaimExecutorTest, RequestText) {
   EXPECT_EQ(ReclaimRequestText(1048576, false), "1048576");
 }
 
+// --reclaim=dry_run writes nothing to memory.reclaim, not even the "0 swappiness=0" probe.
+TEST(ReclaimExecutorTest, ADryRunOpenWritesNothingNotEvenTheProbe) {
+  const std::string root = MakeRoot();
+  const std::string path = root + "/memory.reclaim";
+  std::ofstream(path) << "untouched";
+  absl::StatusOr<std::unique_ptr<ReclaimExecutor>> e = OpenReclaimExecutor(/*dry_run=*/true, {root});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(Contents(path), "untouched");
+  EXPECT_TRUE((*e)->dry_run());
+  EXPECT_FALSE((*e)->swappiness_probed());
+  EXPECT_FALSE((*e)->file_only());
+  absl::StatusOr<ReclaimOutcome> r = (*e)->Reclaim(64 << 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, ReclaimOutcome::kFull);
+  EXPECT_EQ(Contents(path), "untouched");
+
+  // The checks of a real open stand: no file, or one that cannot be opened for writing.
+  const std::string empty = MakeRoot();
+  absl::StatusOr<std::unique_ptr<ReclaimExecutor>> none = OpenReclaimExecutor(/*dry_run=*/true, {empty});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr("kernel < 5.19, cgroup v1"));
+  const std::string dir = MakeRoot();
+  ASSERT_EQ(mkdir((dir + "/memory.reclaim").c_str(), 0755), 0);
+  absl::StatusOr<std::unique_ptr<ReclaimExecutor>> unwritable = OpenReclaimExecutor(/*dry_run=*/true, {dir});
+  ASSERT_FALSE(unwritable.ok());
+  EXPECT_THAT(unwritable.status().message(), HasSubstr("is not writable"));
+
+  // --reclaim=on probes.
+  absl::StatusOr<std::unique_ptr<ReclaimExecutor>> on = OpenReclaimExecutor(/*dry_run=*/false, {root});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(Contents(path), "0 swappiness=0");
+  EXPECT_TRUE((*on)->swappiness_probed());
+  EXPECT_FALSE((*on)->dry_run());
+}
+
 TEST(ReclaimExecutorTest, DryRunWritesNothing) {
   DryRunReclaimExecutor e(/*file_only=*/false);
   EXPECT_TRUE(e.dry_run());

@@ -31,24 +31,37 @@ uint64_t FileLru(const v1::AgentReport& r) {
 }
 
 // The decision before any tick, from what is known at construction.
-ReclaimDecision Initial(const ReclaimerOptions& o, const ReclaimExecutor* executor) {
-  if (!o.enabled) return ReclaimDecision{ReclaimReason::kOffDisabled, 0, "--reclaim=off"};
+ReclaimDecision Initial(const ReclaimerOptions& o, const std::string& off_detail, const ReclaimExecutor* executor) {
+  if (!off_detail.empty()) return ReclaimDecision{ReclaimReason::kOffDisabled, 0, off_detail};
   if (executor == nullptr) return ReclaimDecision{ReclaimReason::kOffUnsupported, 0, o.unsupported_detail};
   // Said once at start: whether requests can say "page cache only" on this kernel.
+  if (!executor->swappiness_probed()) {
+    return ReclaimDecision{ReclaimReason::kNoBounds, 0,
+                           absl::StrCat("file_only=unknown dry_run=", executor->dry_run(),
+                                        " (the swappiness=0 probe was skipped: a dry run writes nothing)")};
+  }
   return ReclaimDecision{ReclaimReason::kNoBounds, 0,
                          absl::StrCat("file_only=", executor->file_only(), " dry_run=", executor->dry_run())};
 }
 
 }  // namespace
 
+std::string ReclaimOffDetail(const ReclaimerOptions& o) {
+  if (!o.enabled) return "--reclaim=off";
+  if (o.own.max_step_bytes == 0) return "--reclaim_max_step_mib=0: the agent's own step allows nothing";
+  if (!(o.own.max_bytes_per_second > 0)) return "--reclaim_max_rate_mib=0: the agent's own rate allows nothing";
+  return "";
+}
+
 Reclaimer::Reclaimer(ReclaimerOptions options, std::unique_ptr<ReclaimExecutor> executor, SampleSource* source,
                      Clock* clock)
     : options_(std::move(options)),
-      executor_(options_.enabled ? std::move(executor) : nullptr),
+      off_detail_(ReclaimOffDetail(options_)),
+      executor_(off_detail_.empty() ? std::move(executor) : nullptr),
       source_(source),
       clock_(clock),
       keeper_(options_.own),
-      last_(Initial(options_, executor_.get())) {
+      last_(Initial(options_, off_detail_, executor_.get())) {
   absl::MutexLock l(&mu_);
   LogDecision(last_, counters_);
 }
@@ -63,7 +76,7 @@ void Reclaimer::OnHostBounds(const v1::ReclaimBounds& bounds) {
 ReclaimDecision Reclaimer::Tick() {
   const absl::Time now = clock_->Now();
   ReclaimSituation s;
-  s.enabled = options_.enabled;
+  s.enabled = off_detail_.empty();
   s.supported = executor_ != nullptr;
   {
     absl::MutexLock l(&mu_);
@@ -76,7 +89,7 @@ ReclaimDecision Reclaimer::Tick() {
   // /proc worth reading.
   ReclaimDecision d = DecideReclaim(s, options_.law);
   if (d.reason == ReclaimReason::kOffDisabled || d.reason == ReclaimReason::kOffUnsupported) {
-    d = Initial(options_, executor_.get());  // with the reason in words
+    d = Initial(options_, off_detail_, executor_.get());  // with the reason in words
   }
   v1::AgentReport sample;
   bool sampled = false;

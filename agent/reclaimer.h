@@ -34,7 +34,9 @@
 namespace plimsoll::agent {
 
 struct ReclaimerOptions {
-  // --reclaim is not off. False: the reclaimer only reports off_disabled.
+  // --reclaim is not off. False: the reclaimer only reports off_disabled. So does an agent whose
+  // own step or rate (own.max_step_bytes, own.max_bytes_per_second) is 0: no host bounds can
+  // raise them (ReclaimOffDetail).
   bool enabled = true;
   // With `enabled` and no executor: why reclaim is unsupported here (CgroupReclaimExecutor::Open's
   // error), logged once and reported.
@@ -49,6 +51,11 @@ struct ReclaimerOptions {
   // counters_since_boottime_ns is this, the time the counters started.
   int64_t series_start_boottime_ns = 0;
 };
+
+// Why the agent's own options switch reclaim off, naming the flag ("--reclaim=off",
+// "--reclaim_max_step_mib=0", "--reclaim_max_rate_mib=0"); empty when they allow it. Reclaim
+// that is off opens no executor and reports off_disabled with this as its detail.
+std::string ReclaimOffDetail(const ReclaimerOptions& options);
 
 class Reclaimer : public ReclaimPeer {
  public:
@@ -80,6 +87,7 @@ class Reclaimer : public ReclaimPeer {
   void LogDecision(const ReclaimDecision& d, const Counters& before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ReclaimerOptions options_;
+  const std::string off_detail_;  // ReclaimOffDetail(options_)
   const std::unique_ptr<ReclaimExecutor> executor_;
   SampleSource* const source_;
   Clock* const clock_;

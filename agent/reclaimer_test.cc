@@ -2,7 +2,11 @@
 // that takes what it is asked from that guest's cache as the kernel would, and a fake clock.
 #include "agent/reclaimer.h"
 
+#include <stdlib.h>
+
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "agent/testing/fake_reclaim.h"
@@ -71,6 +75,43 @@ TEST_F(ReclaimerTest, OffWritesNothingAndSaysSo) {
   EXPECT_EQ(r.requested_bytes(), 0u);
   EXPECT_EQ(guest_.reads(), 0);
   EXPECT_EQ(guest_.file(), 877 * kMiB);  // the executor it was given (and dropped) took nothing
+}
+
+// The agent's own zero step or rate allows nothing whatever the host sends: reclaim is off by the
+// agent's flags, and says which, never "the host disabled it".
+TEST_F(ReclaimerTest, AZeroOwnStepOrRateIsOffByTheAgentsFlag) {
+  const struct {
+    uint64_t step;
+    double rate;
+    const char* flag;
+  } cases[] = {
+      {0, 64.0 * kMiB, "--reclaim_max_step_mib=0"},
+      {128 * kMiB, 0, "--reclaim_max_rate_mib=0"},
+      {0, 0, "--reclaim_max_step_mib=0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.flag);
+    ReclaimerOptions o;
+    o.own.max_step_bytes = c.step;
+    o.own.max_bytes_per_second = c.rate;
+    EXPECT_EQ(ReclaimOffDetail(o).rfind(c.flag, 0), 0u) << ReclaimOffDetail(o);
+    Make(o);
+    EXPECT_EQ(Report().reason(), "off_disabled");
+    Bounds();
+    const ReclaimDecision d = TickAfter();
+    EXPECT_EQ(d.reason, ReclaimReason::kOffDisabled);
+    EXPECT_THAT(d.detail, HasSubstr(c.flag));
+    const v1::ReclaimReport r = Report();
+    EXPECT_EQ(r.state(), v1::RECLAIM_STATE_OFF_DISABLED);
+    EXPECT_EQ(r.reason(), "off_disabled");
+    EXPECT_THAT(r.detail(), HasSubstr(c.flag));
+    EXPECT_EQ(guest_.reads(), 0);
+    EXPECT_EQ(guest_.file(), 877 * kMiB);
+  }
+  ReclaimerOptions on;
+  EXPECT_EQ(ReclaimOffDetail(on), "");
+  on.enabled = false;
+  EXPECT_EQ(ReclaimOffDetail(on), "--reclaim=off");
 }
 
 TEST_F(ReclaimerTest, UnsupportedReportsWhy) {
@@ -285,6 +326,24 @@ TEST_F(ReclaimerTest, DryRunCountsRequestsAndAchievesNothing) {
   EXPECT_EQ(r.requested_bytes(), 64 * kMiB);
   EXPECT_EQ(r.achieved_bytes(), 0u);
   EXPECT_EQ(guest_.file(), 877 * kMiB);
+}
+
+// --reclaim=dry_run opens memory.reclaim without the swappiness probe: the report says so.
+TEST_F(ReclaimerTest, ADryRunSaysItsProbeWasSkipped) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/cgroup.XXXXXX";
+  ASSERT_NE(mkdtemp(root.data()), nullptr);
+  std::ofstream(root + "/memory.reclaim") << "";
+  absl::StatusOr<std::unique_ptr<ReclaimExecutor>> e = OpenReclaimExecutor(/*dry_run=*/true, {root});
+  ASSERT_TRUE(e.ok()) << e.status();
+  ReclaimerOptions o;
+  reclaimer_ = std::make_unique<Reclaimer>(o, *std::move(e), &guest_, &clock_);
+  const v1::ReclaimReport r = Report();
+  EXPECT_EQ(r.reason(), "no_bounds");
+  EXPECT_THAT(r.detail(), HasSubstr("probe was skipped"));
+  EXPECT_THAT(r.detail(), HasSubstr("file_only=unknown"));
+  EXPECT_TRUE(r.dry_run());
+  EXPECT_FALSE(r.file_only());
 }
 
 TEST_F(ReclaimerTest, RunSleepsUntilBoundsArriveAndStops) {

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "protocol/report_proof.h"
 #include "server/agent/agent_ingest.h"
+#include "server/agent/agent_sink_line.h"
 #include "server/agent/agent_store.h"
 #include "server/agent/host_key.h"
 #include "server/agent/reclaim_bounds_provider.h"
@@ -46,10 +47,6 @@ ABSL_FLAG(std::string, reclaim_bounds_file, "",
 namespace {
 
 using plimsoll::server::agent::ParseReclaimBoundsSpec;
-
-std::string Opt(const std::optional<double>& v) { return v ? absl::StrCat(*v) : "-"; }
-std::string OptMiB(const std::optional<int64_t>& v) { return v ? absl::StrCat(*v >> 20) : "-"; }
-std::string OptMiB(const std::optional<uint64_t>& v) { return v ? absl::StrCat(*v >> 20) : "-"; }
 
 // The same bounds for every guest, from the flag or the file.
 class SinkBounds : public plimsoll::server::agent::ReclaimBoundsProvider {
@@ -145,20 +142,7 @@ int main(int argc, char** argv) {
   const absl::Time end = absl::Now() + absl::GetFlag(FLAGS_duration);
   while (!done.WaitForNotificationWithTimeout(absl::GetFlag(FLAGS_print_every)) && absl::Now() < end) {
     for (const AgentSignals& s : store.AllSignals()) {
-      std::printf("uuid=%s connected=%d fresh=%d age=%.1fs seq=%llu spike=%d psi_some_avg10=%s refaults_per_s=%s "
-                  "majfault_per_s=%s active_file_mib=%s inactive_file_mib=%s avail_mib=%s reclaim_state=%s "
-                  "reclaim_reason=%s reclaim_requested_mib=%llu reclaim_achieved_mib=%llu reclaim_keep_mib=%s "
-                  "last_reject=%s\n",
-                  s.uuid.c_str(), s.connected, s.fresh, s.age_seconds, static_cast<unsigned long long>(s.sequence),
-                  s.spike, Opt(s.psi_some_avg10).c_str(), Opt(s.refaults_per_second).c_str(),
-                  Opt(s.major_faults_per_second).c_str(), OptMiB(s.active_file_bytes).c_str(),
-                  OptMiB(s.inactive_file_bytes).c_str(), OptMiB(s.mem_available_bytes).c_str(),
-                  s.reclaim_state ? plimsoll::v1::ReclaimState_Name(*s.reclaim_state).c_str() : "-",
-                  s.reclaim_reason.empty() ? "-" : s.reclaim_reason.c_str(),
-                  static_cast<unsigned long long>(s.reclaim_requested_total_bytes >> 20),
-                  static_cast<unsigned long long>(s.reclaim_achieved_total_bytes >> 20),
-                  OptMiB(s.reclaim_keep_bytes).c_str(),
-                  s.last_reject_reason.empty() ? "-" : s.last_reject_reason.c_str());
+      std::printf("%s\n", SinkLine(s).c_str());
     }
     const AgentCounters c = store.counters();
     std::printf("accepted=%llu rejected=%llu", static_cast<unsigned long long>(c.accepted),

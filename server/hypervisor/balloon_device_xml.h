@@ -11,13 +11,17 @@
 
 namespace plimsoll::hypervisor {
 
-// Whether `domain_xml`'s balloon device has free page reporting on.
-//   true:    the first <memballoon> says freePageReporting='on'.
+// Whether `domain_xml`'s balloon device has free page reporting on. The balloon device is the
+// first <memballoon> child of the domain's own <devices> (<domain><devices><memballoon>); a
+// <memballoon> anywhere else (in <metadata>, which any application may fill, or deeper) is not
+// one.
+//   true:    that <memballoon> says freePageReporting='on'.
 //   false:   it says 'off', or says nothing (libvirt then asks QEMU for nothing, and QEMU's
 //            free-page-reporting is off by default), or the domain has no balloon
 //            (model='none', or no <memballoon> in a <devices> read to its end).
 //   nullopt: not known: the XML could not be read as far as the balloon or the end of
-//            <devices>, or the attribute holds what libvirt never writes.
+//            <devices> (also: its root is not <domain>, or a closing tag does not match the
+//            element it closes), or the attribute holds what libvirt never writes.
 // A caller must not read nullopt as either answer.
 std::optional<bool> ParseFreePageReporting(absl::string_view domain_xml);
 

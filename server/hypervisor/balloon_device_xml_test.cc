@@ -63,6 +63,32 @@ TEST(BalloonDeviceXml, FreePageReporting) {
       {"cut after the balloon: what was read stands", kOn.substr(0, kOn.find("/>", kOn.find("<memballoon")) + 2),
        true},
       {"empty", "", std::nullopt},
+      // Only the domain's own <devices> holds its balloon.
+      {"a balloon in <metadata> only is no balloon",
+       absl::StrCat("<domain type='kvm'><metadata><app:x xmlns:app='urn:x'>"
+                    "<memballoon model='virtio' freePageReporting='on'/></app:x></metadata>",
+                    LiveXml("").substr(LiveXml("").find("<devices>"))),
+       false},
+      {"a balloon in <metadata> says nothing of the device's",
+       absl::StrCat("<domain type='kvm'><metadata><memballoon model='virtio' freePageReporting='on'/></metadata>",
+                    "<devices><memballoon model='virtio' freePageReporting='off'/></devices></domain>"),
+       false},
+      {"a balloon in <metadata>, the XML cut before <devices> ends",
+       "<domain type='kvm'><metadata><memballoon model='virtio' freePageReporting='on'/></metadata><devices>",
+       std::nullopt},
+      {"a </devices> in <metadata> does not end the device list",
+       "<domain><metadata><devices></devices></metadata><devices>"
+       "<memballoon model='virtio' freePageReporting='on'/></devices></domain>",
+       true},
+      {"a balloon nested in another device is not the balloon",
+       "<domain><devices><hostdev><memballoon model='virtio' freePageReporting='on'/></hostdev>"
+       "</devices></domain>",
+       false},
+      {"a balloon outside any <domain>", "<devices><memballoon model='virtio' freePageReporting='on'/></devices>",
+       std::nullopt},
+      {"an empty device list", "<domain><devices/></domain>", false},
+      {"a mismatched closing tag", "<domain><devices><serial></console>"
+       "<memballoon model='virtio' freePageReporting='on'/></devices></domain>", std::nullopt},
       {"not XML", "freePageReporting='on'", std::nullopt},
   };
   for (const Case& c : cases) {

@@ -56,7 +56,8 @@ struct DomainInfo {
   // Whether the balloon device returns the pages the guest frees to the host (free page
   // reporting): then what the guest costs the host is its QEMU's RSS, which falls as the guest
   // frees memory, not its balloon size. From the live XML (balloon_device_xml.h), read once per
-  // domain start. Absent: not known (the XML was not read, or not understood), never a guess.
+  // domain start, a bounded number of domains per listing (balloon_device_reads.h). Absent: not
+  // known (the XML was not read yet, its read failed, or it was not understood), never a guess.
   std::optional<bool> free_page_reporting;
 };
 

@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "server/hypervisor/agent_channel_xml.h"
+#include "server/hypervisor/balloon_device_reads.h"
 #include "server/hypervisor/balloon_device_xml.h"
 #include "server/hypervisor/bulk_stats.h"
 #include "server/hypervisor/libvirt_errors.h"
@@ -430,8 +431,8 @@ bool FillDomainInfo(const BulkRecord& record, virDomainPtr dom, DomainInfo* out)
 // Impl
 
 struct LibvirtHypervisor::Impl {
-  Impl(std::string uri_in, ConnectionOpener opener_in)
-      : uri(std::move(uri_in)), opener(std::move(opener_in)) {
+  Impl(std::string uri_in, ConnectionOpener opener_in, BalloonDeviceReadLimits xml_reads)
+      : uri(std::move(uri_in)), opener(std::move(opener_in)), balloon_devices(xml_reads) {
     flag.uri = uri;
   }
 
@@ -494,19 +495,14 @@ struct LibvirtHypervisor::Impl {
   // reads their stats instead.
   std::optional<absl::StatusOr<DomainSurvey>> BulkSurvey(bool with_block);
   // The listed domain's DomainInfo::free_page_reporting: what its live XML said when this run of
-  // the domain was first listed (virDomainGetXMLDesc then, one call per domain start), or
-  // nullopt when that read failed (tried again at the next listing) or said nothing clear.
+  // the domain was read (virDomainGetXMLDesc, once per domain start), or nullopt while not known:
+  // the read failed (tried again after a backoff), said nothing clear, or has not been made yet
+  // (a listing makes at most so many reads; balloon_device_reads.h). A listing calls
+  // balloon_devices.BeginListing() first.
   std::optional<bool> FreePageReportingLocked(virDomainPtr dom, const std::string& uuid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Forgets the balloon devices of domains the last listing (`listed`) left out.
-  void ForgetUnlistedDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    // A listed domain has at most one entry: only more entries than listed domains means some left
-    // (the usual listing looks up no uuid here).
-    if (balloon_devices.size() <= listed.size()) return;
-    absl::erase_if(balloon_devices, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return !listed.contains(entry.first);
-    });
-  }
+  void ForgetUnlistedDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { balloon_devices.KeepOnly(listed); }
   void Count(LibvirtCall call) { calls[static_cast<size_t>(call)].fetch_add(1, std::memory_order_relaxed); }
 
   const std::string uri;
@@ -541,15 +537,9 @@ struct LibvirtHypervisor::Impl {
   // before the connection is closed.
   absl::flat_hash_map<std::string, DomainPtr> listed ABSL_GUARDED_BY(mu);
   // What each listed domain's live XML said of its balloon (FreePageReportingLocked), for the run
-  // of the domain it was read from: libvirt gives a domain a new id each time it starts, and a
-  // restarted domain's definition may have changed, so another id is read again. Emptied with a
-  // new connection (the libvirtd may be another).
-  struct BalloonDevice {
-    unsigned int id = 0;
-    bool read = false;  // false: the read of this run failed, and was logged
-    std::optional<bool> free_page_reporting;
-  };
-  absl::flat_hash_map<std::string, BalloonDevice> balloon_devices ABSL_GUARDED_BY(mu);
+  // of the domain it was read from, and when to read the others. Emptied with a new connection
+  // (the libvirtd may be another).
+  BalloonDeviceReads balloon_devices ABSL_GUARDED_BY(mu);
 };
 
 absl::Status LibvirtHypervisor::Impl::Connect() {
@@ -577,7 +567,7 @@ absl::Status LibvirtHypervisor::Impl::Connect() {
   bulk_balloon_empty = false;
   job_info_supported = true;
   qemu_monitor_supported = true;
-  balloon_devices.clear();
+  balloon_devices.Clear();
 
   // Without keepalive a dead libvirtd is noticed only at the next call; local
   // drivers (test, or qemu:///system opened in-process) do not support it.
@@ -736,6 +726,7 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
 
   std::vector<DomainInfo> out;
   out.reserve(n);
+  balloon_devices.BeginListing();
   listed.clear();
   listed.reserve(n);  // one allocation, not a rehash of every domain each time the map doubles
   for (DomainPtr& dom : doms) {
@@ -774,26 +765,27 @@ absl::StatusOr<std::vector<DomainInfo>> LibvirtHypervisor::Impl::ListActiveDomai
 
 std::optional<bool> LibvirtHypervisor::Impl::FreePageReportingLocked(virDomainPtr dom, const std::string& uuid) {
   const unsigned int id = virDomainGetID(dom);  // no call to libvirtd: the handle holds it
-  auto it = balloon_devices.find(uuid);
-  const bool this_run = it != balloon_devices.end() && it->second.id == id;
-  if (this_run && it->second.read) return it->second.free_page_reporting;
+  const BalloonDeviceReads::Plan plan = balloon_devices.Next(uuid, id);
+  if (!plan.read) return plan.known;
   if (!flag.up.load()) return std::nullopt;  // lost during this listing: no call can succeed
   // The live XML: the device as QEMU runs it.
   Count(LibvirtCall::kGetXml);
   char* text = virDomainGetXMLDesc(dom, 0);
   if (text == nullptr) {
     const absl::Status s = FailLocked(absl::StrCat("virDomainGetXMLDesc uuid=", uuid));
+    bool first = false;
+    const int wait = balloon_devices.Failed(uuid, id, &first);
     // Not found or not running: the domain went away since the list, and leaves the next one.
-    if (!this_run && !absl::IsUnavailable(s) && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
+    if (first && !absl::IsUnavailable(s) && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
       PLOG_WARNING << "cannot read the balloon device of uuid=" << uuid << ", free page reporting unknown until "
-                   << "a listing reads it: " << s.message();
+                   << "a listing reads it (tried again in " << wait << " listing(s), then less often): "
+                   << s.message();
     }
-    balloon_devices.insert_or_assign(uuid, BalloonDevice{id, false, std::nullopt});
     return std::nullopt;
   }
   const std::optional<bool> reporting = ParseFreePageReporting(text);
   free(text);
-  balloon_devices.insert_or_assign(uuid, BalloonDevice{id, true, reporting});
+  balloon_devices.Read(uuid, id, reporting);
   return reporting;
 }
 
@@ -865,6 +857,7 @@ std::optional<absl::StatusOr<DomainSurvey>> LibvirtHypervisor::Impl::BulkSurvey(
   int with_balloon = 0;
   std::string incomplete;  // the uuid of a record that lacks its state or balloon size
   std::vector<StatField> fields;
+  balloon_devices.BeginListing();
   for (int i = 0; i < *n; ++i) {
     const virDomainStatsRecord& record = *raw[i];
     const BulkRecord parsed = ParseRecord(record, &fields);
@@ -984,8 +977,8 @@ LibvirtHypervisor::Impl::GetBalloonStats(const std::vector<std::string>& uuids) 
 // ---------------------------------------------------------------------------
 // LibvirtHypervisor
 
-LibvirtHypervisor::LibvirtHypervisor(std::string uri, ConnectionOpener opener)
-    : impl_(std::make_unique<Impl>(std::move(uri), std::move(opener))) {}
+LibvirtHypervisor::LibvirtHypervisor(std::string uri, ConnectionOpener opener, BalloonDeviceReadLimits xml_reads)
+    : impl_(std::make_unique<Impl>(std::move(uri), std::move(opener), xml_reads)) {}
 
 LibvirtHypervisor::~LibvirtHypervisor() = default;
 

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/hypervisor/balloon_device_reads.h"
 #include "server/hypervisor/hypervisor.h"
 
 // libvirt's connection (virConnectPtr is a _virConnect*), declared so that this header needs no
@@ -82,7 +83,9 @@ class LibvirtHypervisor final : public Hypervisor {
  public:
   // `uri` is passed to virConnectOpen (or `opener`, when given) unchanged; "" means libvirt's
   // default. Nothing is opened until Connect(), which opens anew after a lost connection.
-  explicit LibvirtHypervisor(std::string uri, ConnectionOpener opener = nullptr);
+  // `xml_reads` bounds the live-XML reads of the listings (balloon_device_reads.h); tests lower it.
+  explicit LibvirtHypervisor(std::string uri, ConnectionOpener opener = nullptr,
+                             BalloonDeviceReadLimits xml_reads = {});
   // Closes the connection and deregisters all callbacks; after it returns the
   // event callback is not running and will not be called.
   ~LibvirtHypervisor() override;
@@ -92,7 +95,9 @@ class LibvirtHypervisor final : public Hypervisor {
 
   absl::Status Connect() override;
   bool IsConnected() const override;
-  // virConnectListAllDomains, then virDomainGetInfo per domain.
+  // virConnectListAllDomains, then virDomainGetInfo per domain; virDomainGetXMLDesc for the
+  // domains whose balloon device is not known yet, at most so many per listing
+  // (balloon_device_reads.h).
   absl::StatusOr<std::vector<DomainInfo>> ListActiveDomains() override;
   // One virConnectGetAllDomainStats(STATE | BALLOON, and BLOCK when `with_block_stats`) for
   // every active domain: state, <memory> and balloon size from the record, its stats as

@@ -566,7 +566,8 @@ class BalloonDeviceTest : public ::testing::Test {
   static constexpr char kPlain[] = "11111111-2222-3333-4444-0000000000b3";
   static constexpr char kNone[] = "11111111-2222-3333-4444-0000000000b4";
 
-  BalloonDeviceTest() : hv_(BalloonFixtureUri(), driver_.Opener()) {}
+  BalloonDeviceTest() : BalloonDeviceTest(BalloonDeviceReadLimits{}) {}
+  explicit BalloonDeviceTest(BalloonDeviceReadLimits limits) : hv_(BalloonFixtureUri(), driver_.Opener(), limits) {}
   void SetUp() override { ASSERT_OK(hv_.Connect()); }
 
   static std::string BalloonFixtureUri() {
@@ -628,6 +629,33 @@ TEST_F(BalloonDeviceTest, ARestartedDomainIsReadAgain) {
   EXPECT_EQ(Reporting(survey->domains, kPlain), std::optional<bool>(true));
   EXPECT_EQ(Reporting(survey->domains, kReporting), std::optional<bool>(true));
   EXPECT_EQ(XmlReads(), reads + 1) << "only the restarted domain is read again";
+}
+
+// A listing reads at most its budget of live XML: the rest are unknown (never guessed) and read
+// on the following listings, each once.
+class BalloonDeviceBudgetTest : public BalloonDeviceTest {
+ protected:
+  BalloonDeviceBudgetTest() : BalloonDeviceTest(BalloonDeviceReadLimits{/*reads_per_listing=*/3}) {}
+};
+
+TEST_F(BalloonDeviceBudgetTest, AListingReadsAtMostItsBudgetAndTheNextOneTheRest) {
+  absl::StatusOr<std::vector<DomainInfo>> first = hv_.ListActiveDomains();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 4u);
+  EXPECT_EQ(XmlReads(), 3u);
+  int unknown = 0;
+  for (const DomainInfo& d : *first) unknown += d.free_page_reporting.has_value() ? 0 : 1;
+  EXPECT_EQ(unknown, 1) << "the fourth domain is not read in this listing";
+
+  absl::StatusOr<DomainSurvey> second = hv_.SurveyDomains(/*with_block_stats=*/false);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(XmlReads(), 4u) << "the next listing reads the one left, and only it";
+  EXPECT_EQ(Reporting(second->domains, kReporting), std::optional<bool>(true));
+  EXPECT_EQ(Reporting(second->domains, kQuiet), std::optional<bool>(false));
+  EXPECT_EQ(Reporting(second->domains, kPlain), std::optional<bool>(false));
+  EXPECT_EQ(Reporting(second->domains, kNone), std::optional<bool>(false));
+  ASSERT_TRUE(hv_.ListActiveDomains().ok());
+  EXPECT_EQ(XmlReads(), 4u);
 }
 
 }  // namespace

@@ -415,7 +415,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.host_total = m.G("plimsoll_host_mem_total_bytes", "Host MemTotal (bytes).");
   m.host_reserve = m.G("plimsoll_host_reserve_bytes", "Memory kept for the host itself (bytes).");
   m.host_guests_actual = m.G("plimsoll_host_guests_actual_bytes", "Sum of all guests' current balloon sizes (bytes).");
-  m.host_guests_rss = m.G("plimsoll_host_guests_rss_bytes", "Sum of the guests' QEMU RSS (bytes), over the guests that report it: what the guests really cost the host.");
+  m.host_guests_rss = m.G("plimsoll_host_guests_rss_bytes", "Sum of the guests' QEMU RSS (bytes), over the guests that report it: what the guests really cost the host; no series while no guest reports it.");
   m.host_psi_some = m.G("plimsoll_host_psi_memory_some_avg10", "Host memory PSI 'some' avg10 (percent of time stalled).");
   m.host_psi_full = m.G("plimsoll_host_psi_memory_full_avg10", "Host memory PSI 'full' avg10 (percent of time stalled).");
   m.libvirt_connected = m.G("plimsoll_libvirt_connected", "1 while the libvirt connection is up.");
@@ -522,7 +522,15 @@ void Metrics::Publish(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> pu
   m.host_total->Add({}).Set(h.mem_total_bytes());
   m.host_reserve->Add({}).Set(h.host_reserve_bytes());
   m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
-  m.host_guests_rss->Add({}).Set(static_cast<double>(h.guests_rss_bytes()));
+  // The sum is over the guests that report their RSS: with none, there is no sum (no series),
+  // never a 0 that would read as "the guests cost nothing".
+  const bool any_rss = std::any_of(view.guests().begin(), view.guests().end(),
+                                   [](const plimsoll::v1::Guest& g) { return g.stats().has_rss(); });
+  if (any_rss) {
+    m.host_guests_rss->Add({}).Set(static_cast<double>(h.guests_rss_bytes()));
+  } else if (m.host_guests_rss->Has({})) {
+    m.host_guests_rss->Remove(&m.host_guests_rss->Add({}));
+  }
   m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
   m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
   m.host_data_age->Add({}).Set(h.host_data_age_seconds());

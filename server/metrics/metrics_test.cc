@@ -242,12 +242,30 @@ TEST(MetricsTest, WhatGuestsCostTheHostHasItsSeries) {
   EXPECT_EQ(text.find(R"(plimsoll_guest_host_rss_bytes{domain="unknown")"), std::string::npos) << text;
   EXPECT_TRUE(Has(text, "plimsoll_host_guests_rss_bytes 3000")) << text;
 
-  // Nobody knows any more: the guest families go, the host's sum says 0.
+  // Nobody knows any more: the guest families go, and so does the host's sum (no guest's RSS
+  // adds up to no sum, not to 0).
   m.Publish(View(R"(guests { name: "unknown" uuid: "u3" })"));
   text = m.Render();
   EXPECT_EQ(text.find("plimsoll_guest_free_page_reporting"), std::string::npos) << text;
   EXPECT_EQ(text.find("plimsoll_guest_host_rss_bytes"), std::string::npos) << text;
-  EXPECT_TRUE(Has(text, "plimsoll_host_guests_rss_bytes 0")) << text;
+  EXPECT_EQ(text.find("\nplimsoll_host_guests_rss_bytes "), std::string::npos) << text;
+
+  // A guest reports its RSS again: the sum is back.
+  m.Publish(View(R"(
+    host { guests_rss_bytes: 1000 }
+    guests { name: "on" uuid: "u1" stats { rss { bytes: 1000 } } })"));
+  EXPECT_TRUE(Has(m.Render(), "plimsoll_host_guests_rss_bytes 1000")) << m.Render();
+}
+
+// Before any guest has reported its RSS (no guests at all, or none with the stat), the host's sum
+// has no series: 0 would say the guests cost the host nothing.
+TEST(MetricsTest, GuestsRssHasNoSeriesUntilAGuestReportsIt) {
+  Metrics m;
+  EXPECT_EQ(m.Render().find("\nplimsoll_host_guests_rss_bytes "), std::string::npos) << m.Render();
+  m.Publish(View(""));
+  EXPECT_EQ(m.Render().find("\nplimsoll_host_guests_rss_bytes "), std::string::npos) << m.Render();
+  m.Publish(View(R"(guests { name: "quiet" uuid: "u1" stats { usable { bytes: 5 } } })"));
+  EXPECT_EQ(m.Render().find("\nplimsoll_host_guests_rss_bytes "), std::string::npos) << m.Render();
 }
 
 // Prometheus' increase() only sees increments of a series that already exists: a counter born
