@@ -56,7 +56,7 @@ std::string RenderHost(const plimsoll::v1::HostStatus& h) {
   return absl::StrFormat(
       "host: budget=%s guests_actual=%s guests_rss=%s mem_available=%s reserve=%s psi_some_avg10=%.2f "
       "policy=%s%s libvirt=%s tick=%d\n",
-      HumanBytes(h.guest_budget_bytes()), HumanBytes(h.guests_actual_bytes()), HumanBytes(h.guests_rss_bytes()),
+      HumanBytes(h.guest_budget_bytes()), HumanBytes(h.guests_actual_bytes()), h.has_guests_rss_bytes() ? HumanBytes(h.guests_rss_bytes()) : std::string("-"),
       HumanBytes(h.mem_available_bytes()), HumanBytes(h.host_reserve_bytes()),
       h.psi_memory_some_avg10(), h.policy(), h.dry_run() ? " (dry-run)" : "",
       h.libvirt_connected() ? "connected" : "DISCONNECTED", h.tick()) +

@@ -948,7 +948,7 @@ void ControlLoop::PublishLine(absl::Time now, const std::string& stale, plimsoll
 void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   auto view = NewViewOnArena(view_arena_bytes_);
   int64_t actual_sum = 0;
-  int64_t rss_sum = 0;
+  std::optional<int64_t> rss_sum;  // absent while no guest reports RSS
   for (const TrackedGuest* g : tracker_.ByName()) {
     plimsoll::v1::Guest* out = view->add_guests();
     out->set_name(g->info.name);
@@ -973,7 +973,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     if (g->stats.rss_bytes) {
       SetSignal(s->mutable_rss(), *g->stats.rss_bytes, 0);
       s->mutable_rss()->set_provenance(plimsoll::v1::PROVENANCE_HOST);
-      rss_sum += *g->stats.rss_bytes;
+      rss_sum = rss_sum.value_or(0) + *g->stats.rss_bytes;
     }
     if (g->info.free_page_reporting.has_value()) out->set_free_page_reporting(*g->info.free_page_reporting);
     s->set_swap_in(g->stats.swap_in.value_or(0));
@@ -1015,7 +1015,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   }
   host->set_host_reserve_bytes(reserve_bytes_);
   host->set_guests_actual_bytes(actual_sum);
-  host->set_guests_rss_bytes(rss_sum);
+  if (rss_sum.has_value()) host->set_guests_rss_bytes(*rss_sum);
   host->set_policy(std::string(policy_->name()));
   host->set_paused(paused_);
   if (deps_.overrides != nullptr) {

@@ -860,6 +860,16 @@ TEST_F(ControlLoopTest, TheSnapshotSaysWhetherAgentsReclaim) {
   EXPECT_TRUE(policy_.last_snapshot.host.in_guest_reclaim);
 }
 
+// With no guest reporting its RSS there is no sum: absent, never a 0 that reads as "free".
+TEST_F(ControlLoopTest, NoGuestRssIsNoSum) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  TickWithFreshStats({kA});
+  ASSERT_NE(Published(kA), nullptr);
+  EXPECT_FALSE(view_->host().has_guests_rss_bytes());
+  EXPECT_EQ(metrics_.Render().find("plimsoll_host_guests_rss_bytes "), std::string::npos);
+}
+
 TEST_F(ControlLoopTest, HostPolicyOverlaysReserveAndBudgetAndSwitchesThePolicy) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
   MakeLoop();

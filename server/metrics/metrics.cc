@@ -524,9 +524,7 @@ void Metrics::Publish(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> pu
   m.host_guests_actual->Add({}).Set(h.guests_actual_bytes());
   // The sum is over the guests that report their RSS: with none, there is no sum (no series),
   // never a 0 that would read as "the guests cost nothing".
-  const bool any_rss = std::any_of(view.guests().begin(), view.guests().end(),
-                                   [](const plimsoll::v1::Guest& g) { return g.stats().has_rss(); });
-  if (any_rss) {
+  if (h.has_guests_rss_bytes()) {
     m.host_guests_rss->Add({}).Set(static_cast<double>(h.guests_rss_bytes()));
   } else if (m.host_guests_rss->Has({})) {
     m.host_guests_rss->Remove(&m.host_guests_rss->Add({}));
