@@ -116,7 +116,12 @@ struct AgentSignals {
   std::optional<uint64_t> reclaim_keep_bytes;       // the keeps the agent says are in force
   std::optional<uint64_t> reclaim_keep_file_bytes;
   // Cumulative bytes asked of memory.reclaim and achieved, summed over every agent process and
-  // boot since the guest's entry was created: they never decrease (metrics counters).
+  // boot since the guest's entry was created: they never decrease (metrics counters), and never
+  // wrap. What one report adds (its series' growth, or a new series' counters whole) is capped
+  // on the host's clock: at most max_reclaim_bytes_per_second * (host seconds since the guest's
+  // previous accepted report + 1) plus the guest's ceiling, so an agent that invents a new boot
+  // or series, or leaps its boottime ahead, on every report adds no faster than an honest agent
+  // reclaiming at the plausibility limit.
   uint64_t reclaim_requested_total_bytes = 0;
   uint64_t reclaim_achieved_total_bytes = 0;
 
