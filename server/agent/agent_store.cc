@@ -222,6 +222,14 @@ IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time
 
 void AgentStore::CountRejected(RejectReason reason) { Count(reason); }
 
+void AgentStore::NoteBoundsSent(const std::string& uuid, const std::optional<v1::ReclaimBounds>& bounds) {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(uuid);
+  if (it == entries_.end()) return;
+  if (!bounds.has_value() && !it->second.bounds_sent.has_value()) return;  // the usual: none, as before
+  it->second.bounds_sent = bounds;
+}
+
 void AgentStore::SetSpikeListener(std::function<void(const std::string& uuid)> listener) {
   absl::MutexLock l(&listener_mu_);
   spike_listener_ = std::move(listener);
@@ -246,6 +254,7 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
   s.reports_accepted = e.accepted;
   s.reclaim_requested_total_bytes = e.reclaim_requested_total;
   s.reclaim_achieved_total_bytes = e.reclaim_achieved_total;
+  s.reclaim_bounds_sent = e.bounds_sent;
   s.last_reject_reason = e.last_reject_reason;
   s.last_reject = e.last_reject;
   s.last_spike = e.last_spike;
@@ -348,6 +357,13 @@ std::optional<AgentSignals> AgentStore::FreshSignals(absl::string_view uuid) con
   std::optional<AgentSignals> s = Signals(uuid);
   if (!s.has_value() || !s->fresh) return std::nullopt;
   return s;
+}
+
+std::optional<uint64_t> AgentStore::ReclaimAchievedTotal(absl::string_view uuid) const {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(uuid);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.reclaim_achieved_total;
 }
 
 std::vector<AgentSignals> AgentStore::AllSignals() const {
