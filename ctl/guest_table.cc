@@ -1,6 +1,7 @@
 #include "ctl/guest_table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -178,6 +179,22 @@ std::string RenderGuest(const plimsoll::v1::Guest& g) {
   // Free page reporting: where on, the guest's cost to the host is its QEMU RSS above.
   absl::StrAppend(&out, "page reporting:  ",
                   !g.has_free_page_reporting() ? "unknown" : g.free_page_reporting() ? "on" : "off", "\n");
+  if (g.agent().has_reclaim()) {
+    // The agent's in-guest reclaim: what it says, the bounds sent, and how much of its claims
+    // QEMU's RSS confirmed.
+    const auto& r = g.agent().reclaim();
+    auto bytes = [](uint64_t b) { return HumanBytes(static_cast<int64_t>(std::min<uint64_t>(b, INT64_MAX))); };
+    absl::StrAppend(&out, "reclaim:         ", r.state(), " (", r.reason(), ")", r.dry_run() ? " dry-run" : "",
+                    " agent keep ", bytes(r.agent_keep_bytes()), ", bounds sent: ",
+                    !r.has_bounds_enabled()  ? std::string("none")
+                    : !r.bounds_enabled()    ? std::string("off")
+                                             : "keep " + bytes(r.bounds_keep_bytes()),
+                    "\n");
+    absl::StrAppend(&out, "reclaim claims:  ", bytes(r.claimed_bytes()), " claimed, ", bytes(r.confirmed_bytes()),
+                    " confirmed by qemu rss, ", bytes(r.unconfirmed_bytes()), " not (", r.unconfirmed_claims(),
+                    " unconfirmed claims, last ", r.last_verdict(), ")",
+                    r.pending_claim_bytes() > 0 ? ", " + bytes(r.pending_claim_bytes()) + " pending" : "", "\n");
+  }
   absl::StrAppend(&out, absl::StrFormat("stats:           %s, age %.1fs\n",
                                         s.stats_fresh() ? "fresh" : "NOT fresh", s.stats_age_seconds()));
   absl::StrAppend(&out, "last decision:   tick ", d.tick(), " ", d.policy(), " ",

@@ -57,6 +57,39 @@ TEST(GuestTableTest, ShowsEveryGuestWithSizesAndReason) {
   EXPECT_NE(RenderGuestTable(view).find("| src=agent actual=1023MiB floor=376MiB"), std::string::npos);
 }
 
+// The agent's reclaim in `guest`: its state, the bounds sent, its claims and their check; no
+// lines for a guest whose agent has no reclaimer.
+TEST(GuestTableTest, AnAgentsReclaim) {
+  plimsoll::v1::Guest g;
+  g.set_name("web-1");
+  g.mutable_agent()->set_connected(true);
+  EXPECT_FALSE(absl::StrContains(RenderGuest(g), "reclaim")) << RenderGuest(g);
+  auto* r = g.mutable_agent()->mutable_reclaim();
+  r->set_state("idle");
+  r->set_reason("below_keep");
+  r->set_agent_keep_bytes(256LL << 20);
+  r->set_bounds_enabled(true);
+  r->set_bounds_keep_bytes(256LL << 20);
+  r->set_claimed_bytes(1324LL << 20);
+  r->set_confirmed_bytes(300LL << 20);
+  r->set_unconfirmed_bytes(1024LL << 20);
+  r->set_unconfirmed_claims(1);
+  r->set_last_verdict("confirmed");
+  std::string one = RenderGuest(g);
+  EXPECT_TRUE(absl::StrContains(one, "reclaim:         idle (below_keep) agent keep 256Mi, bounds sent: keep 256Mi\n"))
+      << one;
+  EXPECT_TRUE(absl::StrContains(one, "reclaim claims:  1324Mi claimed, 300Mi confirmed by qemu rss, 1024Mi not "
+                                     "(1 unconfirmed claims, last confirmed)\n"))
+      << one;
+  r->set_bounds_enabled(false);
+  r->set_pending_claim_bytes(64LL << 20);
+  one = RenderGuest(g);
+  EXPECT_TRUE(absl::StrContains(one, "bounds sent: off\n")) << one;
+  EXPECT_TRUE(absl::StrContains(one, ", 64Mi pending\n")) << one;
+  r->clear_bounds_enabled();
+  EXPECT_TRUE(absl::StrContains(RenderGuest(g), "bounds sent: none\n")) << RenderGuest(g);
+}
+
 // What a guest costs the host: its QEMU RSS and free page reporting in `guest`, unknown said as
 // such; the guests' RSS summed in the host header.
 TEST(GuestTableTest, WhatGuestsCostTheHost) {

@@ -265,6 +265,7 @@ AgentService::Outcome AgentService::HandleFrame(Stream* stream, const v1::Signed
   if (result.ok()) {
     std::optional<v1::ReclaimBounds> bounds = BoundsForAck(
         options_.reclaim_bounds, result.uuid, store_->validator_options().max_reclaim_bytes_per_second);
+    store_->NoteBoundsSent(result.uuid, bounds);
     if (bounds.has_value()) *out.ack.mutable_reclaim_bounds() = *std::move(bounds);
   }
   stream->last_report_ns.store(absl::ToUnixNanos(now), std::memory_order_relaxed);

@@ -159,6 +159,10 @@ TEST_F(AgentServiceTest, AcceptedReportsCarryTheGuestsReclaimBounds) {
   // Capped at what the validator believes, so the agent following it is never rejected.
   EXPECT_EQ(ack.reclaim_bounds().max_bytes_per_second(),
             static_cast<uint64_t>(validator_.options().max_reclaim_bytes_per_second));
+  // The store keeps what was sent, for the API.
+  ASSERT_TRUE(store_.Signals(kVictim).has_value());
+  ASSERT_TRUE(store_.Signals(kVictim)->reclaim_bounds_sent.has_value());
+  EXPECT_EQ(store_.Signals(kVictim)->reclaim_bounds_sent->keep_bytes(), 600 * kMiB);
   // A rejected report's ack carries none.
   v1::AgentReport old = MakeReport(kVictim, kBootA, 1, 99);
   old.set_stream_nonce(c.nonce);
@@ -170,6 +174,7 @@ TEST_F(AgentServiceTest, AcceptedReportsCarryTheGuestsReclaimBounds) {
   ASSERT_TRUE(Exchange(other, Next(kAttacker, other), &ack));
   EXPECT_TRUE(ack.accepted());
   EXPECT_FALSE(ack.has_reclaim_bounds());
+  EXPECT_FALSE(store_.Signals(kAttacker)->reclaim_bounds_sent.has_value());
 }
 
 TEST_F(AgentServiceTest, NoProviderNoBounds) {

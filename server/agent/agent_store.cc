@@ -21,6 +21,22 @@ std::optional<int64_t> Bytes(bool has, T value) {
   return static_cast<int64_t>(std::min<uint64_t>(value, static_cast<uint64_t>(INT64_MAX)));
 }
 
+// a + b, or UINT64_MAX where it would wrap: totals a hostile agent feeds never come back round.
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+// The most a report may add to a guest's reclaim totals, measured on the host's clock: the
+// validator's plausibility rate over the host seconds since the guest's previous accepted report
+// (0 without one) plus one second, plus one step (at most the guest's ceiling). The validator
+// bounds claims by the guest's own clock, which the guest chooses: a new boot id or series
+// restarts its count, and a boottime that leaps ahead widens it. The host's clock does neither.
+uint64_t ReclaimAllowance(double max_rate, std::optional<absl::Time> previous, absl::Time now, int64_t max_bytes) {
+  const double seconds = previous.has_value() ? std::max(0.0, absl::ToDoubleSeconds(now - *previous)) : 0.0;
+  const double allowance = max_rate * (seconds + 1.0) + static_cast<double>(std::max<int64_t>(max_bytes, 0));
+  // A double at or past 2^64 does not convert: capped at 2^63, centuries at any plausible rate.
+  if (!(allowance < 9.2e18)) return uint64_t{1} << 63;
+  return static_cast<uint64_t>(allowance);
+}
+
 std::optional<double> Rate(const std::optional<uint64_t>& before, const std::optional<uint64_t>& after,
                            double seconds) {
   if (!before.has_value() || !after.has_value() || *after < *before || seconds <= 0) return std::nullopt;
@@ -159,6 +175,7 @@ IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time
   }
   accepted_.fetch_add(1, std::memory_order_relaxed);
   ++entry.accepted;
+  const std::optional<absl::Time> previous_received = entry.received;
   entry.received = now;
   if (report.spike()) entry.last_spike = now;
   if (reboot) {
@@ -182,12 +199,17 @@ IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time
   }
   while (entry.samples.size() > std::max<size_t>(options_.max_rate_samples, 2)) entry.samples.pop_front();
   if (report.has_reclaim()) {
-    // What this report adds: the growth within its series, or all of a new series' counters.
+    // What this report adds: the growth within its series, or all of a new series' counters,
+    // each at most what the host's clock allows since the last report.
     const v1::ReclaimReport& r = report.reclaim();
     const bool same = entry.history.last.has_value() && ReportValidator::SameReclaimSeries(report, *entry.history.last);
-    entry.reclaim_requested_total +=
-        r.requested_bytes() - (same ? entry.history.last->reclaim().requested_bytes() : 0);
-    entry.reclaim_achieved_total += r.achieved_bytes() - (same ? entry.history.last->reclaim().achieved_bytes() : 0);
+    const uint64_t allowance = ReclaimAllowance(validator_->options().max_reclaim_bytes_per_second,
+                                                previous_received, now, known->second.max_bytes);
+    // The validator has checked that a series' counters do not go backwards.
+    const uint64_t requested = r.requested_bytes() - (same ? entry.history.last->reclaim().requested_bytes() : 0);
+    const uint64_t achieved = r.achieved_bytes() - (same ? entry.history.last->reclaim().achieved_bytes() : 0);
+    entry.reclaim_requested_total = SaturatingAdd(entry.reclaim_requested_total, std::min(requested, allowance));
+    entry.reclaim_achieved_total = SaturatingAdd(entry.reclaim_achieved_total, std::min(achieved, allowance));
   }
   // A move, not a copy: the previous latest comes back in `report` and dies outside the lock.
   if (entry.history.last.has_value()) {
@@ -199,6 +221,14 @@ IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time
 }
 
 void AgentStore::CountRejected(RejectReason reason) { Count(reason); }
+
+void AgentStore::NoteBoundsSent(const std::string& uuid, const std::optional<v1::ReclaimBounds>& bounds) {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(uuid);
+  if (it == entries_.end()) return;
+  if (!bounds.has_value() && !it->second.bounds_sent.has_value()) return;  // the usual: none, as before
+  it->second.bounds_sent = bounds;
+}
 
 void AgentStore::SetSpikeListener(std::function<void(const std::string& uuid)> listener) {
   absl::MutexLock l(&listener_mu_);
@@ -224,6 +254,7 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
   s.reports_accepted = e.accepted;
   s.reclaim_requested_total_bytes = e.reclaim_requested_total;
   s.reclaim_achieved_total_bytes = e.reclaim_achieved_total;
+  s.reclaim_bounds_sent = e.bounds_sent;
   s.last_reject_reason = e.last_reject_reason;
   s.last_reject = e.last_reject;
   s.last_spike = e.last_spike;
@@ -326,6 +357,13 @@ std::optional<AgentSignals> AgentStore::FreshSignals(absl::string_view uuid) con
   std::optional<AgentSignals> s = Signals(uuid);
   if (!s.has_value() || !s->fresh) return std::nullopt;
   return s;
+}
+
+std::optional<uint64_t> AgentStore::ReclaimAchievedTotal(absl::string_view uuid) const {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(uuid);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.reclaim_achieved_total;
 }
 
 std::vector<AgentSignals> AgentStore::AllSignals() const {

@@ -116,9 +116,18 @@ struct AgentSignals {
   std::optional<uint64_t> reclaim_keep_bytes;       // the keeps the agent says are in force
   std::optional<uint64_t> reclaim_keep_file_bytes;
   // Cumulative bytes asked of memory.reclaim and achieved, summed over every agent process and
-  // boot since the guest's entry was created: they never decrease (metrics counters).
+  // boot since the guest's entry was created: they never decrease (metrics counters), and never
+  // wrap. What one report adds (its series' growth, or a new series' counters whole) is capped
+  // on the host's clock: at most max_reclaim_bytes_per_second * (host seconds since the guest's
+  // previous accepted report + 1) plus the guest's ceiling, so an agent that invents a new boot
+  // or series, or leaps its boottime ahead, on every report adds no faster than an honest agent
+  // reclaiming at the plausibility limit.
   uint64_t reclaim_requested_total_bytes = 0;
   uint64_t reclaim_achieved_total_bytes = 0;
+
+  // The bounds the daemon put in its last ack of an accepted report of this guest (nullopt: that
+  // ack carried none, or none was sent yet). Recorded by the service (NoteBoundsSent).
+  std::optional<v1::ReclaimBounds> reclaim_bounds_sent;
 
   // The last rejection of an authenticated report of this guest (not of spoofed ones).
   std::string last_reject_reason;
@@ -177,6 +186,10 @@ class AgentStore {
   // guest it names, and is recorded as the channel's guest's last rejection.
   IngestResult Ingest(const v1::SignedAgentReport& frame, const StreamBinding& stream = {});
 
+  // The bounds the ack of the guest's last accepted report carried (nullopt: none): what the
+  // API shows as sent. A guest without an entry is ignored.
+  void NoteBoundsSent(const std::string& uuid, const std::optional<v1::ReclaimBounds>& bounds);
+
   // Counts a rejection decided outside Ingest (the service's kFlood).
   void CountRejected(RejectReason reason);
 
@@ -195,6 +208,9 @@ class AgentStore {
   std::optional<AgentSignals> Signals(absl::string_view uuid) const;
   // Same, but nullopt unless fresh: what a controller should use.
   std::optional<AgentSignals> FreshSignals(absl::string_view uuid) const;
+  // The guest's AgentSignals::reclaim_achieved_total_bytes, without building its signals; nullopt
+  // when the store has no entry for it.
+  std::optional<uint64_t> ReclaimAchievedTotal(absl::string_view uuid) const;
   // Every entry, sorted by uuid.
   std::vector<AgentSignals> AllSignals() const;
   bool IsConnected(absl::string_view uuid) const;
@@ -226,6 +242,7 @@ class AgentStore {
     uint64_t accepted = 0;
     uint64_t reclaim_requested_total = 0;  // AgentSignals::reclaim_*_total_bytes
     uint64_t reclaim_achieved_total = 0;
+    std::optional<v1::ReclaimBounds> bounds_sent;
     std::string last_reject_reason;
     std::optional<absl::Time> last_reject;
   };

@@ -130,6 +130,68 @@ TEST_F(AgentStoreTest, AnAgentClaimingHugeReclaimIsRejectedCountedAndChangesNoth
   EXPECT_EQ(s->sequence, 1u);  // the lie did not become the latest report
 }
 
+// An agent that names a new boot on every report starts a new series each time, whose first
+// counters the validator can only bound by the boottime the agent itself reports. The store adds
+// at most what the host's clock allows: the plausibility rate over the host seconds since the
+// last report plus one, plus one step (the guest's ceiling).
+TEST_F(AgentStoreTest, ANewBootOnEveryReportAddsNoFasterThanTheHostClockAllows) {
+  const uint64_t rate = static_cast<uint64_t>(validator_.options().max_reclaim_bytes_per_second);
+  const uint64_t huge = uint64_t{200} << 40;  // 200 TiB, within the validator's bound at boottime 1e6 s
+  uint64_t expected = 0;
+  for (int i = 0; i < 10; ++i) {
+    if (i > 0) clock_.Advance(absl::Seconds(5));
+    const IngestResult r = store_.Ingest(SignAsSelf(
+        WithReclaim(MakeReport(kVictim, i % 2 == 0 ? kBootA : kBootB, 1e6, ++sequence_), 1, huge, huge)));
+    ASSERT_TRUE(r.ok()) << i << " " << r.detail;
+    // The first report has no host time before it: one second of rate and a step.
+    expected += (i == 0 ? rate : 6 * rate) + static_cast<uint64_t>(kGiB);
+    const std::optional<AgentSignals> s = store_.Signals(kVictim);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->reclaim_requested_total_bytes, expected) << i;
+    EXPECT_EQ(s->reclaim_achieved_total_bytes, expected) << i;
+  }
+}
+
+// Within one series the validator bounds growth by the guest's clock; a boottime that leaps
+// ahead widens that bound, the host's clock does not.
+TEST_F(AgentStoreTest, ABoottimeLeapingAheadAddsNoFasterThanTheHostClockAllows) {
+  const uint64_t rate = static_cast<uint64_t>(validator_.options().max_reclaim_bytes_per_second);
+  ASSERT_TRUE(store_.Ingest(SignAsSelf(WithReclaim(MakeReport(kVictim, kBootA, 10, ++sequence_), 5, 0, 0))).ok());
+  clock_.Advance(absl::Seconds(5));
+  // 10^6 guest seconds in 5 host seconds, and 100 TiB claimed in them.
+  const uint64_t huge = uint64_t{100} << 40;
+  const IngestResult r =
+      store_.Ingest(SignAsSelf(WithReclaim(MakeReport(kVictim, kBootA, 1e6, ++sequence_), 5, huge, huge)));
+  ASSERT_TRUE(r.ok()) << r.detail;
+  const std::optional<AgentSignals> s = store_.Signals(kVictim);
+  EXPECT_EQ(s->reclaim_requested_total_bytes, 6 * rate + static_cast<uint64_t>(kGiB));
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, 6 * rate + static_cast<uint64_t>(kGiB));
+}
+
+// Totals saturate instead of wrapping round to small numbers.
+TEST_F(AgentStoreTest, ReclaimTotalsSaturate) {
+  AgentStoreOptions options;
+  options.forget_after = absl::InfiniteDuration();
+  AgentStore store(&validator_, &clock_, options);
+  store.SetKnownGuests({{kVictim, GuestLimits{kGiB}}});
+  // The largest claim a boottime can carry (int64 ns): about 2.4e18 bytes, a new boot each time,
+  // 10^10 host seconds apart so the host's clock allows it whole.
+  const double boottime_s = 9.2e9;
+  const uint64_t claim = uint64_t{2'400'000'000'000'000'000};
+  uint64_t previous = 0;
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(absl::Seconds(1e10));
+    const IngestResult r = store.Ingest(SignAsSelf(
+        WithReclaim(MakeReport(kVictim, i % 2 == 0 ? kBootA : kBootB, boottime_s, ++sequence_), 1, claim, claim)));
+    ASSERT_TRUE(r.ok()) << i << " " << r.detail;
+    const uint64_t total = store.Signals(kVictim)->reclaim_requested_total_bytes;
+    EXPECT_GE(total, previous) << i;  // never wraps
+    previous = total;
+  }
+  EXPECT_EQ(previous, UINT64_MAX);
+  EXPECT_EQ(store.Signals(kVictim)->reclaim_achieved_total_bytes, UINT64_MAX);
+}
+
 TEST_F(AgentStoreTest, RatesUseGuestTimeNotArrivalTime) {
   // Two reports 10 s apart in the guest arrive 1 s apart (delayed by the network).
   ASSERT_TRUE(Send(kVictim, kBootA, 100).ok());

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/mib_format.h"
 #include "policy/guest_safety.h"
+#include "server/agent/reclaim_names.h"
 #include "server/api/control_validation.h"
 #include "server/events/view_events.h"
 #include "server/loop/view_arena.h"
@@ -619,6 +620,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     CountError(LibvirtOperation::kBalloonStats);
     PLOG_WARNING << "reading balloon stats failed: " << survey->stats_status.message();
     tracker_.UpdateStats({}, now);
+    CheckReclaimClaims(now, {});
   } else {
     const BalloonPressureReader::Counts before = pressure_reader_->counts();
     pressure_reader_->Read(now, &*survey);
@@ -628,6 +630,7 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
                                              after.failed - before.failed);
     }
     tracker_.UpdateStats(survey->stats, now, survey->block_stats_read);
+    CheckReclaimClaims(now, survey->stats);
     if (survey->block_stats_read) last_block_read_ = now;
   }
   auto host = deps_.host->Read();
@@ -653,6 +656,39 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     if (host_stale_ && deps_.metrics != nullptr) deps_.metrics->CountHostStaleTick();
   }
   *collected = true;
+}
+
+void ControlLoop::CheckReclaimClaims(absl::Time now,
+                                     const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats) {
+  if (deps_.agents == nullptr) return;
+  const ReclaimClaimParams params;
+  tracker_.ForEachGuest([&](TrackedGuest& g) {
+    ReclaimClaimSample sample;
+    sample.now = now;
+    sample.claimed_total = deps_.agents->ReclaimAchievedTotal(g.info.uuid);
+    ReclaimClaimState& state = g.reclaim_claims;
+    if (!sample.claimed_total.has_value() && !state.claimed_seen.has_value() && !state.open) {
+      state.recent.clear();  // no agent: no readings kept for it
+      return;
+    }
+    if (auto it = stats.find(g.info.uuid); it != stats.end()) sample.host_rss_bytes = it->second.rss_bytes;
+    sample.balloon_actual_bytes = g.actual_bytes;
+    const std::optional<ReclaimClaimWindow> w = StepReclaimClaims(params, sample, &state);
+    if (!w.has_value()) return;
+    // One line per window judged: claims are rare, and an unconfirmed one is worth a warning.
+    const std::string line = absl::StrCat(
+        "reclaim claim ", ReclaimVerdictName(w->verdict), " guest=", g.info.name, " uuid=", g.info.uuid,
+        " claimed=", FormatMib(static_cast<double>(w->claimed_bytes)),
+        " rss_fall=", FormatMib(static_cast<double>(w->rss_fall_bytes)),
+        " confirmed=", FormatMib(static_cast<double>(w->confirmed_bytes)),
+        " unconfirmed=", FormatMib(static_cast<double>(w->unconfirmed_bytes)),
+        absl::StrFormat(" window=%.0fs", absl::ToDoubleSeconds(w->closed - w->opened)));
+    if (w->verdict == ReclaimVerdict::kUnconfirmed) {
+      PLOG_WARNING << line << ": QEMU's RSS did not fall with the claim (nothing is decided on claims)";
+    } else {
+      PLOG_INFO << line;
+    }
+  });
 }
 
 void ControlLoop::AddAgentSignals(policy::GuestView& v) const {
@@ -877,7 +913,8 @@ std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) 
   return order;
 }
 
-void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const {
+void ControlLoop::PublishAgent(const TrackedGuest& g, plimsoll::v1::Guest* out) const {
+  const std::string& uuid = g.info.uuid;
   if (std::string channel = deps_.agents->ChannelProblem(uuid); !channel.empty()) {
     out->mutable_agent()->set_channel_problem(std::move(channel));
   }
@@ -889,6 +926,31 @@ void ControlLoop::PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out
   st->set_age_seconds(a->age_seconds);
   st->set_reports_accepted(a->reports_accepted);
   st->set_last_reject_reason(a->last_reject_reason);
+  if (a->reclaim_state.has_value()) {
+    // Shown whatever the report's age (`fresh` says it), in the documented words only.
+    auto* r = st->mutable_reclaim();
+    r->set_state(std::string(agent::ReclaimStateName(*a->reclaim_state)));
+    r->set_reason(std::string(agent::DocumentedReclaimReason(a->reclaim_reason)));
+    r->set_file_only(a->reclaim_file_only);
+    r->set_dry_run(a->reclaim_dry_run);
+    r->set_agent_keep_bytes(a->reclaim_keep_bytes.value_or(0));
+    r->set_agent_keep_file_bytes(a->reclaim_keep_file_bytes.value_or(0));
+    if (a->reclaim_bounds_sent.has_value()) {
+      r->set_bounds_enabled(a->reclaim_bounds_sent->enabled());
+      if (a->reclaim_bounds_sent->enabled()) {
+        r->set_bounds_keep_bytes(a->reclaim_bounds_sent->keep_bytes());
+        r->set_bounds_keep_file_bytes(a->reclaim_bounds_sent->keep_file_bytes());
+      }
+    }
+    r->set_claimed_requested_bytes(a->reclaim_requested_total_bytes);
+    r->set_claimed_bytes(a->reclaim_achieved_total_bytes);
+    const ReclaimClaimState& c = g.reclaim_claims;
+    r->set_confirmed_bytes(c.confirmed_bytes);
+    r->set_unconfirmed_bytes(c.unconfirmed_bytes);
+    r->set_unconfirmed_claims(c.unconfirmed_windows);
+    r->set_pending_claim_bytes(c.open ? c.window_claimed : 0);
+    r->set_last_verdict(std::string(ReclaimVerdictName(c.last_verdict)));
+  }
   if (!a->fresh) return;  // stale agent data is shown as status only, never as signals
   auto* s = out->mutable_stats();
   auto agent_signal = [&](plimsoll::v1::MemorySignal* m, std::optional<int64_t> v) {
@@ -1001,7 +1063,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
     out->set_balloon_state(g->balloon_state);
     out->set_envelope_floor_bytes(g->envelope_floor);
-    if (deps_.agents != nullptr) PublishAgent(g->info.uuid, out);
+    if (deps_.agents != nullptr) PublishAgent(*g, out);
   }
   auto* host = view->mutable_host();
   if (last_host_) {

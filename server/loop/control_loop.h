@@ -275,7 +275,10 @@ class ControlLoop {
   void Publish(absl::Time now, const std::string& line_stale);
   // Fills a view with the guest's fresh agent signals (nothing when there are none).
   void AddAgentSignals(policy::GuestView& v) const;
-  void PublishAgent(const std::string& uuid, plimsoll::v1::Guest* out) const;
+  void PublishAgent(const TrackedGuest& g, plimsoll::v1::Guest* out) const;
+  // Steps every guest's check of its agent's claimed reclaim against its QEMU's RSS read this
+  // tick (`stats`: the survey's records), and logs each window it closes.
+  void CheckReclaimClaims(absl::Time now, const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats);
   void CountError(LibvirtOperation operation);
   // Submits a SetTarget call for the guest; "" when accepted, else why its domain is busy.
   std::string SubmitTarget(const TrackedGuest& g, int64_t target, absl::Time now, BusyReason* why);

@@ -12,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/testing/scripted_policy.h"
+#include "server/agent/agent_store.h"
+#include "server/agent/testing/test_reports.h"
 #include "server/host/testing/fake_host_reader.h"
 #include "server/hypervisor/testing/fake_hypervisor.h"
 
@@ -71,6 +73,7 @@ class ControlLoopTest : public ::testing::Test {
     LoopDeps deps{&hv_, &host_, loop_policy_, actuator_.get(), &clock_, &metrics_};
     deps.overrides = &store_;
     deps.hub = &hub_;
+    deps.agents = agents_;
     loop_ = std::make_unique<ControlLoop>(deps, o);
   }
 
@@ -149,6 +152,7 @@ class ControlLoopTest : public ::testing::Test {
   FakeClock clock_;
   ScriptedPolicy policy_;
   const policy::Policy* loop_policy_ = &policy_;  // the policy MakeLoop gives the loop
+  agent::AgentStore* agents_ = nullptr;            // the agent store MakeLoop gives the loop
   Metrics metrics_;
   OverrideStore store_{&clock_};
   WatchHub hub_{&clock_};
@@ -725,6 +729,105 @@ TEST_F(ControlLoopTest, WhatGuestsCostTheHostReachesThePolicyTheViewAndTheMetric
   EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_free_page_reporting{domain=\"b\",uuid=\"", kB, "\"} 0\n")),
             std::string::npos)
       << text;
+}
+
+// An agent's reclaim reaches the API and /metrics: its state, the bounds sent, what it claims,
+// and the check of its claims against QEMU's RSS (reclaim_claim_check.h). A guest whose agent
+// has no reclaimer shows none of it.
+TEST_F(ControlLoopTest, AnAgentsClaimedReclaimIsCheckedAgainstQemuRssAndShown) {
+  agent::ReportValidator validator(agent::testing::TestHostKey());
+  agent::AgentStore agents(&validator, &clock_);
+  agents_ = &agents;
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  MakeLoop();
+  double guest_s = 100;
+  uint64_t sequence = 0;
+  // One tick 2 s on: the guest's stats with QEMU's RSS, and an agent report claiming `claimed`
+  // (nullopt: a report without a reclaim part; -1: no report).
+  auto tick = [&](std::optional<int64_t> claimed_mib, int64_t rss_mib) {
+    BalloonStats st;
+    st.actual_bytes = 1024 * kMiB;
+    st.usable_bytes = 600 * kMiB;
+    st.last_update = ++guest_clock_;
+    st.rss_bytes = rss_mib * kMiB;
+    hv_.SetStats(kA, st);
+    clock_.Advance(absl::Seconds(2));
+    guest_s += 2;
+    if (claimed_mib != std::optional<int64_t>(-1)) {
+      v1::AgentReport r = agent::testing::MakeReport(kA, agent::testing::kBootA, guest_s, ++sequence);
+      if (claimed_mib.has_value()) {
+        v1::ReclaimReport* rc = r.mutable_reclaim();
+        rc->set_state(v1::RECLAIM_STATE_ACTIVE);
+        rc->set_reason("step");
+        rc->set_counters_since_boottime_ns(int64_t{105} * 1000000000);  // after the report without
+        rc->set_requested_bytes(static_cast<uint64_t>(*claimed_mib * kMiB));
+        rc->set_achieved_bytes(static_cast<uint64_t>(*claimed_mib * kMiB));
+        rc->set_steps(1);
+        rc->set_keep_bytes(256 * kMiB);
+      }
+      const agent::IngestResult in = agents.Ingest(agent::testing::SignAsSelf(r));
+      EXPECT_TRUE(in.ok()) << in.detail;
+    }
+    loop_->Tick();
+  };
+  auto reclaim = [&] { return Published(kA)->agent().reclaim(); };
+  const std::string series = absl::StrCat("{domain=\"a\",uuid=\"", kA, "\"} ");
+
+  tick(-1, 1000);  // the store learns the guest
+  tick(std::nullopt, 1000);
+  ASSERT_TRUE(Published(kA)->has_agent());
+  EXPECT_FALSE(Published(kA)->agent().has_reclaim());
+  EXPECT_EQ(metrics_.Render().find("plimsoll_guest_reclaim"), std::string::npos);
+
+  // A claim of 1 GiB the RSS never shows: judged 20 s after the last claim.
+  tick(0, 1000);
+  tick(0, 1000);
+  tick(1024, 1000);
+  EXPECT_EQ(reclaim().state(), "active");
+  EXPECT_EQ(reclaim().reason(), "step");
+  EXPECT_EQ(reclaim().agent_keep_bytes(), 256 * kMiB);
+  EXPECT_FALSE(reclaim().has_bounds_enabled());
+  EXPECT_EQ(reclaim().claimed_bytes(), 1024 * kMiB);
+  EXPECT_EQ(reclaim().pending_claim_bytes(), 1024 * kMiB);
+  EXPECT_EQ(reclaim().last_verdict(), "none");
+  for (int i = 0; i < 10; ++i) tick(1024, 1000);
+  EXPECT_EQ(reclaim().pending_claim_bytes(), 0u);
+  EXPECT_EQ(reclaim().unconfirmed_bytes(), 1024 * kMiB);
+  EXPECT_EQ(reclaim().confirmed_bytes(), 0u);
+  EXPECT_EQ(reclaim().unconfirmed_claims(), 1u);
+  EXPECT_EQ(reclaim().last_verdict(), "unconfirmed");
+  std::string text = metrics_.Render();
+  EXPECT_NE(text.find("plimsoll_guest_reclaim_unconfirmed_claims_total" + series + "1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_reclaim_claimed_bytes_total", series, 1024 * kMiB, "\n")),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_reclaim_state{domain=\"a\",state=\"active\",uuid=\"", kA,
+                                   "\"} 1\n")),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("plimsoll_guest_reclaim_keep_bytes"), std::string::npos) << text;
+
+  // 300 MiB more, and the RSS falls by as much: confirmed.
+  v1::ReclaimBounds sent;
+  sent.set_enabled(true);
+  sent.set_keep_bytes(256 * kMiB);
+  agents.NoteBoundsSent(kA, sent);
+  tick(1324, 800);
+  tick(1324, 700);
+  for (int i = 0; i < 10; ++i) tick(1324, 700);
+  EXPECT_EQ(reclaim().confirmed_bytes(), 300 * kMiB);
+  EXPECT_EQ(reclaim().unconfirmed_bytes(), 1024 * kMiB);
+  EXPECT_EQ(reclaim().unconfirmed_claims(), 1u);
+  EXPECT_EQ(reclaim().last_verdict(), "confirmed");
+  EXPECT_TRUE(reclaim().bounds_enabled());
+  EXPECT_EQ(reclaim().bounds_keep_bytes(), 256 * kMiB);
+  text = metrics_.Render();
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_reclaim_keep_bytes", series, 256 * kMiB, "\n")), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_reclaim_confirmed_bytes_total", series, 300 * kMiB, "\n")),
+            std::string::npos)
+      << text;
+  loop_.reset();  // before the store it borrows
 }
 
 // ---- The operator's overrides, host policy and reclaim holds (control_loop.h) ----

@@ -18,6 +18,7 @@
 #include "policy/policy.h"
 #include "server/hypervisor/hypervisor.h"
 #include "server/loop/envelope.h"
+#include "server/loop/reclaim_claim_check.h"
 
 namespace plimsoll::server {
 
@@ -82,6 +83,9 @@ struct TrackedGuest {
   int64_t envelope_floor = 0;
   // What DeriveHistories keeps from one tick to the next (policy/history_deriver.h).
   policy::HistoryMemory history;
+  // The check of its agent's claimed reclaim against its QEMU's RSS (reclaim_claim_check.h),
+  // stepped by the control loop once a tick; shown, never decided on.
+  ReclaimClaimState reclaim_claims;
   // The operator's controls over the guest this tick, set by the control loop before anything
   // reads them (ControlLoop::ComputeControls). Kept with the guest rather than in a map by uuid:
   // the tick reads them four times per guest, and each lookup hashed a uuid.

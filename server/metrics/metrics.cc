@@ -53,23 +53,36 @@ enum GuestMetric {
   kBalloonAsyncReclaim,
   kHostRss,
   kFreePageReporting,
+  kReclaimKeep,
+  kReclaimClaimed,
+  kReclaimConfirmed,
+  kReclaimUnconfirmed,
+  kReclaimUnconfirmedClaims,
   kGuestMetrics,  // the count
 };
 
 constexpr const char* kBalloonStates[] = {"ok", "stuck", "churning", "self_deflated"};
+// AgentReclaim.state's documented values (server/agent/reclaim_names.h), "unknown" aside.
+constexpr const char* kReclaimStates[] = {"off_disabled", "off_unsupported", "idle", "active", "stopped_pressure",
+                                          "failed"};
 
 // A per-guest family: not in the registry, whose series each cost a map of labels (some 7 KB a
 // guest over the 21 series): made at scrape time from the last published view instead.
 struct GuestFamilyInfo {
   std::string name;
   std::string help;
+  bool counter = false;  // a counter (name ends in _total), else a gauge
 };
 
 // One guest series, "domain" and "uuid" labelled (prometheus-cpp's label order: by name).
-prometheus::ClientMetric GuestSample(const plimsoll::v1::Guest& g, double value) {
+prometheus::ClientMetric GuestSample(const plimsoll::v1::Guest& g, double value, bool counter) {
   prometheus::ClientMetric c;
   c.label = {{"domain", g.name()}, {"uuid", g.uuid()}};
-  c.gauge.value = value;
+  if (counter) {
+    c.counter.value = value;
+  } else {
+    c.gauge.value = value;
+  }
   return c;
 }
 
@@ -117,6 +130,9 @@ struct Metrics::Impl {
   std::array<GuestFamilyInfo, kGuestMetrics> guest_families{};
   GuestFamilyInfo guest_state{"plimsoll_guest_state",
                               "1 for the guest's balloon state: ok, stuck, churning or self_deflated."};
+  GuestFamilyInfo reclaim_state{"plimsoll_guest_reclaim_state",
+                                "1 for the state of the guest agent's reclaimer: off_disabled, off_unsupported, idle, "
+                                "active, stopped_pressure or failed; no series without one."};
   // The last published view (immutable, shared with the loop): the per-guest series at scrape time.
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> guest_view ABSL_GUARDED_BY(mu);
 
@@ -270,8 +286,8 @@ struct Metrics::Impl {
   Family<Gauge>* G(const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
-  void GuestFamily(GuestMetric metric, const std::string& name, const std::string& help) {
-    guest_families[metric] = {name, help};
+  void GuestFamily(GuestMetric metric, const std::string& name, const std::string& help, bool counter = false) {
+    guest_families[metric] = {name, help, counter};
   }
 
   // Appends the per-guest families, from the last published view: a series per guest and
@@ -288,17 +304,21 @@ struct Metrics::Impl {
     for (int m = 0; m < kGuestMetrics; ++m) {
       f[m].name = guest_families[m].name;
       f[m].help = guest_families[m].help;
-      f[m].type = prometheus::MetricType::Gauge;
+      f[m].type = guest_families[m].counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
       f[m].metric.reserve(view->guests_size());
     }
     prometheus::MetricFamily states;
     states.name = guest_state.name;
     states.help = guest_state.help;
     states.type = prometheus::MetricType::Gauge;
+    prometheus::MetricFamily reclaim_states;
+    reclaim_states.name = reclaim_state.name;
+    reclaim_states.help = reclaim_state.help;
+    reclaim_states.type = prometheus::MetricType::Gauge;
     for (const plimsoll::v1::Guest& g : view->guests()) {
       const auto& s = g.stats();
       auto add = [&](GuestMetric m, bool present, double value) {
-        if (present) f[m].metric.push_back(GuestSample(g, value));
+        if (present) f[m].metric.push_back(GuestSample(g, value, guest_families[m].counter));
       };
       add(kTarget, true, static_cast<double>(g.target_bytes()));
       add(kActual, true, static_cast<double>(g.actual_bytes()));
@@ -326,6 +346,21 @@ struct Metrics::Impl {
       add(kBalloonAsyncReclaim, bp.has_async_reclaim_bytes(), static_cast<double>(bp.async_reclaim_bytes()));
       add(kHostRss, s.has_rss(), static_cast<double>(s.rss().bytes()));
       add(kFreePageReporting, g.has_free_page_reporting(), g.free_page_reporting() ? 1 : 0);
+      // The agent's reclaimer: no series for a guest whose agent reports none.
+      if (g.agent().has_reclaim()) {
+        const auto& r = g.agent().reclaim();
+        add(kReclaimKeep, r.has_bounds_keep_bytes(), static_cast<double>(r.bounds_keep_bytes()));
+        add(kReclaimClaimed, true, static_cast<double>(r.claimed_bytes()));
+        add(kReclaimConfirmed, true, static_cast<double>(r.confirmed_bytes()));
+        add(kReclaimUnconfirmed, true, static_cast<double>(r.unconfirmed_bytes()));
+        add(kReclaimUnconfirmedClaims, true, static_cast<double>(r.unconfirmed_claims()));
+        for (const char* st : kReclaimStates) {
+          prometheus::ClientMetric c;
+          c.label = {{"domain", g.name()}, {"state", st}, {"uuid", g.uuid()}};
+          c.gauge.value = r.state() == st ? 1 : 0;
+          reclaim_states.metric.push_back(std::move(c));
+        }
+      }
       // One series per balloon state, 1 for the current one (none until a policy tracks it).
       if (!g.balloon_state().empty()) {
         for (const char* st : kBalloonStates) {
@@ -340,6 +375,7 @@ struct Metrics::Impl {
       if (!family.metric.empty()) out->push_back(std::move(family));
     }
     if (!states.metric.empty()) out->push_back(std::move(states));
+    if (!reclaim_states.metric.empty()) out->push_back(std::move(reclaim_states));
   }
 };
 
@@ -369,6 +405,11 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kBalloonAsyncReclaim, "plimsoll_guest_balloon_async_reclaim_bytes", "Memory the guest's kswapd reclaimed since it booted (a counter, bytes), from its balloon driver.");
   m.GuestFamily(kHostRss, "plimsoll_guest_host_rss_bytes", "Resident memory of the guest's QEMU process on the host (bytes), from libvirt's balloon stats: what the guest costs the host.");
   m.GuestFamily(kFreePageReporting, "plimsoll_guest_free_page_reporting", "1 when the guest's balloon device returns the pages the guest frees to the host (free page reporting), 0 when not; no series when not known.");
+  m.GuestFamily(kReclaimKeep, "plimsoll_guest_reclaim_keep_bytes", "The keep plimsolld last sent the guest's agent for its in-guest reclaim (bytes); no series when the last ack carried no bounds or bounds with enabled = false.");
+  m.GuestFamily(kReclaimClaimed, "plimsoll_guest_reclaim_claimed_bytes_total", "Bytes the guest's agent claims its in-guest reclaim freed, over its processes and the guest's boots (capped on the host's clock). A claim: nothing is decided on it.", true);
+  m.GuestFamily(kReclaimConfirmed, "plimsoll_guest_reclaim_confirmed_bytes_total", "Claimed reclaim bytes that the fall of the guest's QEMU RSS confirmed, over the windows of claims judged.", true);
+  m.GuestFamily(kReclaimUnconfirmed, "plimsoll_guest_reclaim_unconfirmed_bytes_total", "Claimed reclaim bytes that the fall of the guest's QEMU RSS did not confirm, over the windows of claims judged.", true);
+  m.GuestFamily(kReclaimUnconfirmedClaims, "plimsoll_guest_reclaim_unconfirmed_claims_total", "Windows of claimed reclaim (at least 64 MiB) judged unconfirmed: the guest's QEMU RSS fell by less than a quarter of the claim within the grace.", true);
   m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
   m.agent_reports->Add({});

@@ -268,6 +268,37 @@ TEST(MetricsTest, GuestsRssHasNoSeriesUntilAGuestReportsIt) {
   EXPECT_EQ(m.Render().find("\nplimsoll_host_guests_rss_bytes "), std::string::npos) << m.Render();
 }
 
+TEST(MetricsTest, AnAgentsReclaimHasItsSeriesAndAGuestWithoutOneHasNone) {
+  Metrics m;
+  m.Publish(View(R"(
+    guests { name: "r" uuid: "u1" agent { connected: true reclaim {
+      state: "active" reason: "step" bounds_enabled: true bounds_keep_bytes: 300
+      claimed_bytes: 5000 confirmed_bytes: 1000 unconfirmed_bytes: 3000 unconfirmed_claims: 2 } } }
+    guests { name: "off" uuid: "u2" agent { connected: true reclaim { state: "idle" bounds_enabled: false } } }
+    guests { name: "none" uuid: "u3" agent { connected: true } })"));
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_keep_bytes{domain="r",uuid="u1"} 300)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_claimed_bytes_total{domain="r",uuid="u1"} 5000)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_confirmed_bytes_total{domain="r",uuid="u1"} 1000)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_unconfirmed_bytes_total{domain="r",uuid="u1"} 3000)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_unconfirmed_claims_total{domain="r",uuid="u1"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_state{domain="r",state="active",uuid="u1"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_state{domain="r",state="idle",uuid="u1"} 0)")) << text;
+  EXPECT_NE(text.find("# TYPE plimsoll_guest_reclaim_claimed_bytes_total counter"), std::string::npos) << text;
+  // Bounds with enabled = false: no keep; the counters at 0 all the same.
+  EXPECT_EQ(text.find(R"(plimsoll_guest_reclaim_keep_bytes{domain="off")"), std::string::npos) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_unconfirmed_claims_total{domain="off",uuid="u2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_state{domain="off",state="idle",uuid="u2"} 1)")) << text;
+  // An agent without a reclaimer: no series, not zeros.
+  EXPECT_EQ(text.find(R"(plimsoll_guest_reclaim_state{domain="none")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(plimsoll_guest_reclaim_claimed_bytes_total{domain="none")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(plimsoll_guest_reclaim_unconfirmed_claims_total{domain="none")"), std::string::npos) << text;
+
+  m.Publish(View(R"(guests { name: "none" uuid: "u3" })"));
+  text = m.Render();
+  EXPECT_EQ(text.find("plimsoll_guest_reclaim"), std::string::npos) << text;
+}
+
 // Prometheus' increase() only sees increments of a series that already exists: a counter born
 // at its first failure hides that failure from the PlimsollLibvirtErrors alert. Every counter
 // family whose label values are known up front is therefore scraped at 0 before anything happened.

@@ -14,6 +14,7 @@ prints one JSON object on stdout with what it saw, for the test to assert on.
   hostile_agent_client.py flood     --port P --uuid H --token HEX --max-bytes N --seconds 8
   hostile_agent_client.py latency   --socket PATH --until-file F --ready-file R --min-calls 50
   hostile_agent_client.py inflate   --port P --uuid H --token HEX --max-bytes N --lie-file L --until-file F
+  hostile_agent_client.py reclaim   --port P --uuid H --token HEX --max-bytes N --lie-file L --until-file F
 
 H is a guest whose token the attacker holds (it is root in H); V a guest it wants to hurt.
 """
@@ -147,6 +148,7 @@ class Stream:
         self.status = None  # (code name, details) once ended
         self.opened = time.monotonic()
         self.ended = None
+        self.last_ack = None  # the AgentReportAck of the last send() answered
 
     async def hello(self, timeout=30):
         """Waits for the hello; returns True, or False when the stream ended instead."""
@@ -194,6 +196,7 @@ class Stream:
         reply = await self.read(timeout)
         if reply is None:
             return ("ended",) + tuple(self.status)
+        self.last_ack = reply.ack
         return ("ack", reply.ack.accepted, reply.ack.reject_reason)
 
     async def wait_end(self, timeout=60):
@@ -331,6 +334,65 @@ async def case_inflate(a):
         await asyncio.sleep(1.0)
     if s is not None:
         await s.close()
+    return out
+
+
+async def case_reclaim(a):
+    """Authenticated as H, one report a second of an idle guest with a reclaimer until
+    --until-file appears: its counters still while --lie-file is absent, and while it exists
+    growing by --claim-mib-per-s (state active, reason step): reclaim claimed that the guest never
+    did. Prints what it claimed and the bounds the acks carried, honest and lying apart.
+    Reconnects if plimsolld ends the stream."""
+    h = Guest(a.uuid, a.token, a.max_bytes)
+    out = {"accepted": 0, "lying_accepted": 0, "rejected": {}, "streams": 0, "claimed_mib": 0,
+           "bounds_honest": [], "bounds_lying": []}
+    total = a.max_bytes - 32 * MIB
+    idle = dict(mem_total_bytes=total, mem_free_bytes=total // 2, mem_available_bytes=total * 3 // 4,
+                cached_bytes=60 * MIB, active_file_bytes=30 * MIB, inactive_file_bytes=30 * MIB,
+                anon_pages_bytes=40 * MIB, shmem_bytes=MIB, sunreclaim_bytes=10 * MIB)
+    calm = dict(avg10=0.0, avg60=0.0, avg300=0.0, total_us=1_000_000)
+    since_ns = h.boottime_ns  # the series begins before the first report
+    claimed = 0
+    deadline = time.monotonic() + a.wait
+    s = None
+    while not os.path.exists(a.until_file) and time.monotonic() < deadline:
+        if s is None or s.status is not None:
+            if s is not None:
+                await s.close()
+            s = Stream(a.port)
+            out["streams"] += 1
+            if not await s.hello():
+                await asyncio.sleep(1)
+                continue
+        lying = os.path.exists(a.lie_file)
+        if lying:
+            claimed += a.claim_mib_per_s * MIB
+        r = h.report(s.nonce, meminfo=idle, psi=calm, vmstat=dict(workingset_refault_file=1000, pgmajfault=500))
+        rc = r.reclaim
+        rc.state = pb.RECLAIM_STATE_ACTIVE if lying else pb.RECLAIM_STATE_IDLE
+        rc.reason = "step" if lying else "below_keep"
+        rc.counters_since_boottime_ns = since_ns
+        rc.requested_bytes = claimed
+        rc.achieved_bytes = claimed
+        rc.steps = claimed // (64 * MIB)
+        rc.file_only = False
+        rc.keep_bytes = 256 * MIB
+        reply = await s.send(h.frame(r))
+        if reply[0] == "ack" and reply[1]:
+            out["accepted"] += 1
+            out["lying_accepted"] += 1 if lying else 0
+            b = s.last_ack.reclaim_bounds if s.last_ack.HasField("reclaim_bounds") else None
+            seen = [b.enabled, b.keep_bytes // MIB] if b is not None else None
+            key = "bounds_lying" if lying else "bounds_honest"
+            if not out[key] or out[key][-1] != seen:
+                out[key].append(seen)
+        else:
+            key = reply[2] if reply[0] == "ack" else "ended:" + str(reply[1])
+            out["rejected"][key] = out["rejected"].get(key, 0) + 1
+        await asyncio.sleep(1.0)
+    if s is not None:
+        await s.close()
+    out["claimed_mib"] = claimed // MIB
     return out
 
 
@@ -553,7 +615,7 @@ async def case_latency(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["spoof", "absurd", "backwards", "oversized", "conns", "flood", "latency",
-                                     "inflate"])
+                                     "inflate", "reclaim"])
     ap.add_argument("--port", type=int)
     ap.add_argument("--uuid")
     ap.add_argument("--token")
@@ -572,6 +634,7 @@ def main():
     ap.add_argument("--until-file")
     ap.add_argument("--lie-file")
     ap.add_argument("--anon-mib", type=int, default=900)
+    ap.add_argument("--claim-mib-per-s", type=int, default=200)
     ap.add_argument("--ready-file")
     ap.add_argument("--min-calls", type=int, default=50)
     ap.add_argument("--interval", type=float, default=0.02)

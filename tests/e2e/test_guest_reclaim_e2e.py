@@ -14,6 +14,8 @@ keep is the pagecache policy's working set for the guest, and the host gets the 
 the guest is in the policy's reclaim pool (docs/policy.md, "In-guest reclaim"): the balloon does
 not probe it. Then the guest suddenly allocates 500 MiB: it has them at once, by faulting pages
 in, with no deflate and no OOM kill.
+LyingReclaimE2E: an agent that claims a reclaim it never did gains nothing (its balloon target and
+bounds stay as they were while it reported honestly), and the claim shows as unconfirmed.
 """
 
 import os
@@ -26,6 +28,7 @@ import uuid
 
 import harness
 from harness import MIB, wait_for
+from test_hostile_agent_e2e import CLIENT, SYSTEM_PYTHON, client_problem
 
 READ_THEN_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "read_then_agent.sh")
 SINK = os.path.join(harness.BIN, "server", "agent", "plimsoll-agent-sink")
@@ -218,6 +221,110 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         self.assertGreater(lowest[0], actual0 - 8)
         self.assertGreater(rss1, rss0 + 0.5 * ALLOC_MIB, "the guest faulted its memory back in")
         self.assertNotIn("Out of memory", self.lab.console("cold"))
+
+
+def lying_skip_reason():
+    return harness.skip_reason() or client_problem()
+
+
+@unittest.skipIf(lying_skip_reason(), lying_skip_reason())
+class LyingReclaimE2E(unittest.TestCase):
+    """One idle 1 GiB guest (free page reporting on, no agent inside). A host-side client holding
+    its token (hostile_agent_client.py reclaim) reports for it over the TCP agent listener, as a
+    root in the guest could: an idle guest with a reclaimer, first honest (counters still), then
+    claiming 200 MiB/s for 8 s that it never reclaimed. plimsolld names bounds
+    (agent.reclaim_bounds). The claim must change neither the guest's balloon target nor the
+    bounds it is sent, and must show as unconfirmed in the API and the metrics: QEMU's RSS never
+    fell."""
+
+    LIE_SECONDS = 8
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="plimsoll-e2e-")
+        cls.lab = harness.labmod.Lab(state_dir=os.path.join(cls.workdir, "lab"), workload_bin=harness.WORKLOAD)
+        cls.lab.start()
+        keys = harness.AgentKeys(cls.workdir)
+        cls.uuid = str(uuid.uuid4())
+        cls.lab.add_guest("liar", workload="idle", memory_mib=1024, guest_uuid=cls.uuid, network=False)
+        cls.lab.wait_ready("liar", timeout=120)
+        cls.lie_file = os.path.join(cls.workdir, "lie")
+        cls.until_file = os.path.join(cls.workdir, "until")
+        cls.daemon = harness.Daemon(cls.workdir, cls.lab.uri, agent_keys=keys, guest_memory_budget_bytes=8192 * MIB,
+                                    tick="1s", stats_period_seconds=1, policy="pagecache:burst_window_s=0",
+                                    **{"agent.reclaim_bounds": "true"})
+        cls.client = subprocess.Popen(
+            [SYSTEM_PYTHON, CLIENT, "reclaim", "--port", str(cls.daemon.agent_port), "--uuid", cls.uuid,
+             "--token", keys.token(cls.uuid), "--max-bytes", str(1024 * MIB), "--lie-file", cls.lie_file,
+             "--until-file", cls.until_file, "--claim-mib-per-s", "200", "--wait", "300"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        with open(cls.until_file, "w"):
+            pass
+        try:
+            out, err = cls.client.communicate(timeout=20)
+            print("\n  hostile client: %s %s" % (out.strip(), err.strip()[-300:]))
+        except subprocess.TimeoutExpired:
+            cls.client.kill()
+        cls.daemon.stop()
+        cls.lab.stop()
+
+    def now(self):
+        """The guest's target (MiB), the keep it is sent (bytes; None: none, or disabled) and its
+        reclaim status."""
+        g = self.daemon.guests()[0]["liar"]
+        r = g.get("agent", {}).get("reclaim", {})
+        keep = int(r["bounds_keep_bytes"]) if r.get("bounds_enabled") and "bounds_keep_bytes" in r else None
+        return int(g["target_bytes"]) // MIB, keep, r
+
+    def test_a_claimed_reclaim_gains_nothing_and_shows_unconfirmed(self):
+        # Honest first: the daemon names bounds, and the keep settles. The target may still fall
+        # (the policy takes from an idle guest step by step): a claim that gained would raise it.
+        wait_for("bounds named for the honest agent", lambda: self.now()[1] is not None, 60, 0.5)
+        keep0 = harness.wait_still("the honest guest's keep", lambda: self.now()[1], timeout=60, settle=8,
+                                   interval=0.5)
+        target0 = self.now()[0]
+        rss0 = self.lab.dommemstat("liar")["rss"] // 1024
+        # The lie: 200 MiB/s claimed for LIE_SECONDS, then counters still again.
+        with open(self.lie_file, "w"):
+            pass
+        seen = []
+        t_end = time.monotonic() + self.LIE_SECONDS
+        while time.monotonic() < t_end:
+            seen.append(self.now()[:2])
+            time.sleep(0.5)
+        os.unlink(self.lie_file)
+
+        def judged():
+            seen.append(self.now()[:2])
+            r = self.now()[2]
+            return r if int(r.get("unconfirmed_claims", 0)) >= 1 else None
+
+        # Judged once no claim came for the grace (20 s), at the next tick.
+        r = wait_for("the claim judged unconfirmed", judged, 40, 0.5)
+        rss1 = self.lab.dommemstat("liar")["rss"] // 1024
+        metrics = self.daemon.metrics()
+        m = lambda name: harness.metric(metrics, name, domain="liar", uuid=self.uuid)
+        print("\n  liar: target %d MiB keep %s B while honest; (target MiB, keep B) while lying and after: %s; "
+              "claimed %d MiB, confirmed %d MiB, unconfirmed %d MiB (%s claims, last %s); QEMU RSS %d -> %d MiB"
+              % (target0, keep0, sorted(set(seen)), int(r["claimed_bytes"]) // MIB,
+                 int(r["confirmed_bytes"]) // MIB, int(r["unconfirmed_bytes"]) // MIB, r["unconfirmed_claims"],
+                 r["last_verdict"], rss0, rss1))
+        # Gains nothing: the target never above the honest one, the keep the same.
+        self.assertLessEqual(max(t for t, _ in seen), target0, seen)
+        self.assertEqual({k for _, k in seen}, {keep0}, seen)
+        # Shown as claimed, and unconfirmed: at most a quarter of it confirmed by the RSS.
+        self.assertGreaterEqual(int(r["claimed_bytes"]), (self.LIE_SECONDS - 2) * 200 * MIB)
+        self.assertLess(int(r["confirmed_bytes"]), int(r["claimed_bytes"]) // 4)
+        self.assertEqual(r["last_verdict"], "unconfirmed")
+        self.assertGreaterEqual(m("plimsoll_guest_reclaim_unconfirmed_claims_total"), 1)
+        self.assertGreaterEqual(m("plimsoll_guest_reclaim_claimed_bytes_total"), (self.LIE_SECONDS - 2) * 200 * MIB)
+        self.assertEqual(m("plimsoll_guest_reclaim_keep_bytes"), keep0)
+        self.assertEqual(harness.metric(metrics, "plimsoll_guest_reclaim_state", domain="liar", state="idle",
+                                        uuid=self.uuid), 1)
+        self.assertIn("reclaim claim unconfirmed guest=liar", self.daemon.read_log())
 
 
 if __name__ == "__main__":
