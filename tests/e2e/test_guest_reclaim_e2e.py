@@ -139,9 +139,9 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         kw["run"] = READ_THEN_AGENT
         # The allocation starts when the test writes the go file (read_then_agent.sh).
         cls.go_file = os.path.join(cls.workdir, "go")
-        cls.lab.add_guest("cold", workload="idle", memory_mib=1024, flavour="stable",
-                          cmdline_extra="plimsoll.go_file=%s plimsoll.step_mib=%d" % (cls.go_file, ALLOC_MIB),
-                          **kw)
+        kw["cmdline_extra"] = ("%s plimsoll.go_file=%s plimsoll.step_mib=%d"
+                               % (kw.get("cmdline_extra", ""), cls.go_file, ALLOC_MIB)).strip()
+        cls.lab.add_guest("cold", workload="idle", memory_mib=1024, flavour="stable", **kw)
         cls.lab.wait_ready("cold", timeout=120)
         # Not pinned: a pin is the policy's floor too, so the keep would be the whole guest. The
         # balloon takes as well, one step every few seconds; the agent is faster. Without the
