@@ -295,6 +295,30 @@ async def case_absurd(a):
     return out
 
 
+def idle_meminfo(max_bytes):
+    """/proc/meminfo of an idle guest: half its memory free, 60 MiB of cache, 40 MiB of AnonPages
+    (with Shmem and SUnreclaim, the agent's own hard-demand reading)."""
+    total = max_bytes - 32 * MIB
+    return dict(mem_total_bytes=total, mem_free_bytes=total // 2, mem_available_bytes=total * 3 // 4,
+                cached_bytes=60 * MIB, active_file_bytes=30 * MIB, inactive_file_bytes=30 * MIB,
+                anon_pages_bytes=40 * MIB, shmem_bytes=MIB, sunreclaim_bytes=10 * MIB)
+
+
+async def open_stream(s, port, out):
+    """(stream, ready): `s` while plimsolld has not ended it, else a new one (counted in
+    out["streams"]), ready once its hello is answered."""
+    if s is not None and s.status is None:
+        return s, True
+    if s is not None:
+        await s.close()
+    s = Stream(port)
+    out["streams"] += 1
+    if not await s.hello():
+        await asyncio.sleep(1)
+        return s, False
+    return s, True
+
+
 async def case_inflate(a):
     """Authenticated as H, one plausible report a second until --until-file appears: an idle
     guest's numbers (40 MiB AnonPages) while --lie-file is absent, and while it exists AnonPages
@@ -302,11 +326,7 @@ async def case_inflate(a):
     Reconnects if plimsolld ends the stream."""
     h = Guest(a.uuid, a.token, a.max_bytes)
     out = {"accepted": 0, "lying_accepted": 0, "rejected": {}, "streams": 0}
-    total = a.max_bytes - 32 * MIB
-    # Shmem and SUnreclaim too: with AnonPages they make the agent's own hard-demand reading.
-    honest = dict(mem_total_bytes=total, mem_free_bytes=total // 2, mem_available_bytes=total * 3 // 4,
-                  cached_bytes=60 * MIB, active_file_bytes=30 * MIB, inactive_file_bytes=30 * MIB,
-                  anon_pages_bytes=40 * MIB, shmem_bytes=MIB, sunreclaim_bytes=10 * MIB)
+    honest = idle_meminfo(a.max_bytes)
     lie = dict(honest, mem_free_bytes=20 * MIB, mem_available_bytes=40 * MIB, cached_bytes=30 * MIB,
                active_file_bytes=20 * MIB, inactive_file_bytes=10 * MIB, anon_pages_bytes=a.anon_mib * MIB)
     # No stall, no refaults: the claim is hard demand alone, not pressure.
@@ -314,14 +334,9 @@ async def case_inflate(a):
     deadline = time.monotonic() + a.wait
     s = None
     while not os.path.exists(a.until_file) and time.monotonic() < deadline:
-        if s is None or s.status is not None:
-            if s is not None:
-                await s.close()
-            s = Stream(a.port)
-            out["streams"] += 1
-            if not await s.hello():
-                await asyncio.sleep(1)
-                continue
+        s, ready = await open_stream(s, a.port, out)
+        if not ready:
+            continue
         lying = os.path.exists(a.lie_file)
         reply = await s.send(h.frame(h.report(s.nonce, meminfo=lie if lying else honest, psi=calm,
                                               vmstat=dict(workingset_refault_file=1000, pgmajfault=500))))
@@ -346,24 +361,16 @@ async def case_reclaim(a):
     h = Guest(a.uuid, a.token, a.max_bytes)
     out = {"accepted": 0, "lying_accepted": 0, "rejected": {}, "streams": 0, "claimed_mib": 0,
            "bounds_honest": [], "bounds_lying": []}
-    total = a.max_bytes - 32 * MIB
-    idle = dict(mem_total_bytes=total, mem_free_bytes=total // 2, mem_available_bytes=total * 3 // 4,
-                cached_bytes=60 * MIB, active_file_bytes=30 * MIB, inactive_file_bytes=30 * MIB,
-                anon_pages_bytes=40 * MIB, shmem_bytes=MIB, sunreclaim_bytes=10 * MIB)
+    idle = idle_meminfo(a.max_bytes)
     calm = dict(avg10=0.0, avg60=0.0, avg300=0.0, total_us=1_000_000)
     since_ns = h.boottime_ns  # the series begins before the first report
     claimed = 0
     deadline = time.monotonic() + a.wait
     s = None
     while not os.path.exists(a.until_file) and time.monotonic() < deadline:
-        if s is None or s.status is not None:
-            if s is not None:
-                await s.close()
-            s = Stream(a.port)
-            out["streams"] += 1
-            if not await s.hello():
-                await asyncio.sleep(1)
-                continue
+        s, ready = await open_stream(s, a.port, out)
+        if not ready:
+            continue
         lying = os.path.exists(a.lie_file)
         if lying:
             claimed += a.claim_mib_per_s * MIB

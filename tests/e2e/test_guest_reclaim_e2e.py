@@ -28,7 +28,7 @@ import uuid
 
 import harness
 from harness import MIB, wait_for
-from test_hostile_agent_e2e import CLIENT, SYSTEM_PYTHON, client_problem
+from test_hostile_agent_e2e import CLIENT, SYSTEM_PYTHON, client_problem, stop_client
 
 READ_THEN_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "read_then_agent.sh")
 SINK = os.path.join(harness.BIN, "server", "agent", "plimsoll-agent-sink")
@@ -261,13 +261,7 @@ class LyingReclaimE2E(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        with open(cls.until_file, "w"):
-            pass
-        try:
-            out, err = cls.client.communicate(timeout=20)
-            print("\n  hostile client: %s %s" % (out.strip(), err.strip()[-300:]))
-        except subprocess.TimeoutExpired:
-            cls.client.kill()
+        stop_client(cls.client, cls.until_file)
         cls.daemon.stop()
         cls.lab.stop()
 

@@ -63,6 +63,17 @@ def client_problem():
     return None
 
 
+def stop_client(client, until_file):
+    """Ends a hostile_agent_client.py case that runs --until-file appears, and prints its summary."""
+    with open(until_file, "w"):
+        pass
+    try:
+        out, err = client.communicate(timeout=20)
+        print("\n  hostile client: %s %s" % (out.strip(), err.strip()[-300:]))
+    except subprocess.TimeoutExpired:
+        client.kill()
+
+
 SKIP = harness.skip_reason() or client_problem()
 
 

@@ -26,7 +26,7 @@ import uuid
 
 import harness
 from harness import MIB, wait_for
-from test_hostile_agent_e2e import CLIENT, SYSTEM_PYTHON, client_problem
+from test_hostile_agent_e2e import CLIENT, SYSTEM_PYTHON, client_problem, stop_client
 
 GUEST_MIB = 1024
 FREE_MIB = 32
@@ -84,13 +84,7 @@ class LyingAgentE2E(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        with open(cls.until_file, "w"):
-            pass
-        try:
-            out, _ = cls.client.communicate(timeout=20)
-            print("\n  hostile client: %s" % out.strip())
-        except subprocess.TimeoutExpired:
-            cls.client.kill()
+        stop_client(cls.client, cls.until_file)
         cls.daemon.stop()
         cls.lab.stop()
 
