@@ -246,7 +246,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
                                 FormatFixed(m->cool_until_s - now_s, 0), "s");
     } else if (pooled) {
       // Its agent takes the cold cache in the guest, with no balloon move to undo later.
-      out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " pooled");
+      out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " agent_reclaims");
     } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > stop + 1) {  // + a rounding byte
       // Half of what lies above W per step (at least s). All of it at once reclaimed as much on
       // the corpus and 1.03x on the trio, but on sizes4 an idle guest sent to its min in one

@@ -58,6 +58,12 @@ std::vector<Row> Rows(PagecacheParams* p) {
   };
 }
 
+// b_i of a guest costed by RSS (reclaim_pool.h): its largest burst of hard demand per report
+// and of RSS per decision within the window, and at least its headroom.
+double PoolBurst(const GuestView& g, const LawMemory& m, const LawParams& law) {
+  return std::max({m.burst.burst_bytes, m.rss_rise.burst_bytes, LawHeadroom(g, law)});
+}
+
 // Drops the memory of guests that are not in the snapshot.
 void ForgetAbsentGuests(const Snapshot& snapshot, absl::flat_hash_map<std::string, StateSlot>* memory) {
   absl::flat_hash_set<absl::string_view> present;
@@ -147,8 +153,9 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   // tick has none, and no set of the snapshot's uuids is made).
   const size_t created = memory_of.size() - slots_before;
   if (slots_before > n - created) ForgetAbsentGuests(snapshot, &memory_of);
-  // In-guest reclaim: the pool's members, and whether it covers, from the RSS now and the bursts
-  // measured up to now (reclaim_pool.h).
+  // In-guest reclaim (reclaim_pool.h): who is costed by RSS, whether their lent memory covers
+  // the reserve (from the bursts measured up to now and the RSS read now), and who is pooled.
+  std::vector<bool> costed(n, false);
   std::vector<bool> pooled(n, false);
   ReclaimPool pool;
   if (snapshot.host.in_guest_reclaim) {
@@ -156,19 +163,22 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     for (size_t i = 0; i < n; ++i) {
       const GuestView& g = snapshot.guests[i];
       LawMemory& m = *memories[i];
-      if (!ReclaimsInGuest(g, snapshot.host) || UnsafeToActReason(g).has_value() ||
-          ImplausibleStatsReason(g).has_value()) {
-        m.rss_rise.hard_bytes.reset();  // a rise is measured between two decisions as a member
+      if (!CostedByRss(g, snapshot.host)) {
+        m.rss_rise.hard_bytes.reset();  // a rise is measured between two readings
         continue;
       }
-      const double rss = static_cast<double>(*g.host_rss_bytes);
-      UpdateBurst(rss, now_s, params_.law.burst, &m.rss_rise);
-      pooled[i] = true;
-      members.push_back({static_cast<double>(std::max(g.actual_bytes, g.target_bytes)), rss,
-                         std::max(m.burst.burst_bytes, m.rss_rise.burst_bytes)});
+      costed[i] = true;
+      UpdateBurst(static_cast<double>(*g.host_rss_bytes), now_s, params_.law.burst, &m.rss_rise);
+      members.push_back({static_cast<double>(std::max(g.actual_bytes, g.target_bytes)),
+                         static_cast<double>(*g.host_rss_bytes), PoolBurst(g, m, params_.law)});
     }
     pool = SizePool(members);
-    if (!pool.covers) pooled.assign(n, false);
+    for (size_t i = 0; pool.covers && i < n; ++i) {
+      const GuestView& g = snapshot.guests[i];
+      const double lent = static_cast<double>(std::max(g.actual_bytes, g.target_bytes) - *g.host_rss_bytes);
+      pooled[i] = costed[i] && ReclaimsInGuest(g, snapshot.host) && !UnsafeToActReason(g).has_value() &&
+                  !ImplausibleStatsReason(g).has_value() && lent >= LawStep(g, params_.law);
+    }
   }
   std::vector<ShareOutGuest> share(n);
   std::vector<std::optional<LawOutcome>> outcomes(n);
@@ -212,7 +222,6 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       outcomes[i] = StepLaw(g, now_s, params_.law, &memory, pooled[i]);
       const LawOutcome& o = *outcomes[i];
       s.proposal = o.proposal_bytes;
-      if (pooled[i]) s.cost_cap = static_cast<double>(*g.host_rss_bytes);
       s.floor = o.floor_bytes;
       s.active = std::min(s.actual, o.working_set_bytes);
       // Hard demand the neighbours would pay for needs libvirt to see it (guest_signals.h), and
@@ -237,7 +246,22 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     }
   }
 
-  const ShareOutResult r = ShareOut(share, snapshot.host, params_.share, pool.covers ? pool.reserve : 0);
+  // A costed guest costs at least its floor, whatever its RSS. The reserve again, with the
+  // bursts this tick's reports measured: the budget keeps the larger.
+  double reserve = 0;
+  if (pool.covers) {
+    double squares = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!costed[i]) continue;
+      share[i].cost_cap = std::max(static_cast<double>(*snapshot.guests[i].host_rss_bytes), share[i].floor);
+      const double b = PoolBurst(snapshot.guests[i], *memories[i], params_.law);
+      squares += b * b;
+    }
+    reserve = std::max(pool.reserve, std::sqrt(squares));
+    pool.reserve = reserve;
+    decisions.pool_reserve_bytes = static_cast<int64_t>(reserve);
+  }
+  const ShareOutResult r = ShareOut(share, snapshot.host, params_.share, reserve);
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its
   // readings, and the budget round's share of an overcommit, moved targets down and up again
   // by a few MiB every tick (a 3 GiB guest's target went 1790/1794/1790 MiB for 37 ticks). What
@@ -254,7 +278,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
         g.target_bytes >= FloorBytes(g)) {
       targets[i] = g.target_bytes;
     }
-    total += static_cast<double>(targets[i]);
+    total += ShareOutCost(share[i], static_cast<double>(targets[i]));
   }
   // Within a balloon's landing tolerance of the limit is at it: a limit set by the host's
   // MemAvailable moves a few MiB a tick, and each move would be taken and granted back.

@@ -453,10 +453,13 @@ TEST(PagecachePolicyTest, APooledGuestCostsItsRssAndIsNotProbed) {
   ASSERT_EQ(on.guests.size(), 2u);
   EXPECT_EQ(on.guests[0].target_bytes, 1024 * kMib) << on.guests[0].reason;
   EXPECT_THAT(on.guests[0].reason, HasSubstr("pooled rss=400MiB"));
-  EXPECT_THAT(on.guests[0].reason, HasSubstr("hold x=0.00 pooled"));
+  EXPECT_THAT(on.guests[0].reason, HasSubstr("hold x=0.00 agent_reclaims"));
   EXPECT_EQ(on.guests[1].target_bytes, 1024 * kMib) << on.guests[1].reason;
   EXPECT_THAT(on.summary, HasSubstr("overcommit=0MiB"));
-  EXPECT_THAT(on.summary, HasSubstr("pool members=1 lent=624MiB reserve=0MiB covers=1"));
+  // Never seen to burst: the reserve is its headroom (at least 128 MiB), kept off the budget.
+  EXPECT_THAT(on.summary, HasSubstr("limit=1672MiB free=248MiB"));
+  EXPECT_THAT(on.summary, HasSubstr("pool members=1 lent=624MiB reserve=128MiB covers=1"));
+  EXPECT_EQ(on.pool_reserve_bytes, 128 * kMib);
 
   // The same guests when the host sends no bounds: the balloon takes the cold cache.
   const Decisions off =
@@ -484,7 +487,37 @@ TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
   }
 }
 
-// A guest whose stats are not safe to act on is held, and no member of the pool.
+// What the agent says changes its own guest only: a guest whose agent stops claiming a
+// reclaimer is probed again, but still costs its RSS, so its neighbour keeps its memory.
+TEST(PagecachePolicyTest, TheAgentsClaimChangesNoNeighbour) {
+  const PagecachePolicy policy;
+  GuestView quiet = Reclaiming("cold", 400);
+  quiet.agent_reclaims = false;
+  const Decisions d = policy.Decide(ReclaimSnap({quiet, Hot("hot")}, 1800, true), PolicyState());
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("pooled"))) << d.guests[0].reason;
+  EXPECT_EQ(d.guests[1].target_bytes, 1024 * kMib) << d.guests[1].reason;
+  EXPECT_THAT(d.summary, HasSubstr("pool members=1 lent=624MiB"));
+}
+
+// A reclaimer that lends nothing (RSS at its balloon) buys no exemption from the balloon's
+// probes: it is sized as without in-guest reclaim.
+TEST(PagecachePolicyTest, AClaimThatLendsNothingIsNotPooled) {
+  const PagecachePolicy policy;
+  const Decisions on = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024)}, 4096, true), PolicyState());
+  const Decisions off = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024)}, 4096, false), PolicyState());
+  EXPECT_THAT(on.guests[0].reason, Not(HasSubstr("pooled")));
+  EXPECT_EQ(on.guests[0].target_bytes, off.guests[0].target_bytes);
+}
+
+// An RSS of 0 is no reading: the guest is not costed by it.
+TEST(PagecachePolicyTest, AnImplausibleRssIsNoCredit) {
+  const PagecachePolicy policy;
+  const Decisions d = policy.Decide(ReclaimSnap({Reclaiming("cold", 0), Hot("hot")}, 1800, true), PolicyState());
+  EXPECT_THAT(d.summary, Not(HasSubstr("pool")));
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("pooled")));
+}
+
+// A guest whose stats are not safe to act on is held, and not pooled.
 TEST(PagecachePolicyTest, AHeldGuestIsNoMember) {
   const PagecachePolicy policy;
   GuestView stale = Reclaiming("stale", 400);
@@ -492,7 +525,6 @@ TEST(PagecachePolicyTest, AHeldGuestIsNoMember) {
   const Decisions d = policy.Decide(ReclaimSnap({stale, Hot("hot")}, 4096, true), PolicyState());
   EXPECT_THAT(d.guests[0].reason, StartsWith("pagecache: hold"));
   EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("pooled")));
-  EXPECT_THAT(d.summary, Not(HasSubstr("pool")));
 }
 
 }  // namespace

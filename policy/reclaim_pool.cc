@@ -8,9 +8,14 @@
 
 namespace plimsoll::policy {
 
-bool ReclaimsInGuest(const GuestView& guest, const HostView& host) {
+bool CostedByRss(const GuestView& guest, const HostView& host) {
   return host.in_guest_reclaim && guest.free_page_reporting.value_or(false) &&
-         guest.host_rss_bytes.has_value() && guest.agent_reclaims.value_or(false) &&
+         guest.host_rss_bytes.has_value() && *guest.host_rss_bytes > 0 &&
+         *guest.host_rss_bytes <= 2 * guest.max_bytes;
+}
+
+bool ReclaimsInGuest(const GuestView& guest, const HostView& host) {
+  return CostedByRss(guest, host) && guest.agent_reclaims.value_or(false) &&
          guest.anon_bytes.has_value() && guest.active_file_bytes.has_value();
 }
 

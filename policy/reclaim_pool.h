@@ -1,22 +1,24 @@
-// Component of the pagecache policy: one pooled reserve for the guests that give their cold page
-// cache back themselves (docs/policy.md, "In-guest reclaim").
+// Component of the pagecache policy: what a guest whose balloon reports free pages costs the
+// host, and one pooled reserve for those guests (docs/policy.md, "In-guest reclaim").
 //
-// A guest whose agent reclaims its cold cache (memory.reclaim, within the bounds plimsolld
-// sends: server/agent/guest_reclaim_bounds.h) and whose balloon reports free pages hands that
-// memory back to the host with no balloon move: its QEMU's resident memory (RSS) falls below its
-// balloon size. It takes the memory back by faulting pages in, with no deflate. So for such a
-// guest, a member of the pool:
-//   - it costs the host min(its commitment, its RSS), not its commitment; the difference is
-//     lent: memory the host holds only while the guest does not want it back;
-//   - its burst room (burst_headroom.h) is not kept in its own floor: one reserve for all
-//     members instead, R = sqrt(sum of b_i^2), b_i its largest burst in the window (of hard
-//     demand per report, or of RSS per tick, whichever is larger): the bursts added as if
-//     independent, the largest one's size when one guest bursts, the sum's when all do at once;
-//   - the pool covers when the lent memory is at least R. Then members keep no burst room in
-//     their floors, the balloon does not probe them (their agent takes the cold cache), and the
-//     budget counts their cost plus R. When it does not cover, nothing changes: they are sized
-//     as guests without in-guest reclaim are, burst room and probes included.
-// Covering, the budget gives the guests lent - R more than counted in balloon sizes; never less.
+// With in-guest reclaim on (HostView::in_guest_reclaim: plimsolld sends the agents reclaim
+// bounds), a guest whose balloon reports free pages returns what it frees to the host with no
+// balloon move: its QEMU's resident memory (RSS, read by the host) falls below its balloon
+// size, and it takes the memory back by faulting pages in, with no deflate. Its agent's
+// reclaim of cold cache makes it free more. So, from host facts alone (free page reporting on,
+// a plausible RSS read this tick), such a guest is **costed by RSS**:
+//   - it costs the budget max(RSS, its floor) up to its commitment; the rest is lent: memory the
+//     host holds only while the guest does not want it back;
+//   - one reserve for all of them, R = sqrt(sum of b_i^2), b_i the largest of its burst in the
+//     window (of hard demand per report, burst_headroom.h), its largest RSS rise from one
+//     decision to the next in the window, and its headroom: the largest single burst is
+//     covered, and about sqrt(n) typical ones at once, not every guest bursting together;
+//   - the pool covers when the lent memory is at least R. Then the budget counts those guests'
+//     cost plus R; otherwise it counts balloon sizes, as without in-guest reclaim.
+// Privileges follow the agent: a costed guest whose agent can reclaim, whose stats are safe to
+// act on and which lends at least a step keeps no burst room in its floor (R does) and is not
+// probed by the balloon (its agent takes the cold cache): it is **pooled**. A claim of the agent
+// changes only its own guest's privileges, never what it costs nor what its neighbours get.
 //
 // Pure functions, thread-safe.
 #ifndef PLIMSOLL_POLICY_RECLAIM_POOL_H_
@@ -29,19 +31,22 @@
 
 namespace plimsoll::policy {
 
-// Whether `guest` may be a member: the host sends reclaim bounds (HostView::in_guest_reclaim),
-// its balloon reports free pages, the host reads its RSS, and its agent reports figures and a
-// reclaimer able to reclaim. Its stats must also be safe to act on (the caller checks).
+// Whether `guest` is costed by RSS: in-guest reclaim is on, its balloon reports free pages, and
+// its RSS was read and is plausible (above 0, at most twice its ceiling: QEMU's own memory).
+bool CostedByRss(const GuestView& guest, const HostView& host);
+
+// Whether its agent reclaims in it: costed by RSS, and the agent reports figures and a
+// reclaimer able to reclaim. Pooled also needs safe stats and a step lent (the caller checks).
 bool ReclaimsInGuest(const GuestView& guest, const HostView& host);
 
 struct PoolMember {
   double commitment = 0;  // max(actual, target): what the balloon sizes promise the guest
-  double rss = 0;         // its QEMU's resident memory
-  double burst = 0;       // b_i: its largest burst in the window
+  double rss = 0;         // what it costs: its QEMU's resident memory (at least its floor)
+  double burst = 0;       // b_i
 };
 
 struct ReclaimPool {
-  int members = 0;
+  int members = 0;     // guests costed by RSS
   double lent = 0;     // sum of max(0, commitment - rss)
   double reserve = 0;  // R
   bool covers = false;  // members > 0 and lent >= R

@@ -44,6 +44,7 @@ TEST(ReclaimPoolTest, MembershipNeedsEveryCondition) {
   HostView host;
   host.in_guest_reclaim = true;
   GuestView g;
+  g.max_bytes = int64_t{1024} << 20;
   g.free_page_reporting = true;
   g.host_rss_bytes = 400 << 20;
   g.agent_reclaims = true;
@@ -59,6 +60,8 @@ TEST(ReclaimPoolTest, MembershipNeedsEveryCondition) {
       {"reporting off", [](GuestView* v, HostView*) { v->free_page_reporting = false; }},
       {"reporting unknown", [](GuestView* v, HostView*) { v->free_page_reporting.reset(); }},
       {"no rss", [](GuestView* v, HostView*) { v->host_rss_bytes.reset(); }},
+      {"rss 0", [](GuestView* v, HostView*) { v->host_rss_bytes = 0; }},
+      {"rss over twice the ceiling", [](GuestView* v, HostView*) { v->host_rss_bytes = int64_t{2049} << 20; }},
       {"reclaimer unable", [](GuestView* v, HostView*) { v->agent_reclaims = false; }},
       {"no reclaimer", [](GuestView* v, HostView*) { v->agent_reclaims.reset(); }},
       {"no agent figures", [](GuestView* v, HostView*) { v->active_file_bytes.reset(); }},
@@ -69,6 +72,20 @@ TEST(ReclaimPoolTest, MembershipNeedsEveryCondition) {
     HostView h = host;
     d.drop(&v, &h);
     EXPECT_FALSE(ReclaimsInGuest(v, h));
+  }
+  // Costed by RSS on host facts alone: the agent's word changes only whether it reclaims.
+  EXPECT_TRUE(CostedByRss(g, host));
+  GuestView no_agent = g;
+  no_agent.agent_reclaims.reset();
+  no_agent.anon_bytes.reset();
+  no_agent.active_file_bytes.reset();
+  EXPECT_TRUE(CostedByRss(no_agent, host));
+  for (int i = 0; i < 6; ++i) {  // the first six drops are host facts
+    SCOPED_TRACE(drops[i].name);
+    GuestView v = g;
+    HostView h = host;
+    drops[i].drop(&v, &h);
+    EXPECT_FALSE(CostedByRss(v, h));
   }
 }
 

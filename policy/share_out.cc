@@ -12,13 +12,21 @@
 
 namespace plimsoll::policy {
 
-namespace {
-
-// What guest `g` costs the host at size `size` (share_out.h).
-double Cost(const ShareOutGuest& g, double size) {
+double ShareOutCost(const ShareOutGuest& g, double size) {
   if (!std::isfinite(g.cost_cap)) return size;
   const double lent = std::max(0.0, std::min(size, std::max(g.actual, g.target)) - g.cost_cap);
   return size - lent;
+}
+
+namespace {
+
+double Cost(const ShareOutGuest& g, double size) { return ShareOutCost(g, size); }
+
+// The size at which `g` costs `cost`, for a cost reached by a take: above the cap the size keeps
+// the lent memory (the cost rises with the size there), below it the size is the cost.
+double SizeAtCost(const ShareOutGuest& g, double cost) {
+  if (!std::isfinite(g.cost_cap) || cost < g.cost_cap) return cost;
+  return cost + std::max(0.0, std::max(g.actual, g.target) - g.cost_cap);
 }
 
 }  // namespace
@@ -38,7 +46,7 @@ ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView
   }
   const double host_room = static_cast<double>(host.mem_available_bytes) -
                            static_cast<double>(host.host_reserve_bytes) + sum_actual;
-  r.limit = std::min(static_cast<double>(host.guest_budget_bytes) - pool_reserve_bytes, host_room);
+  r.limit = std::min(static_cast<double>(host.guest_budget_bytes), host_room) - pool_reserve_bytes;
   r.free = r.limit - committed;
 
   // Shrinks as proposed; growth waits for its grant.
@@ -103,11 +111,12 @@ ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView
       candidates[i].lowest = g.may_shrink && !hard[i] ? std::max(g.floor, step_floor) : cost;
     }
     const std::vector<double> take = DistributeReclaim(candidates, r.overcommit, params.idle_tax);
+    auto g_of = [&](size_t i) -> const ShareOutGuest& { return guests[i]; };
     double taken = 0;
     for (size_t i = 0; i < n; ++i) {
       if (take[i] <= 0) continue;
-      // In cost: a capped guest's balloon goes to its cost less the take (share_out.h).
-      const double to = candidates[i].size - take[i];
+      // In cost: a capped guest's balloon goes where it costs that much less (share_out.h).
+      const double to = SizeAtCost(g_of(i), candidates[i].size - take[i]);
       r.taken[i] = r.targets[i] - to;
       r.targets[i] = to;
       taken += take[i];

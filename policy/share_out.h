@@ -16,10 +16,10 @@
 // - What a guest costs: its size, except for a guest with a cost cap (its RSS, where its agent
 //   gives its cold cache back in the guest: reclaim_pool.h): at a size T it costs
 //   T - lent(T), lent(T) = max(0, min(T, commitment) - cap): growth over the commitment costs in
-//   full, and a take above the cap relieves nothing. The budget compares the cost with the
-//   limit less the pool's reserve, and takes from a capped guest in cost (a balloon inflating
-//   over the pages the guest already gave back finds them free). The host's own room
-//   (MemAvailable) already sees RSS, and is unchanged.
+//   full, and a take above the cap relieves nothing. L is then min(budget, MemAvailable -
+//   reserve + the guests' cost at their actual sizes) less the pool's reserve, and a take from a
+//   capped guest is made in cost, the step too: its balloon may move by its lent memory plus a
+//   step in one decision (inflating first over the pages it already gave back, which are free).
 //
 // Pure functions, thread-safe.
 #ifndef PLIMSOLL_POLICY_SHARE_OUT_H_
@@ -67,6 +67,9 @@ struct ShareOutResult {
   double overcommit = 0;        // targets over L before the budget round
   double unmet = 0;             // overcommit that floors and steps left in place
 };
+
+// What guest `g` costs the host at size `size` (above: its size, without a cost cap).
+double ShareOutCost(const ShareOutGuest& g, double size);
 
 // pool_reserve_bytes: the reserve kept for the capped guests' bursts (reclaim_pool.h).
 ShareOutResult ShareOut(const std::vector<ShareOutGuest>& guests, const HostView& host,

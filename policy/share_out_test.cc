@@ -167,6 +167,37 @@ TEST(ShareOutTest, TakeFromCappedGuestIsInCost) {
   EXPECT_EQ(r.unmet, 0);
 }
 
+// The reserve is kept whichever term binds, the host's own room too.
+TEST(ShareOutTest, TheReserveIsKeptWhenTheHostsRoomBinds) {
+  std::vector<ShareOutGuest> g = {G(1000, 1000)};
+  g[0].cost_cap = 600 * kMib;
+  const ShareOutResult r = ShareOut(g, Host(4000, 500), {}, 100 * kMib);
+  // Room: 500 available + 600 it costs at its actual size, less the reserve.
+  EXPECT_EQ(r.limit / kMib, 1000);
+  EXPECT_EQ(r.free / kMib, 400);
+}
+
+// A take from a capped guest whose target is above its commitment (growth granted this
+// decision) is made in size down to the commitment: the lent memory stays lent. g0 (hard class,
+// no hard part: its growth comes from free memory) is granted 200, then g1's hard demand leaves
+// 150 over: 1200 -> 1050, cost 800 -> 650.
+TEST(ShareOutTest, ATakeAboveTheCommitmentIsMadeInSize) {
+  std::vector<ShareOutGuest> g = {G(1000, 1200, 256), G(1000, 1500, 1500)};
+  g[0].cost_cap = 400 * kMib;
+  g[0].grow = GrowClass::kHardDemand;
+  g[0].hard_cap = 900 * kMib;
+  g[0].active = 1000 * kMib;
+  g[1].grow = GrowClass::kHardDemand;
+  const ShareOutResult r = ShareOut(g, Host(1950), {});
+  EXPECT_EQ(r.overcommit / kMib, 150);
+  EXPECT_EQ(r.granted[0] / kMib, 200);
+  EXPECT_EQ(r.targets[0] / kMib, 1050) << "taken=" << r.taken[0] / kMib;
+  // The cost: the size above the commitment less the lent; the cap between; the size below.
+  EXPECT_EQ(ShareOutCost(g[0], 1100 * kMib) / kMib, 500);
+  EXPECT_EQ(ShareOutCost(g[0], 700 * kMib) / kMib, 400);
+  EXPECT_EQ(ShareOutCost(g[0], 300 * kMib) / kMib, 300);
+}
+
 // Growth over the commitment costs in full, cap or not.
 TEST(ShareOutTest, CappedGuestGrowthCostsInFull) {
   std::vector<ShareOutGuest> g = {G(1000, 1300, 1300), G(1000, 1000)};

@@ -28,7 +28,9 @@ plimsoll::v1::HostLine ComputeLine(const policy::Snapshot& snapshot, const polic
   }
   plimsoll::v1::HostLine line;
   const int64_t capacity = snapshot.host.guest_budget_bytes;
-  const int64_t committed = guests_sum + params.burst_reserve_bytes;
+  // Guests the policy counts by RSS keep their burst room in one pooled reserve, not in their
+  // floors (pagecache's reclaim_pool.h): it is committed here too.
+  const int64_t committed = guests_sum + params.burst_reserve_bytes + decisions.pool_reserve_bytes;
   const int64_t headroom = capacity - committed - params.new_guest_room_bytes;
   line.set_capacity_bytes(capacity);
   line.set_committed_bytes(committed);
@@ -40,7 +42,11 @@ plimsoll::v1::HostLine ComputeLine(const policy::Snapshot& snapshot, const polic
   line.set_guests_at_ceiling(at_ceiling);
   line.set_explanation(absl::StrCat("capacity=", FormatMib(capacity), " committed=", FormatMib(committed),
                                     " (guests=", FormatMib(guests_sum), " burst_reserve=",
-                                    FormatMib(params.burst_reserve_bytes), ") new_guest_room=",
+                                    FormatMib(params.burst_reserve_bytes),
+                                    decisions.pool_reserve_bytes > 0
+                                        ? absl::StrCat(" pool_reserve=", FormatMib(decisions.pool_reserve_bytes))
+                                        : std::string(),
+                                    ") new_guest_room=",
                                     FormatMib(params.new_guest_room_bytes), " headroom=", FormatMib(headroom),
                                     " guests=", snapshot.guests.size(), " at_ceiling=", at_ceiling,
                                     matched ? "" : " (no decisions: guests counted at their actual size)"));

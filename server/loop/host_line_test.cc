@@ -117,6 +117,21 @@ TEST(HostLineTest, ExplanationCarriesTheNumbers) {
             "headroom=4608MiB guests=1 at_ceiling=0");
 }
 
+// The reserve for guests counted by RSS (their floors keep no burst room) is committed too.
+TEST(HostLineTest, ThePoolReserveIsCommitted) {
+  policy::Snapshot snap;
+  snap.host.guest_budget_bytes = 8 * kGiB;
+  snap.guests = {Guest("a", 4 * kGiB, 3 * kGiB)};
+  policy::Decisions d;
+  d.guests = {Decision(snap.guests[0], 1 * kGiB, 2 * kGiB)};
+  d.pool_reserve_bytes = 256 * kMiB;
+  const plimsoll::v1::HostLine line = ComputeLine(snap, d, LineParams{512 * kMiB, 1 * kGiB});
+  EXPECT_EQ(line.committed_bytes(), 2 * kGiB + 1 * kGiB + 256 * kMiB);
+  EXPECT_EQ(line.explanation(),
+            "capacity=8192MiB committed=3328MiB (guests=2048MiB burst_reserve=1024MiB pool_reserve=256MiB) "
+            "new_guest_room=512MiB headroom=4352MiB guests=1 at_ceiling=0");
+}
+
 TEST(HostLineTest, GuestCommitmentSaysWhenItIsTheCeiling) {
   bool at_ceiling = true;
   const policy::GuestView fresh = Guest("a", 4 * kGiB, 3 * kGiB);
