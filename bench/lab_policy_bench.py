@@ -41,6 +41,10 @@ agents report over their guests' virtio-serial ports (the packaged default; the 
 no network interface); --agent-transport=tcp runs them over QEMU user networking with tokens
 instead.
 
+A --policies label is a plimsolld policy (a variant too: "pagecache:burst_window_s=0"), or
+pagecache's with "+reclaim" ("pagecache+reclaim"): pagecache with in-guest reclaim,
+agent.reclaim_bounds: true (docs/policy.md "In-guest reclaim"); it needs --agent=on.
+
 For each mix, agent mode and repetition (--repeat) it runs an unconstrained baseline (static
 policy, no budget) and then each policy, each on a fresh lab for --seconds; samples libvirt's
 `actual` and each guest's heartbeat (meminfo, vmstat, PSI) every 2 s, and reports:
@@ -121,6 +125,40 @@ BEAT_KEYS = ("uptime", "memtotal_kb", "memfree_kb", "cached_kb", "active_file_kb
              "balloon_deflate", "oom_kill")
 
 
+# A --policies label's suffix: the policy before it runs with in-guest reclaim, plimsolld's
+# agent.reclaim_bounds: true (docs/policy.md "In-guest reclaim").
+RECLAIM_SUFFIX = "+reclaim"
+
+
+def parse_policy_label(label):
+    """(plimsolld's policy, in-guest reclaim on) of a --policies label: "pagecache" runs pagecache;
+    "pagecache+reclaim" (a variant too: "pagecache:burst_window_s=0+reclaim") runs it with
+    agent.reclaim_bounds: true. ValueError for +reclaim on another policy: only pagecache's
+    decisions name the working set the bounds keep (server/agent/guest_reclaim_bounds.h), so
+    under any other the agents would get bounds that are off."""
+    if not label.endswith(RECLAIM_SUFFIX):
+        return label, False
+    policy = label[:-len(RECLAIM_SUFFIX)]
+    if policy.partition(":")[0] != "pagecache":
+        raise ValueError("--policies: %r: %s works with pagecache only (pagecache%s): the bounds keep "
+                         "the working set its decisions name" % (label, RECLAIM_SUFFIX, RECLAIM_SUFFIX))
+    return policy, True
+
+
+def check_policy_labels(labels, agent_modes):
+    """Why --policies cannot run under these agent modes ([True], [False] or both), or None.
+    A +reclaim label needs the agents in every run: they do the reclaim."""
+    for label in labels:
+        try:
+            _, reclaim = parse_policy_label(label)
+        except ValueError as e:
+            return str(e)
+        if reclaim and False in agent_modes:
+            return ("--policies: %r needs --agent=on: the guests' agents do the reclaim, and with "
+                    "--agent=%s some runs have none" % (label, "both" if True in agent_modes else "off"))
+    return None
+
+
 def mix_guests(mix, args):
     """[(name, add_guest kwargs, max bytes)] of a mix."""
     out = []
@@ -179,6 +217,7 @@ def allocation(lines):
 
 def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     guests, stream_mib, hot_file_mib, desc = lab_spec(mix, args)
+    daemon_policy, in_guest_reclaim = parse_policy_label(policy)
     GUESTS = [g[0] for g in guests]
     maxb = {g[0]: g[2] for g in guests}
     # A variant's name ("pagecache:profile_ratio=1.5") has characters libvirtd's log
@@ -218,12 +257,14 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         for name in GUESTS:
             lab.wait_ready(name, timeout=120)
         flags = dict(tick=args.tick, stats_period_seconds=1, stale_after="5s", host_reserve_bytes=0,
-                     policy=policy)
+                     policy=daemon_policy)
         if budget_mib:
             flags["guest_memory_budget_bytes"] = budget_mib * MIB
         for kv in args.daemon_flag:
             k, _, v = kv.partition("=")
             flags[k] = v
+        if in_guest_reclaim:
+            flags["agent.reclaim_bounds"] = "true"
         if args.keep_logs:
             flags["log_every_decision"] = "true"  # holds too: each guest's steps can be followed
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
@@ -325,6 +366,8 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
             per_guest[n]["disk_read_reqs"] = ld[1] - fd[1]
     return {
         "policy": policy,
+        "daemon_policy": daemon_policy,
+        "in_guest_reclaim": in_guest_reclaim,
         "mix": mix,
         "mix_desc": desc,
         "tick": args.tick,
@@ -532,7 +575,9 @@ def print_table(results, repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policies", default="mom,proxmox,pagecache")
+    ap.add_argument("--policies", default="mom,proxmox,pagecache",
+                    help="comma-separated; pagecache+reclaim: pagecache with in-guest reclaim "
+                         "(agent.reclaim_bounds: true; --agent=on only)")
     ap.add_argument("--mix", default="trio", help="comma-separated: " + ", ".join(MIXES)
                     + ", gen:SEED (a generated mix, bench/lab_mix_gen.py)")
     ap.add_argument("--agent", default="on", choices=("on", "off", "both"))
@@ -573,6 +618,10 @@ def main():
     if args.repeat < 1:
         sys.exit("--repeat must be at least 1")
     agent_modes = {"on": [True], "off": [False], "both": [True, False]}["off" if args.no_agent else args.agent]
+    policies = [p for p in args.policies.split(",") if p]
+    problem = check_policy_labels(policies, agent_modes)
+    if problem:
+        sys.exit(problem)
     reason = harness.skip_reason()
     if reason:
         sys.exit("cannot run: " + reason)
@@ -583,7 +632,7 @@ def main():
         budget = args.budget_mib or (desc or MIXES.get(mix))["budget_mib"]
         for agent in agent_modes:
             for rep in range(args.repeat):
-                plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in args.policies.split(",")]
+                plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in policies]
                 base = None
                 for policy, b in plan:
                     r = run_policy(policy, args, b, mix=mix, agent=agent, rep=rep)

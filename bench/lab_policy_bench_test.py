@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab_policy_bench as bench  # noqa: E402
@@ -78,6 +79,52 @@ class TableTest(unittest.TestCase):
                     bench.print_table([base, r], 1)
                 rows = [l for l in out.getvalue().splitlines() if l.startswith("|")]
                 self.assertEqual(len({l.count("|") for l in rows}), 1, rows)
+
+
+class PolicyLabelTest(unittest.TestCase):
+    def test_parse(self):
+        cases = [
+            ("pagecache", ("pagecache", False)),
+            ("mom", ("mom", False)),
+            ("pagecache:profile_ratio=1.5", ("pagecache:profile_ratio=1.5", False)),
+            ("pagecache+reclaim", ("pagecache", True)),
+            ("pagecache:burst_window_s=0+reclaim", ("pagecache:burst_window_s=0", True)),
+        ]
+        for label, want in cases:
+            with self.subTest(label):
+                self.assertEqual(bench.parse_policy_label(label), want)
+        for label in ("mom+reclaim", "proxmox+reclaim", "+reclaim", "pagecache_law+reclaim"):
+            with self.subTest(label):
+                with self.assertRaisesRegex(ValueError, "pagecache only"):
+                    bench.parse_policy_label(label)
+
+    def test_reclaim_needs_the_agent_in_every_run(self):
+        cases = [
+            (["mom", "pagecache", "pagecache+reclaim"], [True], None),
+            (["mom", "pagecache"], [False], None),
+            (["mom", "pagecache+reclaim"], [False], "needs --agent=on"),
+            (["pagecache+reclaim"], [True, False], "needs --agent=on.*--agent=both"),
+            (["mom+reclaim"], [True], "pagecache only"),
+        ]
+        for labels, modes, want in cases:
+            with self.subTest(labels=labels, modes=modes):
+                got = bench.check_policy_labels(labels, modes)
+                if want is None:
+                    self.assertIsNone(got)
+                else:
+                    self.assertRegex(got, want)
+
+    def test_main_refuses_before_any_lab(self):
+        for agent in (["--agent=off"], ["--no-agent"], ["--agent=both"]):
+            with self.subTest(agent=agent):
+                argv = ["lab_policy_bench.py", "--policies=mom,pagecache+reclaim"] + agent
+                # skip_reason is the first look at the machine: the error comes before it.
+                with mock.patch.object(sys, "argv", argv), \
+                        mock.patch.object(bench.harness, "skip_reason", side_effect=AssertionError("looked")), \
+                        mock.patch.object(bench, "run_policy", side_effect=AssertionError("ran")):
+                    with self.assertRaises(SystemExit) as e:
+                        bench.main()
+                self.assertIn("'pagecache+reclaim' needs --agent=on", str(e.exception.code))
 
 
 class LabSpecTest(unittest.TestCase):
