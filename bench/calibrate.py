@@ -306,6 +306,8 @@ def main():
             runs = json.load(f)
         if os.path.realpath(path) == os.path.realpath(RECORDED):
             unplayable |= {id(r) for r in runs if r["policy"] in RECORDED_DELETED_POLICIES}
+        # The simulator does not model in-guest reclaim (lab_policy_bench.py's "+reclaim" runs).
+        unplayable |= {id(r) for r in runs if r.get("in_guest_reclaim")}
         real.extend(runs)
     groups = {}
     for r in real:

@@ -41,13 +41,22 @@ agents report over their guests' virtio-serial ports (the packaged default; the 
 no network interface); --agent-transport=tcp runs them over QEMU user networking with tokens
 instead.
 
+A --policies label is a plimsolld policy (a variant too: "pagecache:burst_window_s=0"), or
+pagecache's with "+reclaim" ("pagecache+reclaim"): pagecache with in-guest reclaim,
+agent.reclaim_bounds: true (docs/policy.md "In-guest reclaim"); it needs --agent=on.
+
 For each mix, agent mode and repetition (--repeat) it runs an unconstrained baseline (static
 policy, no budget) and then each policy, each on a fresh lab for --seconds; samples libvirt's
-`actual` and each guest's heartbeat (meminfo, vmstat, PSI) every 2 s, and reports:
+`actual` and `rss` (QEMU's resident memory) and each guest's heartbeat (meminfo, vmstat, PSI)
+every 2 s, and reports:
   reclaimed GiB*s (sum over guests of (max - actual) over time), reclaimed at the end,
+  host returned GiB*s (RSS): sum over guests of (its QEMU RSS in the unconstrained run of the
+  same repetition at the same second, else that run's median - its RSS), clipped at 0 per
+  sample: what the host got back, by the balloon or by in-guest reclaim with free page reporting,
   each hot guest's throughput against its own unconstrained run of the same repetition, PSI
-  stall seconds and file refaults per guest, balloon inflate/deflate pages (churn), OOM kills in
-  any guest, time until the guests' total first fits the budget.
+  stall seconds and file refaults per guest, balloon inflate/deflate pages (churn), what the
+  agents say they reclaimed and what plimsolld confirmed from QEMU's RSS, OOM kills in any
+  guest, time until the guests' total first fits the budget.
 With --repeat > 1 the table gives each figure's median over the repetitions and its range.
 A second table gives each guest against itself in the unconstrained run of the same repetition
 (JSON "vs_unconstrained"): PSI stall and file refaults (the run's, the unconstrained run's, the
@@ -62,6 +71,8 @@ reserve could reclaim); --protect GUEST=MIB sets a hot guest's collapse size for
       --policies=mom,proxmox,pagecache --stream-mib=1536 --out=/tmp/mixes.json
   sudo python3 bench/lab_policy_bench.py --mix=gen:101,gen:102 --repeat=3 \
       --policies=pagecache,mom --out=/tmp/gen.json
+  sudo python3 bench/lab_policy_bench.py --mix=trio --agent=on --repeat=3 --stream-mib=1536 \
+      --policies=mom,pagecache,pagecache+reclaim --out=/tmp/reclaim_trio.json
   python3 bench/lab_mix_gen.py 101 102     # what those mixes are, without running them
 
 Writes the JSON and a Markdown table (stdout), and one SVG of actual sizes per run.
@@ -119,6 +130,50 @@ MIXES = {
 BEAT_KEYS = ("uptime", "memtotal_kb", "memfree_kb", "cached_kb", "active_file_kb", "inactive_file_kb",
              "anon_kb", "psi_some_total_us", "workingset_refault_file", "pgmajfault", "balloon_inflate",
              "balloon_deflate", "oom_kill")
+
+
+# A --policies label's suffix: the policy before it runs with in-guest reclaim, plimsolld's
+# agent.reclaim_bounds: true (docs/policy.md "In-guest reclaim").
+RECLAIM_SUFFIX = "+reclaim"
+
+# A run's RSS sample is set against the unconstrained run's sample nearest in time when that one
+# is at most this many seconds away (a sampling round takes ~2.1 s), else against that run's
+# median RSS for the guest.
+RSS_ALIGN_S = 1.5
+
+# The figures of plimsolld's Guest.agent.reclaim (proto/plimsoll/v1/types.proto AgentReclaim)
+# the bench keeps: what the agent claims it asked and reclaimed, and what QEMU's RSS confirmed.
+AGENT_RECLAIM_KEYS = ("claimed_requested_bytes", "claimed_bytes", "confirmed_bytes", "unconfirmed_bytes",
+                      "unconfirmed_claims")
+
+
+def parse_policy_label(label):
+    """(plimsolld's policy, in-guest reclaim on) of a --policies label: "pagecache" runs pagecache;
+    "pagecache+reclaim" (a variant too: "pagecache:burst_window_s=0+reclaim") runs it with
+    agent.reclaim_bounds: true. ValueError for +reclaim on another policy: only pagecache's
+    decisions name the working set the bounds keep (server/agent/guest_reclaim_bounds.h), so
+    under any other the agents would get bounds that are off."""
+    if not label.endswith(RECLAIM_SUFFIX):
+        return label, False
+    policy = label[:-len(RECLAIM_SUFFIX)]
+    if policy.partition(":")[0] != "pagecache":
+        raise ValueError("--policies: %r: %s works with pagecache only (pagecache%s): the bounds keep "
+                         "the working set its decisions name" % (label, RECLAIM_SUFFIX, RECLAIM_SUFFIX))
+    return policy, True
+
+
+def check_policy_labels(labels, agent_modes):
+    """Why --policies cannot run under these agent modes ([True], [False] or both), or None.
+    A +reclaim label needs the agents in every run: they do the reclaim."""
+    for label in labels:
+        try:
+            _, reclaim = parse_policy_label(label)
+        except ValueError as e:
+            return str(e)
+        if reclaim and False in agent_modes:
+            return ("--policies: %r needs --agent=on: the guests' agents do the reclaim, and with "
+                    "--agent=%s some runs have none" % (label, "both" if True in agent_modes else "off"))
+    return None
 
 
 def mix_guests(mix, args):
@@ -179,6 +234,7 @@ def allocation(lines):
 
 def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     guests, stream_mib, hot_file_mib, desc = lab_spec(mix, args)
+    daemon_policy, in_guest_reclaim = parse_policy_label(policy)
     GUESTS = [g[0] for g in guests]
     maxb = {g[0]: g[2] for g in guests}
     # A variant's name ("pagecache:profile_ratio=1.5") has characters libvirtd's log
@@ -197,6 +253,8 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
                              stream_mib=stream_mib, hot_mib=hot_file_mib, flavour=args.flavour)
     daemon = None
     samples = []
+    rss_samples = []  # each guest's QEMU RSS (bytes), sampled with `samples`
+    agent_reclaim = {}
     try:
         lab.start()
         for name, kw, _ in guests:
@@ -218,12 +276,14 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         for name in GUESTS:
             lab.wait_ready(name, timeout=120)
         flags = dict(tick=args.tick, stats_period_seconds=1, stale_after="5s", host_reserve_bytes=0,
-                     policy=policy)
+                     policy=daemon_policy)
         if budget_mib:
             flags["guest_memory_budget_bytes"] = budget_mib * MIB
         for kv in args.daemon_flag:
             k, _, v = kv.partition("=")
             flags[k] = v
+        if in_guest_reclaim:
+            flags["agent.reclaim_bounds"] = "true"
         if args.keep_logs:
             flags["log_every_decision"] = "true"  # holds too: each guest's steps can be followed
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
@@ -235,12 +295,16 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         while time.monotonic() - t0 < args.seconds:
             t = time.monotonic() - t0
             row = {"t": t}
+            rss_row = {"t": t}
             for n in GUESTS:
                 try:
-                    row[n] = lab.dommemstat(n).get("actual", 0) * 1024
+                    stat = lab.dommemstat(n)
+                    row[n] = stat.get("actual", 0) * 1024
+                    rss_row[n] = stat["rss"] * 1024 if "rss" in stat else None
                 except Exception:
-                    row[n] = None  # the guest died
+                    row[n] = rss_row[n] = None  # the guest died
             samples.append(row)
+            rss_samples.append(rss_row)
             time.sleep(2)
         last_hb = {}
         last_disk = {}
@@ -266,6 +330,12 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         agent_reports = harness.metric(daemon.metrics(), "plimsoll_agent_reports_total") or 0
         if agent and agent_reports == 0:
             print("WARNING: %s %s: no agent report reached plimsolld" % (mix, policy), file=sys.stderr)
+        if agent:
+            try:
+                agent_reclaim = {n: agent_reclaim_figures(g) for n, g in daemon.guests()[0].items()}
+            except Exception as e:
+                print("WARNING: %s %s: no agent reclaim figures from plimsolld: %s" % (mix, policy, e),
+                      file=sys.stderr)
         log = daemon.read_log()
         if args.keep_logs:
             os.makedirs(args.keep_logs, exist_ok=True)
@@ -299,10 +369,13 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
     first_hot = hot_guests[0] if hot_guests else None
     hot_mbps = [w["mbps"] for w in wl[first_hot] if "mbps" in w and w.get("t", 0) > 10] if first_hot else []
     per_guest = {}
+    end_rss = rss_samples[-1] if rss_samples else {}
     for n in GUESTS:
         a, b = first_hb.get(n), last_hb.get(n)
         if not a or not b:
             per_guest[n] = {"alive": n in alive}
+            if n in agent_reclaim:
+                per_guest[n]["agent_reclaim"] = agent_reclaim[n]
             continue
         per_guest[n] = {
             "alive": n in alive,
@@ -313,18 +386,23 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
             "balloon_inflate_pages": b["balloon_inflate"],
             "balloon_deflate_pages": b["balloon_deflate"],
             "end_actual_mib": (end[n] or 0) / MIB,
+            "end_rss_mib": end_rss[n] / MIB if end_rss.get(n) is not None else None,
             "reclaimed_gib_s": sum((maxb[n] - (row[n] or maxb[n])) * dt for row in samples) / (1 << 30),
             "heartbeats": beats.get(n, []),
         }
         alloc = allocation(wl[n])
         if alloc:
             per_guest[n]["alloc"] = alloc
+        if n in agent_reclaim:
+            per_guest[n]["agent_reclaim"] = agent_reclaim[n]
         fd, ld = first_disk.get(n), last_disk.get(n)
         if fd and ld:
             per_guest[n]["disk_read_bytes"] = ld[0] - fd[0]
             per_guest[n]["disk_read_reqs"] = ld[1] - fd[1]
     return {
         "policy": policy,
+        "daemon_policy": daemon_policy,
+        "in_guest_reclaim": in_guest_reclaim,
         "mix": mix,
         "mix_desc": desc,
         "tick": args.tick,
@@ -348,7 +426,56 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         "decisions_moved": log.count("direction=inflate") + log.count("direction=deflate"),
         "guests": per_guest,
         "samples": samples,
+        "rss_samples": rss_samples,
     }
+
+
+def agent_reclaim_figures(guest):
+    """{AGENT_RECLAIM_KEYS: int, "state": str} of one guest as `plimsollctl guests --json` shows
+    it; {} when plimsolld has no agent reclaim for it. Proto JSON leaves zeros out and writes
+    64-bit integers as strings."""
+    r = (guest.get("agent") or {}).get("reclaim")
+    if not r:
+        return {}
+    out = {k: int(r.get(k, 0)) for k in AGENT_RECLAIM_KEYS}
+    out["state"] = r.get("state", "")
+    return out
+
+
+def host_returned_rss(r, base, dt=2.0):
+    """Host memory run r's guests gave back, from their QEMU RSS: each guest's RSS in the
+    unconstrained run `base` (same mix, agent mode and repetition) minus its RSS in r, clipped at
+    0 per guest and sample, each sample counting dt seconds as the reclaimed GiB*s do.
+    The unconstrained RSS is base's sample nearest in time when it is at most RSS_ALIGN_S away
+    ("aligned"), else base's median RSS for the guest ("median"); "missing" counts the samples
+    that count nothing (the guest gone from r, or no RSS for it in base).
+    {"gib_s", "by_guest": {guest: GiB*s}, "aligned", "median", "missing"}; None without a base
+    or without RSS samples (runs written before the bench sampled RSS)."""
+    if not base or not r.get("rss_samples") or not base.get("rss_samples"):
+        return None
+    guests = list(r["guest_max_mib"])
+    base_rows = base["rss_samples"]
+    medians = {}
+    for n in guests:
+        vals = [row[n] for row in base_rows if row.get(n) is not None]
+        medians[n] = statistics.median(vals) if vals else None
+    by_guest = {n: 0.0 for n in guests}
+    counts = {"aligned": 0, "median": 0, "missing": 0}
+    for row in r["rss_samples"]:
+        near = min(base_rows, key=lambda b: abs(b["t"] - row["t"]))
+        close = abs(near["t"] - row["t"]) <= RSS_ALIGN_S
+        for n in guests:
+            ref = near.get(n) if close else None
+            how = "aligned" if ref is not None else "median"
+            if ref is None:
+                ref = medians[n]
+            if row.get(n) is None or ref is None:
+                counts["missing"] += 1
+                continue
+            counts[how] += 1
+            by_guest[n] += max(0, ref - row[n]) * dt
+    by_guest = {n: v / (1 << 30) for n, v in by_guest.items()}
+    return dict(gib_s=sum(by_guest.values()), by_guest=by_guest, **counts)
 
 
 def disk_reads(lab, name):
@@ -502,10 +629,11 @@ def print_table(results, repeat):
         hot = [n for n in rs[0].get("hot_mbps_by_guest", {})]
         print("\n%s, %s, %d repetition(s)%s\n" % (mix, "agent" if agent else "no agent", repeat,
                                                   ": median (min..max)" if repeat > 1 else ""))
-        print("| policy | reclaimed GiB*s | x MoM | reclaimed at end MiB | fits budget after s |%s PSI stall s (%s) "
-              "| file refaults (%s) | balloon deflate pages | OOM kills |" % (
+        print("| policy | reclaimed GiB*s | x MoM | host returned GiB*s (RSS) | reclaimed at end MiB "
+              "| fits budget after s |%s PSI stall s (%s) | file refaults (%s) | balloon inflate / deflate pages "
+              "| agent reclaimed MiB (confirmed) | OOM kills |" % (
                   "".join(" %s MB/s vs unconstrained |" % n for n in hot), "/".join(names), "/".join(names)))
-        print("|---" * (9 + len(hot)) + "|")
+        print("|---" * (11 + len(hot)) + "|")
         by_policy = {}
         for r in rs:
             by_policy.setdefault((r["policy"], r["budget_mib"]), []).append(r)
@@ -518,6 +646,7 @@ def print_table(results, repeat):
             cells = [policy + ("" if budget else " (no budget)"),
                      median_range([r["reclaimed_gib_s"] for r in runs]),
                      median_range(ratio, "%.2f") if budget else "-",
+                     median_range([(r.get("host_returned_rss") or {}).get("gib_s") for r in runs]) if budget else "-",
                      median_range([r["reclaimed_end_mib"] for r in runs], "%.0f"),
                      median_range([r["fits_budget_after_s"] for r in runs], "%.0f")]
             for n in hot:
@@ -525,14 +654,41 @@ def print_table(results, repeat):
                              if budget else median_range([r["hot_mbps_by_guest"].get(n) for r in runs], "%.0f"))
             cells.append("/".join(median_range([g(r, n, "psi_stall_s") for r in runs]) for n in names))
             cells.append("/".join(median_range([g(r, n, "refaults") for r in runs], "%.0f") for n in names))
-            cells.append(median_range([sum(r["guests"][n].get("balloon_deflate_pages", 0) for n in names) for r in runs], "%.0f"))
+            cells.append("%s / %s" % tuple(
+                median_range([sum(r["guests"][n].get(k, 0) for n in names) for r in runs], "%.0f")
+                for k in ("balloon_inflate_pages", "balloon_deflate_pages")))
+            cells.append(agent_reclaim_cell(runs, names))
             cells.append(median_range([sum(r["guests"][n].get("oom_kill", 0) for n in names) for r in runs], "%.0f"))
             print("| " + " | ".join(cells) + " |")
+        counted = [r["host_returned_rss"] for r in rs if r.get("host_returned_rss") and r["budget_mib"] is not None]
+        if counted:
+            print("\nhost returned (RSS): each guest's QEMU RSS under its own in the unconstrained run of the same "
+                  "repetition, at the same second (nearest sample within %g s) for %d guest samples, at that "
+                  "run's median for %d (none near); %d counted nothing (guest gone, or no RSS)." % (
+                      RSS_ALIGN_S, sum(c["aligned"] for c in counted), sum(c["median"] for c in counted),
+                      sum(c["missing"] for c in counted)))
+
+
+def agent_reclaim_cell(runs, names):
+    """What the agents say they reclaimed in MiB (all guests), and in brackets what plimsolld
+    confirmed from QEMU's RSS; "-" when no run has the figures (no agent, or JSON from before)."""
+    def total(r, key):
+        figs = [r["guests"][n].get("agent_reclaim") for n in names]
+        if not any(figs):
+            return None
+        return sum((f or {}).get(key, 0) for f in figs) / MIB
+    claimed = [total(r, "claimed_bytes") for r in runs]
+    if all(v is None for v in claimed):
+        return "-"
+    confirmed = [total(r, "confirmed_bytes") for r in runs]
+    return "%s (%s)" % (median_range(claimed, "%.0f"), median_range(confirmed, "%.0f"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policies", default="mom,proxmox,pagecache")
+    ap.add_argument("--policies", default="mom,proxmox,pagecache",
+                    help="comma-separated; pagecache+reclaim: pagecache with in-guest reclaim "
+                         "(agent.reclaim_bounds: true; --agent=on only)")
     ap.add_argument("--mix", default="trio", help="comma-separated: " + ", ".join(MIXES)
                     + ", gen:SEED (a generated mix, bench/lab_mix_gen.py)")
     ap.add_argument("--agent", default="on", choices=("on", "off", "both"))
@@ -573,6 +729,10 @@ def main():
     if args.repeat < 1:
         sys.exit("--repeat must be at least 1")
     agent_modes = {"on": [True], "off": [False], "both": [True, False]}["off" if args.no_agent else args.agent]
+    policies = [p for p in args.policies.split(",") if p]
+    problem = check_policy_labels(policies, agent_modes)
+    if problem:
+        sys.exit(problem)
     reason = harness.skip_reason()
     if reason:
         sys.exit("cannot run: " + reason)
@@ -583,7 +743,7 @@ def main():
         budget = args.budget_mib or (desc or MIXES.get(mix))["budget_mib"]
         for agent in agent_modes:
             for rep in range(args.repeat):
-                plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in args.policies.split(",")]
+                plan = ([] if args.no_baseline else [("static", None)]) + [(p, budget) for p in policies]
                 base = None
                 for policy, b in plan:
                     r = run_policy(policy, args, b, mix=mix, agent=agent, rep=rep)
@@ -591,10 +751,12 @@ def main():
                     if b is None:
                         base = r
                     r["vs_unconstrained"] = vs_unconstrained(r, base)
+                    r["host_returned_rss"] = host_returned_rss(r, base)
                     results.append(r)
-                    print("done: %s %s %s rep %d: %.1f GiB*s (%.0f s so far)" % (
+                    print("done: %s %s %s rep %d: %.1f GiB*s, host returned %s GiB*s (RSS) (%.0f s so far)" % (
                         mix, "agent" if agent else "no-agent", policy if b else "static (no budget)", rep,
-                        r["reclaimed_gib_s"], time.monotonic() - t0), file=sys.stderr, flush=True)
+                        r["reclaimed_gib_s"], "%.1f" % r["host_returned_rss"]["gib_s"] if r["host_returned_rss"]
+                        else "-", time.monotonic() - t0), file=sys.stderr, flush=True)
     print_table(results, args.repeat)
     print_harm(results, args.repeat)
     print_limits(results, protect, args.period_s)

@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab_policy_bench as bench  # noqa: E402
@@ -78,6 +79,141 @@ class TableTest(unittest.TestCase):
                     bench.print_table([base, r], 1)
                 rows = [l for l in out.getvalue().splitlines() if l.startswith("|")]
                 self.assertEqual(len({l.count("|") for l in rows}), 1, rows)
+
+    def test_rss_and_agent_reclaim_columns(self):
+        base = run("static", None, {"a": (1.0, 100, None)})
+        r = run("pagecache+reclaim", 2048, {"a": (1.0, 100, None)})
+        old = run("mom", 2048, {"a": (1.0, 100, None)})  # JSON written before RSS and agent figures
+        for x in (base, r, old):
+            x.update(reclaimed_gib_s=1.0, reclaimed_end_mib=0, fits_budget_after_s=None)
+            x["guests"]["a"].update(balloon_inflate_pages=7, balloon_deflate_pages=3)
+        r["host_returned_rss"] = {"gib_s": 12.34, "by_guest": {"a": 12.34}, "aligned": 70, "median": 2,
+                                  "missing": 1}
+        r["guests"]["a"]["agent_reclaim"] = {"claimed_bytes": 300 << 20, "confirmed_bytes": 200 << 20}
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            bench.print_table([base, r, old], 1)
+        lines = out.getvalue().splitlines()
+        header = next(l for l in lines if l.startswith("| policy |")).split(" | ")
+        row = lambda p: dict(zip(header, next(l for l in lines if l.startswith("| %s |" % p)).split(" | ")))
+        self.assertEqual(row("pagecache+reclaim")["host returned GiB*s (RSS)"], "12.3")
+        self.assertEqual(row("pagecache+reclaim")["agent reclaimed MiB (confirmed)"], "300 (200)")
+        self.assertEqual(row("pagecache+reclaim")["balloon inflate / deflate pages"], "7 / 3")
+        self.assertEqual(row("mom")["host returned GiB*s (RSS)"], "-")
+        self.assertEqual(row("mom")["agent reclaimed MiB (confirmed)"], "-")
+        self.assertEqual(row("static (no budget)")["host returned GiB*s (RSS)"], "-")
+        self.assertIn("same second (nearest sample within 1.5 s) for 70 guest samples, at that run's median for 2 "
+                      "(none near); 1 counted nothing", out.getvalue())
+
+
+def rss(*rows):
+    """rss_samples from (t, {guest: MiB or None}) rows."""
+    return [dict({"t": t}, **{n: None if v is None else v << 20 for n, v in g.items()}) for t, g in rows]
+
+
+class HostReturnedRssTest(unittest.TestCase):
+    BASE = rss((0.0, {"a": 1000, "b": 500}), (2.1, {"a": 1000, "b": 500}), (4.2, {"a": 900, "b": None}),
+               (6.3, {"a": 1000, "b": 500}))  # medians: a 1000, b 500
+
+    def test_cases(self):
+        # (what, run's rss_samples, GiB*s by guest, aligned, median, missing); each sample counts 2 s.
+        cases = [
+            ("the same as unconstrained: nothing", rss((0.2, {"a": 1000, "b": 500})), {"a": 0, "b": 0}, 2, 0, 0),
+            ("below it: the difference", rss((0.2, {"a": 800, "b": 400})), {"a": 400, "b": 200}, 2, 0, 0),
+            ("above it: clipped at 0, not netted against the other guest",
+             rss((0.2, {"a": 1100, "b": 300})), {"a": 0, "b": 400}, 2, 0, 0),
+            ("against the sample nearest in time", rss((3.5, {"a": 700, "b": 500})), {"a": 400, "b": 0}, 1, 1, 0),
+            ("no unconstrained sample near that second: its median",
+             rss((8.0, {"a": 700, "b": 500}), (20.0, {"a": 1000, "b": 100})), {"a": 600, "b": 800}, 0, 4, 0),
+            ("a guest gone from the run counts nothing", rss((0.2, {"a": None, "b": 400})), {"a": 0, "b": 200},
+             1, 0, 1),
+            ("over time", rss((0.2, {"a": 900, "b": 500}), (2.0, {"a": 800, "b": 500}), (4.4, {"a": 800, "b": 500})),
+             {"a": 200 + 400 + 200, "b": 0}, 5, 1, 0),
+        ]
+        base = {"guest_max_mib": {"a": 1024, "b": 1024}, "rss_samples": self.BASE}
+        for what, rows, mib_s, aligned, median, missing in cases:
+            with self.subTest(what):
+                got = bench.host_returned_rss({"guest_max_mib": {"a": 1024, "b": 1024}, "rss_samples": rows}, base)
+                self.assertEqual(set(got["by_guest"]), {"a", "b"})
+                for n, v in mib_s.items():
+                    self.assertAlmostEqual(got["by_guest"][n], v / 1024.0, msg=n)
+                self.assertAlmostEqual(got["gib_s"], sum(mib_s.values()) / 1024.0)
+                self.assertEqual((got["aligned"], got["median"], got["missing"]), (aligned, median, missing))
+
+    def test_none_without_a_base_or_rss(self):
+        r = {"guest_max_mib": {"a": 1024}, "rss_samples": rss((0.0, {"a": 500}))}
+        base = {"guest_max_mib": {"a": 1024}, "rss_samples": rss((0.0, {"a": 1000}))}
+        self.assertIsNone(bench.host_returned_rss(r, None))
+        self.assertIsNone(bench.host_returned_rss({"guest_max_mib": {"a": 1024}, "samples": []}, base))  # old JSON
+        self.assertIsNone(bench.host_returned_rss(r, {"guest_max_mib": {"a": 1024}, "samples": []}))
+        self.assertEqual(bench.host_returned_rss(base, base)["gib_s"], 0)
+
+    def test_a_guest_without_rss_in_the_base(self):
+        r = {"guest_max_mib": {"a": 1024}, "rss_samples": rss((0.0, {"a": 500}))}
+        base = {"guest_max_mib": {"a": 1024}, "rss_samples": rss((0.0, {"a": None}))}
+        got = bench.host_returned_rss(r, base)
+        self.assertEqual((got["gib_s"], got["aligned"], got["median"], got["missing"]), (0, 0, 0, 1))
+
+
+class AgentReclaimFiguresTest(unittest.TestCase):
+    def test_cases(self):
+        cases = [
+            ("no agent", {"name": "a"}, {}),
+            ("no reclaim", {"agent": {"connected": True}}, {}),
+            ("proto JSON: zeros left out, 64-bit as strings",
+             {"agent": {"reclaim": {"state": "idle", "claimed_bytes": "314572800", "confirmed_bytes": "209715200",
+                                    "unconfirmed_claims": 1}}},
+             {"state": "idle", "claimed_requested_bytes": 0, "claimed_bytes": 300 << 20,
+              "confirmed_bytes": 200 << 20, "unconfirmed_bytes": 0, "unconfirmed_claims": 1}),
+        ]
+        for what, guest, want in cases:
+            with self.subTest(what):
+                self.assertEqual(bench.agent_reclaim_figures(guest), want)
+
+
+class PolicyLabelTest(unittest.TestCase):
+    def test_parse(self):
+        cases = [
+            ("pagecache", ("pagecache", False)),
+            ("mom", ("mom", False)),
+            ("pagecache:profile_ratio=1.5", ("pagecache:profile_ratio=1.5", False)),
+            ("pagecache+reclaim", ("pagecache", True)),
+            ("pagecache:burst_window_s=0+reclaim", ("pagecache:burst_window_s=0", True)),
+        ]
+        for label, want in cases:
+            with self.subTest(label):
+                self.assertEqual(bench.parse_policy_label(label), want)
+        for label in ("mom+reclaim", "proxmox+reclaim", "+reclaim", "pagecache_law+reclaim"):
+            with self.subTest(label):
+                with self.assertRaisesRegex(ValueError, "pagecache only"):
+                    bench.parse_policy_label(label)
+
+    def test_reclaim_needs_the_agent_in_every_run(self):
+        cases = [
+            (["mom", "pagecache", "pagecache+reclaim"], [True], None),
+            (["mom", "pagecache"], [False], None),
+            (["mom", "pagecache+reclaim"], [False], "needs --agent=on"),
+            (["pagecache+reclaim"], [True, False], "needs --agent=on.*--agent=both"),
+            (["mom+reclaim"], [True], "pagecache only"),
+        ]
+        for labels, modes, want in cases:
+            with self.subTest(labels=labels, modes=modes):
+                got = bench.check_policy_labels(labels, modes)
+                if want is None:
+                    self.assertIsNone(got)
+                else:
+                    self.assertRegex(got, want)
+
+    def test_main_refuses_before_any_lab(self):
+        for agent in (["--agent=off"], ["--no-agent"], ["--agent=both"]):
+            with self.subTest(agent=agent):
+                argv = ["lab_policy_bench.py", "--policies=mom,pagecache+reclaim"] + agent
+                # skip_reason is the first look at the machine: the error comes before it.
+                with mock.patch.object(sys, "argv", argv), \
+                        mock.patch.object(bench.harness, "skip_reason", side_effect=AssertionError("looked")), \
+                        mock.patch.object(bench, "run_policy", side_effect=AssertionError("ran")):
+                    with self.assertRaises(SystemExit) as e:
+                        bench.main()
+                self.assertIn("'pagecache+reclaim' needs --agent=on", str(e.exception.code))
 
 
 class LabSpecTest(unittest.TestCase):

@@ -1,8 +1,8 @@
 #!/bin/sh
 # A lab guest whose page cache is cold, then its agent (a lab run= hook: runs inside the guest,
-# read from the host root over 9p). Mounts cgroup v2 (the lab's init does not, a distribution's
-# does) so that the agent finds memory.reclaim, reads the lab's stream file once (cold cache:
-# nothing reads it again), then runs tests/lab/run_agent.sh with the same kernel command line.
+# read from the host root over 9p). Reads the lab's stream file once (cold cache: nothing reads
+# it again), then runs tests/lab/run_agent.sh with the same kernel command line (which mounts
+# cgroup v2, so that the agent finds memory.reclaim).
 # With plimsoll.go_file=P on the command line, it also allocates plimsoll.step_mib=M MiB of
 # anonymous memory once the host file P exists, and holds it (guest_workload anon prints
 # "allocated_mib=M" when it has touched all of it).
@@ -14,7 +14,6 @@ for x in $(cat /proc/cmdline); do
     plimsoll.wl=*) WL=${x#*=} ;;
   esac
 done
-mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || echo "PLIMSOLL-READ error=mount_cgroup2"
 cat /mnt/data/stream.bin > /dev/null
 echo "PLIMSOLL-READ done"
 if [ -n "$GO" ] && [ -n "$WL" ]; then

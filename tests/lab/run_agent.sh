@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs plimsoll-agent inside a lab guest (the lab's run= hook; this file is read from the
-# host root shared over 9p). The host passes everything on the kernel command line:
+# host root shared over 9p). Mounts cgroup v2 at /sys/fs/cgroup first when it is not there, so
+# that the agent finds memory.reclaim. The host passes everything on the kernel command line:
 #   plimsoll.agent_bin=PATH      the agent binary on the host (bazel-bin/agent/plimsoll-agent)
 #   plimsoll.agent_server=S      the agent's --server, e.g. virtio-serial:org.plimsoll.agent.0
 #                                (the guest's own channel: no network, no token); when unset:
@@ -30,6 +31,12 @@ else
   [ -n "$BIN" ] && [ -n "$PORT" ] || { echo "PLIMSOLL-AGENT error=missing_cmdline bin=$BIN port=$PORT"; exit 1; }
   SERVER=10.0.2.2:$PORT
   ARGS="--server=$SERVER --token_from_cmdline --interval=${INTERVAL:-2s}"
+fi
+# The agent's in-guest reclaim writes /sys/fs/cgroup/memory.reclaim (cgroup v2). The lab's init
+# does not mount cgroup2 (a distribution's does): mount it when nothing is there. Harmless when
+# the host sends no reclaim bounds: the agent then reclaims nothing.
+if [ ! -e /sys/fs/cgroup/cgroup.controllers ]; then
+  mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || echo "PLIMSOLL-AGENT error=mount_cgroup2"
 fi
 echo "PLIMSOLL-AGENT starting server=$SERVER"
 if [ -n "$KILL" ]; then
