@@ -157,6 +157,9 @@ class GuestTracker {
   // Rebuilt by Reconcile whenever a guest came, went or was renamed: a btree_map
   // insert or erase may move its values.
   std::vector<const TrackedGuest*> by_name_;
+  // The guest of each domain of the last Reconcile, in its order (Reconcile checks a domain's
+  // position here before searching by_uuid_). Rebuilt when a guest came or went, like by_name_.
+  std::vector<TrackedGuest*> listing_;
   uint64_t reconciles_ = 0;
 };
 
