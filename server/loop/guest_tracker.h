@@ -86,6 +86,14 @@ struct TrackedGuest {
   // reads them (ControlLoop::ComputeControls). Kept with the guest rather than in a map by uuid:
   // the tick reads them four times per guest, and each lookup hashed a uuid.
   GuestControl control;
+  // What the control loop last logged of the guest, kept with it (and forgotten with it) rather
+  // than in maps by uuid that each tick looked every guest up in. The last decision logged and
+  // when, so unchanged holds are not logged every tick:
+  plimsoll::v1::Direction logged_direction = plimsoll::v1::DIRECTION_UNSPECIFIED;
+  absl::Time logged_at = absl::InfinitePast();
+  // and the last "busy" line and the skips since, so a long migration logs once a minute.
+  absl::Time busy_logged_at = absl::InfinitePast();
+  int64_t busy_unlogged = 0;
 };
 
 class GuestTracker {
