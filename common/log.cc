@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/log_time.h"
 
 namespace plimsoll {
 namespace {
@@ -34,10 +35,19 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line)
 LogMessage::~LogMessage() {
   if (static_cast<int>(level_) < min_level.load()) return;
   const char* base = strrchr(file_, '/');
-  std::string line = std::string(LevelName(level_)) + " " +
-                     absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()) +
-                     " " + (base ? base + 1 : file_) + ":" + std::to_string(line_) + "] " +
-                     stream_.str() + "\n";
+  const std::string message = stream_.str();
+  std::string line;
+  line.reserve(message.size() + 64);
+  line.append(LevelName(level_));
+  line.push_back(' ');
+  AppendLogTime(absl::Now(), &line);
+  line.push_back(' ');
+  line.append(base ? base + 1 : file_);
+  line.push_back(':');
+  line.append(std::to_string(line_));
+  line.append("] ");
+  line.append(message);
+  line.push_back('\n');
   // One write() per line keeps lines from different threads whole.
   ssize_t unused = write(STDERR_FILENO, line.data(), line.size());
   (void)unused;

@@ -341,6 +341,8 @@ void AgentStore::SetChannelProblem(const std::string& uuid, std::string problem)
 
 std::string AgentStore::ChannelProblem(absl::string_view uuid) const {
   absl::MutexLock l(&mu_);
+  // Asked for every guest each tick (the published view): no hash when no channel has a problem.
+  if (channel_problems_.empty()) return std::string();
   auto it = channel_problems_.find(uuid);
   return it == channel_problems_.end() ? std::string() : it->second;
 }
@@ -348,6 +350,8 @@ std::string AgentStore::ChannelProblem(absl::string_view uuid) const {
 std::optional<AgentSignals> AgentStore::Signals(absl::string_view uuid) const {
   const absl::Time now = clock_->Now();
   absl::MutexLock l(&mu_);
+  // Asked for every guest twice a tick (snapshot, view): no hash on a host without agents.
+  if (entries_.empty()) return std::nullopt;
   auto it = entries_.find(uuid);
   if (it == entries_.end()) return std::nullopt;
   return SignalsLocked(it->first, it->second, now);

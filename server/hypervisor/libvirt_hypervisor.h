@@ -102,7 +102,8 @@ class LibvirtHypervisor final : public Hypervisor {
   // One virConnectGetAllDomainStats(STATE | BALLOON, and BLOCK when `with_block_stats`) for
   // every active domain: state, <memory> and balloon size from the record, its stats as
   // GetBalloonStats parses them. Where the driver cannot answer so (no bulk call, records
-  // without balloon fields as the test driver's, a record without its state or size) the
+  // without balloon fields as the test driver's) the domains are listed and each one's
+  // virDomainMemoryStats read in one pass; where a record lacks its state or size, the
   // default: ListActiveDomains + GetBalloonStats.
   absl::StatusOr<DomainSurvey> SurveyDomains(bool with_block_stats) override;
   // One virConnectGetAllDomainStats(BALLOON | BLOCK) call for all active domains;

@@ -100,6 +100,8 @@ void BalloonCalls::Work() {
 }
 
 const BalloonCalls::Call* BalloonCalls::Pending(const std::string& uuid) const {
+  // The loop asks for every guest each tick, and most ticks have no call pending: no hash then.
+  if (pending_.empty()) return nullptr;
   auto it = pending_.find(uuid);
   return it == pending_.end() ? nullptr : &it->second.call;
 }
@@ -113,7 +115,7 @@ std::vector<BalloonCalls::Result> BalloonCalls::Take() {
   std::vector<Result> out;
   out.reserve(done.size());
   for (Done& d : done) {
-    if (!d.result.late) {
+    if (!d.result.late && !pending_.empty()) {  // with workers = 0 nothing is ever pending
       auto it = pending_.find(d.result.call.uuid);
       if (it != pending_.end() && it->second.seq == d.seq) pending_.erase(it);
     }

@@ -396,17 +396,16 @@ void ControlLoop::NoteBusy(TrackedGuest* g, BusyReason reason, const std::string
   g->management = plimsoll::v1::MANAGEMENT_STATE_BUSY;
   g->detail = why;
   if (deps_.metrics) deps_.metrics->CountBalloonBusySkip(reason);
-  BusyLog& logged = busy_logged_[g->info.uuid];
-  if (now - logged.at < absl::Minutes(1)) {
-    ++logged.unlogged;
+  if (now - g->busy_logged_at < absl::Minutes(1)) {
+    ++g->busy_unlogged;
     return;
   }
   PLOG_WARNING << "guest busy guest=" << g->info.name << " uuid=" << g->info.uuid << " reason=" << BusyReasonName(reason)
                << ": " << why << "; its move waits, the other guests are served"
-               << (logged.unlogged > 0 ? absl::StrCat(" (", logged.unlogged, " more skips since the last line)")
-                                       : std::string());
-  logged.at = now;
-  logged.unlogged = 0;
+               << (g->busy_unlogged > 0 ? absl::StrCat(" (", g->busy_unlogged, " more skips since the last line)")
+                                        : std::string());
+  g->busy_logged_at = now;
+  g->busy_unlogged = 0;
 }
 
 void ControlLoop::TakeCallResults(absl::Time now) {
@@ -425,7 +424,8 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
   // The decision that issued the call is still the guest's last one: it is completed here.
   plimsoll::v1::Decision& rec = g->last_decision;
   const bool own_record = !r.late && rec.tick() == r.call.tick;
-  const std::string took = absl::FormatDuration(absl::Trunc(now - r.call.submitted_at, absl::Milliseconds(100)));
+  // Formatted only for a line that says it: most calls return on time, unlogged.
+  auto took = [&] { return absl::FormatDuration(absl::Trunc(now - r.call.submitted_at, absl::Milliseconds(100))); };
   if (r.status.ok()) {
     if (r.call.dry_run) {
       if (own_record && g->management == plimsoll::v1::MANAGEMENT_STATE_MANAGED) {
@@ -455,7 +455,7 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
     if (own_record) rec.set_applied(true);
     if (r.late) {
       PLOG_WARNING << "balloon call returned late guest=" << g->info.name << " uuid=" << g->info.uuid
-                   << " target=" << FormatMib(r.call.value) << " after=" << took
+                   << " target=" << FormatMib(r.call.value) << " after=" << took()
                    << ": it did take effect, target recorded";
     }
     return;
@@ -463,7 +463,7 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
   if (r.late) {
     // Its timeout was reported already and it changed nothing: only say how it ended.
     PLOG_INFO << "balloon call returned late guest=" << g->info.name << " uuid=" << g->info.uuid
-              << " target=" << FormatMib(r.call.value) << " after=" << took << " without effect: " << r.status.message();
+              << " target=" << FormatMib(r.call.value) << " after=" << took() << " without effect: " << r.status.message();
     return;
   }
   auto hold = [&](absl::string_view what) {
@@ -494,7 +494,7 @@ void ControlLoop::TargetCallReturned(TrackedGuest* g, const BalloonCalls::Result
   hold(absl::StrCat("apply failed, retried next tick: ", r.status.message()));
   if (!own_record) {
     PLOG_WARNING << "balloon call failed guest=" << g->info.name << " uuid=" << g->info.uuid
-                 << " target=" << FormatMib(r.call.value) << " after=" << took << ": " << r.status.message()
+                 << " target=" << FormatMib(r.call.value) << " after=" << took() << ": " << r.status.message()
                  << "; retried";
   }
 }
@@ -588,8 +588,6 @@ void ControlLoop::Collect(absl::Time now, bool* collected) {
     PLOG_INFO << "guest gone uuid=" << uuid;
     policy_state_.guests.erase(uuid);
     pressure_reader_->Forget(uuid);
-    last_logged_.erase(uuid);
-    busy_logged_.erase(uuid);
     absl::MutexLock l(&mu_);
     gate_.Forget(uuid);
   }
@@ -870,11 +868,10 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     if (deps_.metrics) deps_.metrics->CountDecision(direction);
     // Every move is logged; a hold only when it follows a move or a minute of silence,
     // so a quiet host does not write one line per guest per tick (unless asked to).
-    LoggedDecision& logged = last_logged_[g->info.uuid];
     if (options_.log_every_decision || direction != plimsoll::v1::DIRECTION_HOLD ||
-        logged.direction != plimsoll::v1::DIRECTION_HOLD || now - logged.at >= absl::Minutes(1)) {
-      logged.direction = direction;
-      logged.at = now;
+        g->logged_direction != plimsoll::v1::DIRECTION_HOLD || now - g->logged_at >= absl::Minutes(1)) {
+      g->logged_direction = direction;
+      g->logged_at = now;
       const BalloonCalls::Call* p = calls_->Pending(g->info.uuid);
       const bool in_flight = p != nullptr && p->tick == rec.tick() && direction != plimsoll::v1::DIRECTION_HOLD;
       PLOG_INFO << "decision tick=" << tick_ << " guest=" << g->info.name << " uuid=" << g->info.uuid

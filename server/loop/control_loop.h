@@ -340,18 +340,6 @@ class ControlLoop {
   // When a survey last read the guests' disk reads (deps_.clock): the next one is due
   // block_stats_interval later.
   absl::Time last_block_read_ = absl::InfinitePast();
-  // When and what was last logged per guest, so unchanged holds are not logged every tick.
-  struct LoggedDecision {
-    plimsoll::v1::Direction direction = plimsoll::v1::DIRECTION_UNSPECIFIED;
-    absl::Time at = absl::InfinitePast();
-  };
-  absl::flat_hash_map<std::string, LoggedDecision> last_logged_;
-  // Busy guests' last log line and the skips since, so a long migration logs once a minute.
-  struct BusyLog {
-    absl::Time at = absl::InfinitePast();
-    int64_t unlogged = 0;
-  };
-  absl::flat_hash_map<std::string, BusyLog> busy_logged_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const plimsoll::v1::ListGuestsResponse> published_ ABSL_GUARDED_BY(mu_);

@@ -70,9 +70,22 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
   const uint64_t pass = ++reconciles_;
   size_t listed = 0;  // distinct tracked guests in `domains`
   bool renamed = false;
-  for (const hypervisor::DomainInfo& d : domains) {
-    auto it = by_uuid_.find(d.uuid);
-    if (it == by_uuid_.end()) {
+  // libvirt lists the same domains in the same order tick after tick: the guest at a domain's
+  // position in the last listing is checked first (one comparison), the map searched only on a
+  // miss. An insertion may move the map's values, so the last listing is not trusted after one.
+  bool listing_valid = true;
+  bool same_listing = listing_.size() == domains.size();  // every domain where it was last time
+  for (size_t i = 0; i < domains.size(); ++i) {
+    const hypervisor::DomainInfo& d = domains[i];
+    TrackedGuest* known = nullptr;
+    if (listing_valid && i < listing_.size() && listing_[i]->info.uuid == d.uuid) {
+      known = listing_[i];
+    } else {
+      same_listing = false;
+      if (auto it = by_uuid_.find(d.uuid); it != by_uuid_.end()) known = &it->second;
+    }
+    if (known == nullptr) {
+      listing_valid = false;
       TrackedGuest g;
       g.info = d;
       g.first_seen = now;
@@ -85,13 +98,13 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
       result.added.push_back(d.uuid);
       ++listed;
     } else {
-      if (it->second.listed_in != pass) ++listed;
-      it->second.listed_in = pass;
-      it->second.missed_listings = 0;
-      renamed = renamed || it->second.info.name != d.name;
-      result.max_changed = result.max_changed || it->second.info.max_bytes != d.max_bytes;
-      it->second.info = d;
-      it->second.min_bytes = FloorFor(d.max_bytes);
+      if (known->listed_in != pass) ++listed;
+      known->listed_in = pass;
+      known->missed_listings = 0;
+      renamed = renamed || known->info.name != d.name;
+      result.max_changed = result.max_changed || known->info.max_bytes != d.max_bytes;
+      known->info = d;
+      known->min_bytes = FloorFor(d.max_bytes);
     }
   }
   if (listed != by_uuid_.size()) {  // the usual tick has nobody leaving
@@ -104,6 +117,12 @@ GuestTracker::ReconcileResult GuestTracker::Reconcile(
         ++it;
       }
     }
+  }
+  // Rebuilt when the listing changed, or a guest came or went (the map's values may have moved).
+  if (!same_listing || !result.added.empty() || !result.removed.empty()) {
+    listing_.clear();
+    listing_.reserve(domains.size());
+    for (const hypervisor::DomainInfo& d : domains) listing_.push_back(&by_uuid_.find(d.uuid)->second);
   }
   if (renamed || !result.added.empty() || !result.removed.empty()) {
     by_name_.clear();

@@ -90,6 +90,14 @@ struct TrackedGuest {
   // reads them (ControlLoop::ComputeControls). Kept with the guest rather than in a map by uuid:
   // the tick reads them four times per guest, and each lookup hashed a uuid.
   GuestControl control;
+  // What the control loop last logged of the guest, kept with it (and forgotten with it) rather
+  // than in maps by uuid that each tick looked every guest up in. The last decision logged and
+  // when, so unchanged holds are not logged every tick:
+  plimsoll::v1::Direction logged_direction = plimsoll::v1::DIRECTION_UNSPECIFIED;
+  absl::Time logged_at = absl::InfinitePast();
+  // and the last "busy" line and the skips since, so a long migration logs once a minute.
+  absl::Time busy_logged_at = absl::InfinitePast();
+  int64_t busy_unlogged = 0;
 };
 
 class GuestTracker {
@@ -161,6 +169,9 @@ class GuestTracker {
   // Rebuilt by Reconcile whenever a guest came, went or was renamed: a btree_map
   // insert or erase may move its values.
   std::vector<const TrackedGuest*> by_name_;
+  // The guest of each domain of the last Reconcile, in its order (Reconcile checks a domain's
+  // position here before searching by_uuid_). Rebuilt when a guest came or went, like by_name_.
+  std::vector<TrackedGuest*> listing_;
   uint64_t reconciles_ = 0;
 };
 

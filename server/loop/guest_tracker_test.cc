@@ -67,6 +67,33 @@ TEST(GuestTrackerTest, ReconcileAddsRemovesRenamesAndKeepsTheNameOrder) {
   EXPECT_TRUE(t.guests().empty());
 }
 
+// A listing in another order, or with a guest added in the middle, finds every known guest
+// (Reconcile first checks each domain's position in the last listing) and keeps what it knew.
+TEST(GuestTrackerTest, ReconcileFindsKnownGuestsWhateverTheListingOrder) {
+  GuestTracker t(GuestRules{});
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  t.Reconcile({Domain("a", "u1"), Domain("b", "u2"), Domain("c", "u3")}, now);
+  t.Find("u1")->target_bytes = 500 * kMiB;
+  t.Find("u3")->target_bytes = 700 * kMiB;
+  auto r = t.Reconcile({Domain("c", "u3", 2048), Domain("b", "u2"), Domain("a", "u1")}, now);
+  EXPECT_TRUE(r.added.empty());
+  EXPECT_TRUE(r.max_changed);
+  EXPECT_EQ(t.Find("u3")->info.max_bytes, 2048 * kMiB);
+  r = t.Reconcile({Domain("c", "u3", 2048), Domain("new", "u4"), Domain("b", "u2"), Domain("a2", "u1")}, now);
+  EXPECT_EQ(r.added, std::vector<std::string>{"u4"});
+  EXPECT_FALSE(r.max_changed);
+  EXPECT_EQ(Names(t), (std::vector<std::string>{"a2", "b", "c", "new"}));
+  // The same listing again, now on the fast path: a rename and a size still land.
+  r = t.Reconcile({Domain("c", "u3", 4096), Domain("new", "u4"), Domain("b", "u2"), Domain("0", "u1")}, now);
+  EXPECT_TRUE(r.added.empty());
+  EXPECT_TRUE(r.max_changed);
+  EXPECT_EQ(Names(t), (std::vector<std::string>{"0", "b", "c", "new"}));
+  EXPECT_EQ(t.Find("u1")->target_bytes, 500 * kMiB);
+  EXPECT_EQ(t.Find("u3")->target_bytes, 700 * kMiB);
+  EXPECT_EQ(t.Find("u3")->info.max_bytes, 4096 * kMiB);
+  EXPECT_EQ(t.guests().size(), 4u);
+}
+
 // One listing without a guest (a transient per-domain libvirt error) does not
 // erase it; absent_listings in a row, or a stop event, do.
 TEST(GuestTrackerTest, AGuestLeavesAfterNListingsWithoutItOrAStopEvent) {
