@@ -73,8 +73,9 @@ if [ "$MODE" != "--unit" ]; then
   echo "=== end-to-end tests on real QEMU guests (tests/e2e)"
   out=$(mktemp)
   # Not through a pipe: the lab starts daemons that could hold it open. Its failures print at
-  # the end of its own output, next to the summary line anyway.
-  python3 tests/e2e/run_e2e.py --summary-file "$out"
+  # the end of its own output, next to the summary line anyway. Two processes: most of an
+  # end-to-end test is waiting for guests, ticks and stats periods, not CPU.
+  python3 tests/e2e/run_e2e.py --jobs "${PLIMSOLL_E2E_JOBS:-2}" --summary-file "$out"
   read -r e_pass e_fail e_skip < "$out" || { e_pass=0; e_fail=1; e_skip=0; }
   rm -f "$out"
   passed=$((passed + e_pass)); failed=$((failed + e_fail)); skipped=$((skipped + e_skip))
