@@ -174,9 +174,10 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     }
     pool = SizePool(members);
     for (size_t i = 0; pool.covers && i < n; ++i) {
+      if (!costed[i]) continue;  // no RSS to read
       const GuestView& g = snapshot.guests[i];
       const double lent = static_cast<double>(std::max(g.actual_bytes, g.target_bytes) - *g.host_rss_bytes);
-      pooled[i] = costed[i] && ReclaimsInGuest(g, snapshot.host) && !UnsafeToActReason(g).has_value() &&
+      pooled[i] = ReclaimsInGuest(g, snapshot.host) && !UnsafeToActReason(g).has_value() &&
                   !ImplausibleStatsReason(g).has_value() && lent >= LawStep(g, params_.law);
     }
   }

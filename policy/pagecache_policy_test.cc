@@ -517,6 +517,18 @@ TEST(PagecachePolicyTest, AnImplausibleRssIsNoCredit) {
   EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("pooled")));
 }
 
+// Beside a covering pool, a guest whose RSS is not read is sized as without in-guest reclaim.
+TEST(PagecachePolicyTest, AGuestWithoutRssBesideAPoolIsSizedAsWithout) {
+  const PagecachePolicy policy;
+  GuestView plain = Guest("plain", 1024);  // no RSS, no reporting
+  const Decisions on = policy.Decide(ReclaimSnap({Reclaiming("cold", 400), plain}, 4096, true), PolicyState());
+  const Decisions off = policy.Decide(ReclaimSnap({plain}, 4096, false), PolicyState());
+  EXPECT_THAT(on.summary, HasSubstr("covers=1"));
+  EXPECT_THAT(on.guests[0].reason, HasSubstr("pooled"));
+  EXPECT_EQ(on.guests[1].target_bytes, off.guests[0].target_bytes);
+  EXPECT_THAT(on.guests[1].reason, Not(HasSubstr("pooled")));
+}
+
 // A guest whose stats are not safe to act on is held, and not pooled.
 TEST(PagecachePolicyTest, AHeldGuestIsNoMember) {
   const PagecachePolicy policy;
