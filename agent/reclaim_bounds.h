@@ -71,6 +71,10 @@ class ReclaimBoundsKeeper {
   // Bounds from an ack, received at `now`.
   void Update(const v1::ReclaimBounds& bounds, absl::Time now);
 
+  // A file keep the agent learned itself (pressure right after its own steps: the reclaimer),
+  // held exactly like one the host named: the larger wins, for keep_hold.
+  void HoldFileKeep(uint64_t keep_file_bytes, absl::Time now) { keep_file_.Record(keep_file_bytes, now); }
+
   // The bounds' status at `now`, and the limits in force when kLive. The keeps in force are
   // filled whatever the status (the report shows them).
   BoundsStatus Effective(absl::Time now, ReclaimLimits* limits) const;

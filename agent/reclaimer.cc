@@ -121,6 +121,21 @@ ReclaimDecision Reclaimer::Tick() {
     }
     d = DecideReclaim(s, options_.law);
   }
+  while (!recent_steps_.empty() && now - recent_steps_.front().first > options_.pressure_blame_window) {
+    recent_steps_.pop_front();
+  }
+  if (d.reason == ReclaimReason::kPressure && !recent_steps_.empty()) {
+    uint64_t keep_file = 0;
+    for (const auto& [at, file] : recent_steps_) keep_file = std::max(keep_file, file);
+    recent_steps_.clear();
+    absl::StrAppend(&d.detail, " learned_keep_file=", keep_file);
+    absl::MutexLock l(&mu_);
+    keeper_.HoldFileKeep(keep_file, now);
+    PLOG_INFO << "reclaim took pages in use: pressure within "
+              << absl::FormatDuration(options_.pressure_blame_window) << " of a step; the file LRU is kept at "
+              << keep_file / (1 << 20) << " MiB for " << absl::FormatDuration(keeper_.own().keep_hold) << " ("
+              << d.detail << ")";
+  }
   std::optional<Counters> before_step;
   if (d.reason == ReclaimReason::kStep) {
     const absl::StatusOr<ReclaimOutcome> outcome = executor_->Reclaim(d.bytes);
@@ -136,6 +151,8 @@ ReclaimDecision Reclaimer::Tick() {
     } else if (outcome.ok() && !executor_->dry_run()) {
       achieved = d.bytes;
     }
+    // A dry run or a failed write took nothing: pressure after it is not its doing.
+    if (outcome.ok() && !executor_->dry_run()) recent_steps_.emplace_back(now, FileLru(sample));
     absl::MutexLock l(&mu_);
     before_step = counters_;
     last_step_ = now;

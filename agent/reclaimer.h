@@ -16,9 +16,11 @@
 #define PLIMSOLL_AGENT_RECLAIMER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -45,6 +47,11 @@ struct ReclaimerOptions {
   ReclaimLawOptions law;
   // Between ticks while the host's bounds are live.
   absl::Duration period = absl::Seconds(1);
+  // Pressure (reclaim_decision.h) this soon after a step is the steps' doing: they took pages
+  // still in use. The file LRU before the earliest of them becomes a file keep, held for the
+  // keep hold (reclaim_bounds.h), so the agent does not take the same hot pages again and
+  // again; after the hold it may try once more, as the host's balloon probes do.
+  absl::Duration pressure_blame_window = absl::Seconds(10);
   // Without live bounds Run() sleeps until bounds arrive, waking at most this long apart.
   absl::Duration idle_wait = absl::Minutes(1);
   // The reclaimer's clock's time is CLOCK_BOOTTIME (BoottimeClock) in the agent; the report's
@@ -95,6 +102,8 @@ class Reclaimer : public ReclaimPeer {
   // The tick thread's own: the previous sample, the base of the rates.
   std::optional<v1::AgentReport> previous_;
   absl::Time previous_at_ = absl::InfinitePast();
+  // Steps within the pressure blame window: when each was written and the file LRU before it.
+  std::deque<std::pair<absl::Time, uint64_t>> recent_steps_;
 
   mutable absl::Mutex mu_;
   ReclaimBoundsKeeper keeper_ ABSL_GUARDED_BY(mu_);

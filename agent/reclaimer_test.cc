@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "agent/testing/fake_reclaim.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
@@ -188,17 +189,65 @@ TEST_F(ReclaimerTest, PressureStopsItAtOnce) {
   guest_.SetPsi(7.5);
   Bounds();
   EXPECT_EQ(TickAfter().reason, ReclaimReason::kPressure);
-  // Calm again: steps again.
+  // Calm again: the stall came right after its step, so the file LRU before that step is kept.
   guest_.SetPsi(0.5);
   Bounds();
-  EXPECT_EQ(TickAfter().reason, ReclaimReason::kStep);
-  // Refaults: the pages it took were still in use.
-  guest_.AddRefaults(5000);
+  EXPECT_EQ(TickAfter().reason, ReclaimReason::kBelowKeep);
+  EXPECT_EQ(executor_->requests().size(), before);
+}
+
+TEST_F(ReclaimerTest, RefaultsRightAfterItsStepsKeepTheCacheThoseStepsTook) {
+  Make();
+  Bounds();
+  TickAfter();  // the refault baseline
+  const uint64_t file_before = guest_.file();
+  ASSERT_EQ(TickAfter(absl::Seconds(2)).reason, ReclaimReason::kStep);
+  Bounds();
+  ASSERT_EQ(TickAfter(absl::Seconds(2)).reason, ReclaimReason::kStep);
+  ASSERT_EQ(guest_.file(), file_before - 128 * kMiB);
+  // The pages were still in use: the guest reads 100 MiB of them back at once.
+  guest_.AddRefaults(25600);
+  guest_.SetFile(guest_.file() + 100 * kMiB - 400 * kMiB, 400 * kMiB);
+  guest_.SetFree(78 * kMiB);
   Bounds();
   const ReclaimDecision d = TickAfter();
-  EXPECT_EQ(d.reason, ReclaimReason::kPressure);
-  EXPECT_THAT(d.detail, HasSubstr("refaults=5000.00/s"));
-  EXPECT_EQ(executor_->requests().size(), before + 1);
+  ASSERT_EQ(d.reason, ReclaimReason::kPressure);
+  EXPECT_THAT(d.detail, HasSubstr(absl::StrCat("learned_keep_file=", file_before)));
+  EXPECT_EQ(Report().keep_file_bytes(), file_before) << "the report shows the keep in force";
+  // Calm again, with 100 MiB of cache above the host's keep: the agent keeps what its steps took.
+  for (int i = 0; i < 100; ++i) {
+    Bounds();
+    ASSERT_EQ(TickAfter(absl::Seconds(2)).reason, ReclaimReason::kBelowKeep) << i;
+  }
+  EXPECT_EQ(executor_->requests().size(), 2u);
+  // After the keep hold (5 min) it tries again, a step at a time.
+  clock_.Advance(absl::Minutes(2));
+  Bounds();
+  EXPECT_EQ(TickAfter().reason, ReclaimReason::kNoBaseline) << "its last sample is minutes old";
+  Bounds();
+  EXPECT_EQ(TickAfter().reason, ReclaimReason::kStep);
+}
+
+TEST_F(ReclaimerTest, PressureLongAfterItsStepsIsNotTheirs) {
+  Make();
+  // Room for one step only: the file keep 64 MiB under the cache.
+  v1::ReclaimBounds b = HostBounds();
+  b.set_keep_file_bytes(guest_.file() - 64 * kMiB);
+  Bounds(b);
+  TickAfter();
+  Bounds(b);
+  ASSERT_EQ(TickAfter(absl::Seconds(2)).reason, ReclaimReason::kStep);
+  // Refaults 11 s after the step (the blame window is 10 s): the guest's own, nothing learned.
+  for (int i = 0; i < 10; ++i) {
+    Bounds(b);
+    ASSERT_EQ(TickAfter().reason, ReclaimReason::kBelowKeep);
+  }
+  guest_.AddRefaults(25600);
+  Bounds(b);
+  const ReclaimDecision d = TickAfter();
+  ASSERT_EQ(d.reason, ReclaimReason::kPressure);
+  EXPECT_THAT(d.detail, ::testing::Not(HasSubstr("learned_keep_file")));
+  EXPECT_EQ(Report().keep_file_bytes(), b.keep_file_bytes()) << "the host's keep";
 }
 
 TEST_F(ReclaimerTest, TheHostsStricterStopIsTheOneInForce) {

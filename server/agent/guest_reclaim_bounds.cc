@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <utility>
 
+#include "policy/pagecache_law.h"
+
 namespace plimsoll::server::agent {
+
+double GuestReclaimRefaultStop() {
+  constexpr double kPageBytes = 4096;
+  return policy::LawParams{}.refault_target_bytes_per_second / kPageBytes;
+}
 
 v1::ReclaimBounds GuestReclaimBounds(const v1::Guest& guest) {
   v1::ReclaimBounds b;
@@ -17,6 +24,7 @@ v1::ReclaimBounds GuestReclaimBounds(const v1::Guest& guest) {
   b.set_keep_bytes(static_cast<uint64_t>(keep));
   b.set_step_bytes(kGuestReclaimStepBytes);
   b.set_max_bytes_per_second(kGuestReclaimBytesPerSecond);
+  b.set_refaults_per_second_stop(GuestReclaimRefaultStop());
   return b;
 }
 

@@ -10,7 +10,8 @@
 //     counts all cache as hot, an upper bound; the agent would hold it as its keep for minutes
 //     (seen on a real guest: 774 MiB named before its first report, 256 MiB after).
 //   - otherwise: keep_bytes = max(the decision's working set, its floor), the step and rate
-//     below; the stops are the agent's own.
+//     below, and a refault stop at pagecache's refault target (below); the PSI stop is the
+//     agent's own.
 // The agent holds a keep for minutes even if a lower one follows, and stops when bounds stop
 // coming (docs/agent.md), so a guest whose stats go stale keeps the last keep it was named.
 #ifndef PLIMSOLL_SERVER_AGENT_GUEST_RECLAIM_BOUNDS_H_
@@ -35,6 +36,10 @@ namespace plimsoll::server::agent {
 // small enough that the agent's pressure stop comes between two of them.
 inline constexpr uint64_t kGuestReclaimStepBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kGuestReclaimBytesPerSecond = uint64_t{32} << 20;
+// File refaults per second (4 KiB pages) over which the agent stops: pagecache's refault target
+// (LawParams, 1 MiB/s), the rate at which the policy itself calls a guest pressed. The agent's
+// own stop (1000/s) let it take a hot set back and forth at ~600 refaults/s on the lab's trio.
+double GuestReclaimRefaultStop();
 
 // The bounds for `guest` (see the file comment). Pure.
 v1::ReclaimBounds GuestReclaimBounds(const v1::Guest& guest);

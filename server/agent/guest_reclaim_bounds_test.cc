@@ -27,6 +27,8 @@ TEST(GuestReclaimBoundsTest, TheKeepIsThePolicysWorkingSetOrFloor) {
   EXPECT_EQ(b.step_bytes(), kGuestReclaimStepBytes);
   EXPECT_EQ(b.max_bytes_per_second(), kGuestReclaimBytesPerSecond);
   EXPECT_FALSE(b.has_psi_some_avg10_stop_pct()) << "the agent's own stop";
+  // pagecache's refault target, 1 MiB/s, in 4 KiB pages.
+  EXPECT_DOUBLE_EQ(b.refaults_per_second_stop(), 256);
   // A floor above the working set (a burst's room) is kept too.
   EXPECT_EQ(GuestReclaimBounds(Guest("a", true, 600, 900)).keep_bytes(), 900 * kMiB);
 }
