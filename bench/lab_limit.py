@@ -47,6 +47,11 @@ and cannot take memory the guest is using, nor memory freed less than P ago:
 It is still generous (balloons move instantly, an allocation costs no stall, a hot guest sits
 just above its collapse) and it is at most the bound whenever --reserve-mib is at most kreserve.
 
+Runs with QEMU RSS samples (host returned GiB*s (RSS), in-guest reclaim) are also held against
+the host-returned reactive ceiling: at each sample, what the unconstrained guest held in use
+(M - MemFree, cache included) above the reactive ceiling's size. Free memory counts nothing there:
+free page reporting returns it under every policy, so only cache a policy takes shows in the RSS.
+
 A generated mix's hot guest (--mix=gen:SEED; its description is in the JSON) that --protect does
 not name is protected at its hot set + 140 MiB (estimated: the measured collapse sizes sit 140-152
 MiB above the hot set, bench/size_cost.py: 280 MiB for 128, 268 for 128, 530 for 384).
@@ -125,6 +130,27 @@ def reactive_gib_s(max_mib, series, collapse_mib, sample_times, period_s, reserv
     """Reclaimed GiB*s of a guest held at its reactive ceiling, integrated as bound_gib_s is."""
     return sum((max_mib - reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor))
                * dt for t in sample_times) / 1024.0
+
+
+def used_series(beats, max_mib):
+    """[(t, MiB)]: what the guest held in use, cache included (M - MemFree), from an
+    unconstrained run's heartbeats, as needed_series counts."""
+    if not beats:
+        return []
+    up0 = beats[0]["uptime"]
+    return [(b["uptime"] - up0, max_mib - b["memfree_kb"] / 1024.0) for b in beats]
+
+
+def reactive_rss_gib_s(max_mib, needed, used, collapse_mib, sample_times, period_s, reserve_mib,
+                       floor=True, dt=2.0):
+    """The most host memory (QEMU RSS) a reactive policy could return from the guest: what the
+    unconstrained guest held in use above its reactive ceiling's size, at each sample. Memory the
+    guest holds free is not counted: free page reporting returns it under every policy, so only
+    the cache a policy takes (by balloon or in-guest reclaim) shows in the RSS."""
+    if not used:
+        return 0.0
+    return sum(max(0.0, at(used, t) - reactive_mib(max_mib, needed, collapse_mib, t, period_s, reserve_mib,
+                                                   floor)) * dt for t in sample_times) / 1024.0
 
 
 def generated_protect(run):
@@ -257,8 +283,47 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s
                   "own samples)" % (need, share, share_c), file=out)
             entry.update(mom_gib_s=statistics.median(got for got, _, _ in moms),
                          target_share_of_bound=share, target_share_of_ceiling=share_c)
+        rss_lines = rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, kres)
+        if rss_lines:
+            for line in rss_lines["lines"]:
+                print(line, file=out)
+            entry["rss"] = rss_lines["summary"]
         summary.append(entry)
     return summary
+
+
+def rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, kres):
+    """The host-returned (RSS) reactive ceiling of each run with RSS samples and each policy's
+    share of it (host_returned_rss over it, per repetition); None when no run has RSS figures."""
+    shares = {}
+    ceilings = []
+    for r in group:
+        rss = r.get("host_returned_rss")
+        base = static.get(r["rep"])
+        if r["policy"] == "static" or not rss or not r.get("rss_samples") or base is None:
+            continue
+        times = [row["t"] for row in r["rss_samples"]]
+        c = 0.0
+        for g in guests:
+            mx = r["guest_max_mib"][g]
+            beats = base["guests"].get(g, {}).get("heartbeats", [])
+            c += reactive_rss_gib_s(mx, needed_series(beats, mx), used_series(beats, mx), guard.get(g), times,
+                                    period_s, kres(g, mx), floor)
+        ceilings.append(c)
+        shares.setdefault(r["policy"], []).append((rss["gib_s"], c))
+    if not shares:
+        return None
+    lines = ["host returned (RSS) against its reactive ceiling (the unconstrained guest's memory in use "
+             "above the reactive ceiling's size; free memory is returned by free page reporting under "
+             "every policy): ceiling %s GiB*s" % median_range(ceilings)]
+    summary = {"ceiling_gib_s": statistics.median(ceilings), "policies": {}}
+    for label, pairs in sorted(shares.items()):
+        share = [got / c for got, c in pairs if c > 0]
+        lines.append("  %s: %s GiB*s, share %s" % (label, median_range([got for got, _ in pairs]),
+                                                   median_range(share, "%.2f")))
+        summary["policies"][label] = {"gib_s": statistics.median(got for got, _ in pairs),
+                                      "share": statistics.median(share) if share else None}
+    return {"lines": lines, "summary": summary}
 
 
 def main(argv):

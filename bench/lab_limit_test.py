@@ -170,6 +170,21 @@ class AnalyseTest(unittest.TestCase):
         s = lab_limit.analyse(runs, {}, io.StringIO(), reactive_reserve_mib=0)[0]
         self.assertAlmostEqual(s["ceiling_gib_s"], s["bound_gib_s"])
 
+    def test_rss_ceiling_counts_only_memory_in_use_above_the_reactive_size(self):
+        # A 1 GiB guest needing 100 MiB with 800 MiB of cache (used 900): the reactive size is
+        # the 256 MiB floor, so 644 MiB of its RSS could go back, 2 s a sample. Free memory
+        # (the other 124 MiB) counts nothing: reporting returns it under every policy.
+        hb = [{"uptime": 10.0 + t, "memfree_kb": 124 * 1024, "cached_kb": 800 * 1024} for t in range(0, 20, 2)]
+        needed = lab_limit.needed_series(hb, 1024)
+        used = lab_limit.used_series(hb, 1024)
+        times = [2.0 * i for i in range(10)]
+        self.assertAlmostEqual(lab_limit.reactive_rss_gib_s(1024, needed, used, None, times, 2.0, 65),
+                               644 * 2 * 10 / 1024)
+        # A hot guest protected above what it uses: nothing.
+        self.assertEqual(lab_limit.reactive_rss_gib_s(1024, needed, used, 950, times, 2.0, 65), 0.0)
+        # A guest with no heartbeats: nothing to count.
+        self.assertEqual(lab_limit.reactive_rss_gib_s(1024, [], [], None, times, 2.0, 65), 0.0)
+
     def test_a_generated_mix_protects_its_hot_guests(self):
         runs = self.runs(lambda t: 1024, [0.0])
         for r in runs:
