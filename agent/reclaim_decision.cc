@@ -26,26 +26,6 @@ uint64_t Above(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 }  // namespace
 
-absl::string_view ReclaimReasonName(ReclaimReason reason) {
-  switch (reason) {
-    case ReclaimReason::kStep: return "step";
-    case ReclaimReason::kOffDisabled: return "off_disabled";
-    case ReclaimReason::kOffUnsupported: return "off_unsupported";
-    case ReclaimReason::kNoBounds: return "no_bounds";
-    case ReclaimReason::kBoundsExpired: return "bounds_expired";
-    case ReclaimReason::kBoundsInvalid: return "bounds_invalid";
-    case ReclaimReason::kHostDisabled: return "host_disabled";
-    case ReclaimReason::kAfterError: return "after_error";
-    case ReclaimReason::kAfterPartial: return "after_partial";
-    case ReclaimReason::kNoSample: return "no_sample";
-    case ReclaimReason::kNoBaseline: return "no_baseline";
-    case ReclaimReason::kPressure: return "pressure";
-    case ReclaimReason::kBelowKeep: return "below_keep";
-    case ReclaimReason::kRateLimit: return "rate_limit";
-  }
-  return "unknown";
-}
-
 v1::ReclaimState ReclaimStateFor(ReclaimReason reason) {
   switch (reason) {
     case ReclaimReason::kStep:

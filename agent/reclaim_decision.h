@@ -23,33 +23,10 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/reclaim_reason.h"
 #include "plimsoll/v1/agent.pb.h"
 
 namespace plimsoll::agent {
-
-// Why the reclaimer asks for nothing now; kStep when it asks. In order of precedence: the first
-// that applies is the answer.
-enum class ReclaimReason {
-  kStep = 0,
-  kOffDisabled,     // --reclaim=off
-  kOffUnsupported,  // no writable memory.reclaim
-  kNoBounds,        // the host has sent no bounds (yet)
-  kBoundsExpired,   // no bounds for longer than the agent's bounds TTL
-  kBoundsInvalid,   // the host's last bounds carry a value no host would mean (NaN, negative)
-  kHostDisabled,    // the host's bounds say enabled = false, or give no step or rate
-  kAfterError,      // a write failed (not EAGAIN) a short while ago
-  kAfterPartial,    // the kernel answered EAGAIN (it could not reclaim all) a short while ago
-  kNoSample,        // meminfo lacks MemTotal, MemFree, Active(file) or Inactive(file)
-  kNoBaseline,      // no refault rate yet: the first sample after idling
-  kPressure,        // PSI or the refault rate over its stop
-  kBelowKeep,       // the headroom is under min_step_bytes
-  kRateLimit,       // the rate allows less than min_step_bytes since the last step
-};
-
-// "step", "off_disabled", "off_unsupported", "no_bounds", "bounds_expired", "bounds_invalid",
-// "host_disabled", "after_error", "after_partial", "no_sample", "no_baseline", "pressure",
-// "below_keep", "rate_limit": what the report's ReclaimReport.reason carries.
-absl::string_view ReclaimReasonName(ReclaimReason reason);
 
 // The report's state for a decision: kStep and kRateLimit are ACTIVE, kPressure
 // STOPPED_PRESSURE, kAfterError FAILED, the two off reasons OFF_*, the rest IDLE.

@@ -1,5 +1,7 @@
 #include "server/agent/reclaim_names.h"
 
+#include "agent/reclaim_reason.h"
+
 namespace plimsoll::server::agent {
 
 absl::string_view ReclaimStateName(v1::ReclaimState state) {
@@ -21,13 +23,8 @@ const std::array<absl::string_view, 6>& AllReclaimStateNames() {
 }
 
 absl::string_view DocumentedReclaimReason(absl::string_view reason) {
-  // agent/reclaim_decision.cc's names, in docs/agent.md's order of precedence.
-  static constexpr absl::string_view kReasons[] = {
-      "step",        "off_disabled",  "off_unsupported", "no_bounds",  "bounds_expired",
-      "bounds_invalid", "host_disabled", "after_error",  "after_partial", "no_sample",
-      "no_baseline", "pressure",      "below_keep",      "rate_limit"};
-  for (absl::string_view r : kReasons) {
-    if (r == reason) return r;
+  for (plimsoll::agent::ReclaimReason r : plimsoll::agent::kAllReclaimReasons) {
+    if (plimsoll::agent::ReclaimReasonName(r) == reason) return plimsoll::agent::ReclaimReasonName(r);
   }
   return "unknown";
 }

@@ -1,5 +1,6 @@
 #include "server/agent/reclaim_names.h"
 
+#include "agent/reclaim_reason.h"
 #include "gtest/gtest.h"
 
 namespace plimsoll::server::agent {
@@ -20,6 +21,14 @@ TEST(ReclaimNamesTest, OnlyDocumentedReasonsPass) {
   EXPECT_EQ(DocumentedReclaimReason(""), "unknown");
   EXPECT_EQ(DocumentedReclaimReason("step\x1b[2J"), "unknown");
   EXPECT_EQ(DocumentedReclaimReason("Step"), "unknown");
+}
+
+TEST(ReclaimNamesTest, EveryReasonTheAgentGivesPasses) {
+  for (plimsoll::agent::ReclaimReason r : plimsoll::agent::kAllReclaimReasons) {
+    const absl::string_view name = plimsoll::agent::ReclaimReasonName(r);
+    EXPECT_NE(name, "unknown");
+    EXPECT_EQ(DocumentedReclaimReason(name), name);
+  }
 }
 
 }  // namespace
