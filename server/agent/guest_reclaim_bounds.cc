@@ -15,6 +15,8 @@ double GuestReclaimRefaultStop() {
 v1::ReclaimBounds GuestReclaimBounds(const v1::Guest& guest) {
   v1::ReclaimBounds b;
   if (!guest.has_free_page_reporting() || !guest.free_page_reporting()) return b;
+  // Its last reclaim did not come back to the host (reclaim_claim_check.h): paused.
+  if (guest.agent().reclaim().bounds_pause_left_seconds() > 0) return b;
   // The view's stats are those the decision was made on: the agent's only when it reported.
   if (!guest.stats().has_anon() || !guest.stats().has_active_file()) return b;
   const v1::Decision& d = guest.last_decision();

@@ -5,6 +5,8 @@
 // For a guest in the published view:
 //   - free page reporting not known to be on: enabled = false. Without it the cache the agent
 //     drops stays in QEMU's memory: the guest loses its cache and the host gains nothing.
+//   - reclaim paused (AgentReclaim.bounds_pause_left_seconds > 0: its last claimed reclaim did
+//     not show in QEMU's RSS, server/loop/reclaim_claim_check.h): enabled = false.
 //   - no decision naming a working set (a policy other than pagecache, or none yet), or a
 //     decision made without the agent's figures: enabled = false. Without them pagecache's W
 //     counts all cache as hot, an upper bound; the agent would hold it as its keep for minutes

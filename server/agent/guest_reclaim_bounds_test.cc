@@ -47,6 +47,14 @@ TEST(GuestReclaimBoundsTest, NothingWithoutReportingOrAWorkingSet) {
   EXPECT_FALSE(GuestReclaimBounds(agentless).enabled());
 }
 
+TEST(GuestReclaimBoundsTest, NothingWhileItsUnconfirmedReclaimPausesIt) {
+  v1::Guest g = Guest("a", true, 600, 400);
+  g.mutable_agent()->mutable_reclaim()->set_bounds_pause_left_seconds(120);
+  EXPECT_FALSE(GuestReclaimBounds(g).enabled());
+  g.mutable_agent()->mutable_reclaim()->set_bounds_pause_left_seconds(0);
+  EXPECT_TRUE(GuestReclaimBounds(g).enabled());
+}
+
 TEST(GuestReclaimBoundsTest, ThePublishedViewIsReadAndReindexedWhenItChanges) {
   PublishedReclaimBounds p;
   EXPECT_EQ(p.BoundsFor("a"), std::nullopt) << "no source yet";

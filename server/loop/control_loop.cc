@@ -682,7 +682,8 @@ void ControlLoop::CheckReclaimClaims(absl::Time now,
         " unconfirmed=", FormatMib(static_cast<double>(w->unconfirmed_bytes)),
         absl::StrFormat(" window=%.0fs", absl::ToDoubleSeconds(w->closed - w->opened)));
     if (w->verdict == ReclaimVerdict::kUnconfirmed) {
-      PLOG_WARNING << line << ": QEMU's RSS did not fall with the claim (nothing is decided on claims)";
+      PLOG_WARNING << line << ": QEMU's RSS did not fall with the claim; its reclaim bounds are paused for "
+                   << absl::FormatDuration(ReclaimBoundsPauseLeft(state, now));
     } else {
       PLOG_INFO << line;
     }
@@ -910,7 +911,7 @@ std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) 
   return order;
 }
 
-void ControlLoop::PublishAgent(const TrackedGuest& g, plimsoll::v1::Guest* out) const {
+void ControlLoop::PublishAgent(const TrackedGuest& g, absl::Time now, plimsoll::v1::Guest* out) const {
   const std::string& uuid = g.info.uuid;
   if (std::string channel = deps_.agents->ChannelProblem(uuid); !channel.empty()) {
     out->mutable_agent()->set_channel_problem(std::move(channel));
@@ -947,6 +948,7 @@ void ControlLoop::PublishAgent(const TrackedGuest& g, plimsoll::v1::Guest* out) 
     r->set_unconfirmed_claims(c.unconfirmed_windows);
     r->set_pending_claim_bytes(c.open ? c.window_claimed : 0);
     r->set_last_verdict(std::string(ReclaimVerdictName(c.last_verdict)));
+    r->set_bounds_pause_left_seconds(absl::ToDoubleSeconds(ReclaimBoundsPauseLeft(c, now)));
   }
   if (!a->fresh) return;  // stale agent data is shown as status only, never as signals
   auto* s = out->mutable_stats();
@@ -1060,7 +1062,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
     out->set_balloon_state(g->balloon_state);
     out->set_envelope_floor_bytes(g->envelope_floor);
-    if (deps_.agents != nullptr) PublishAgent(*g, out);
+    if (deps_.agents != nullptr) PublishAgent(*g, now, out);
   }
   auto* host = view->mutable_host();
   if (last_host_) {

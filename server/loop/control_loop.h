@@ -275,7 +275,7 @@ class ControlLoop {
   void Publish(absl::Time now, const std::string& line_stale);
   // Fills a view with the guest's fresh agent signals (nothing when there are none).
   void AddAgentSignals(policy::GuestView& v) const;
-  void PublishAgent(const TrackedGuest& g, plimsoll::v1::Guest* out) const;
+  void PublishAgent(const TrackedGuest& g, absl::Time now, plimsoll::v1::Guest* out) const;
   // Steps every guest's check of its agent's claimed reclaim against its QEMU's RSS read this
   // tick (`stats`: the survey's records), and logs each window it closes.
   void CheckReclaimClaims(absl::Time now, const absl::flat_hash_map<std::string, hypervisor::BalloonStats>& stats);

@@ -796,7 +796,11 @@ TEST_F(ControlLoopTest, AnAgentsClaimedReclaimIsCheckedAgainstQemuRssAndShown) {
   EXPECT_EQ(reclaim().confirmed_bytes(), 0u);
   EXPECT_EQ(reclaim().unconfirmed_claims(), 1u);
   EXPECT_EQ(reclaim().last_verdict(), "unconfirmed");
+  // Its bounds are paused for 10 minutes from the verdict (a few ticks ago).
+  EXPECT_GT(reclaim().bounds_pause_left_seconds(), 500);
+  EXPECT_LE(reclaim().bounds_pause_left_seconds(), 600);
   std::string text = metrics_.Render();
+  EXPECT_NE(text.find("plimsoll_guest_reclaim_bounds_pause_seconds" + series), std::string::npos) << text;
   EXPECT_NE(text.find("plimsoll_guest_reclaim_unconfirmed_claims_total" + series + "1\n"), std::string::npos) << text;
   EXPECT_NE(text.find(absl::StrCat("plimsoll_guest_reclaim_claimed_bytes_total", series, 1024 * kMiB, "\n")),
             std::string::npos)

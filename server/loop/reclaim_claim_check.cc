@@ -37,7 +37,15 @@ ReclaimClaimWindow Close(const ReclaimClaimParams& params, absl::Time now, Recla
   }
   s->confirmed_bytes = SaturatingAdd(s->confirmed_bytes, w.confirmed_bytes);
   s->unconfirmed_bytes = SaturatingAdd(s->unconfirmed_bytes, w.unconfirmed_bytes);
-  if (w.verdict == ReclaimVerdict::kUnconfirmed) ++s->unconfirmed_windows;
+  if (w.verdict == ReclaimVerdict::kUnconfirmed) {
+    ++s->unconfirmed_windows;
+    ++s->unconfirmed_run;
+    absl::Duration pause = params.unconfirmed_pause;
+    for (uint32_t i = 1; i < s->unconfirmed_run && pause < params.max_unconfirmed_pause; ++i) pause *= 2;
+    s->paused_until = now + std::min(pause, params.max_unconfirmed_pause);
+  } else if (w.verdict == ReclaimVerdict::kConfirmed) {
+    s->unconfirmed_run = 0;
+  }
   s->last_verdict = w.verdict;
   s->open = false;
   s->window_claimed = 0;
@@ -48,6 +56,10 @@ ReclaimClaimWindow Close(const ReclaimClaimParams& params, absl::Time now, Recla
 }
 
 }  // namespace
+
+absl::Duration ReclaimBoundsPauseLeft(const ReclaimClaimState& state, absl::Time now) {
+  return state.paused_until > now ? state.paused_until - now : absl::ZeroDuration();
+}
 
 absl::string_view ReclaimVerdictName(ReclaimVerdict verdict) {
   switch (verdict) {

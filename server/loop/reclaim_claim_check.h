@@ -2,10 +2,13 @@
 //
 // The in-guest agent reports the bytes its reclaimer freed (AgentReport.reclaim, summed per guest
 // by AgentStore as AgentSignals::reclaim_achieved_total_bytes). With free page reporting those
-// pages go back to the host and QEMU's resident memory falls. plimsolld never decides anything on
-// a claimed figure; this check only says, per guest, how much of what was claimed the host saw
-// come back, for the API, the metrics and the logs. Pure: no I/O, no clock, no logging; the state
-// travels in and out (StepReclaimClaims), and its tests are tables of samples.
+// pages go back to the host and QEMU's resident memory falls. plimsolld never decides anything in
+// a guest's favour on a claimed figure; this check says, per guest, how much of what was claimed
+// the host saw come back, for the API, the metrics and the logs, and pauses the guest's own
+// reclaim bounds after a window the RSS did not confirm: reclaim the host does not get back only
+// costs the guest its cache (a hot set read back at once, a reader refilling what was dropped).
+// Pure: no I/O, no clock, no logging; the state travels in and out (StepReclaimClaims), and its
+// tests are tables of samples.
 //
 // The law, per guest, over windows of claims:
 //
@@ -21,6 +24,9 @@
 //            small        claimed < min_claim_bytes (within RSS noise: not judged)
 //            unconfirmed  confirmed < min_confirmed_share * claimed
 //            confirmed    otherwise
+//   pause:   an unconfirmed window pauses the guest's bounds (plimsolld sends enabled = false)
+//            for unconfirmed_pause, doubled for each unconfirmed window since the last
+//            confirmed one, at most max_unconfirmed_pause; a confirmed window ends the doubling
 //
 // A window's RSS history starts after the previous window closed, so one fall confirms at most
 // one window. The base looks back because a claim reaches the host after the reclaim (a report
@@ -57,6 +63,10 @@ struct ReclaimClaimParams {
   // was freed (a lab guest: 546 of 618 MiB, 88%), and the guest may allocate meanwhile; a
   // quarter leaves room for both and still catches a claim of nothing.
   double min_confirmed_share = 0.25;
+  // The pause after an unconfirmed window, and its cap. After it the agent may try again: one
+  // step of its hot set per pause at most (its own keep after pressure holds 5 min).
+  absl::Duration unconfirmed_pause = absl::Minutes(10);
+  absl::Duration max_unconfirmed_pause = absl::Hours(2);
 };
 
 enum class ReclaimVerdict {
@@ -115,7 +125,13 @@ struct ReclaimClaimState {
   uint64_t unconfirmed_bytes = 0;
   uint64_t unconfirmed_windows = 0;  // windows with verdict kUnconfirmed
   ReclaimVerdict last_verdict = ReclaimVerdict::kNone;
+  // Unconfirmed windows since the last confirmed one, and the end of the pause they set.
+  uint32_t unconfirmed_run = 0;
+  absl::Time paused_until = absl::InfinitePast();
 };
+
+// How long the guest's reclaim bounds stay paused after `now`; zero when they are not.
+absl::Duration ReclaimBoundsPauseLeft(const ReclaimClaimState& state, absl::Time now);
 
 // Advances `state` by one sample (see the file comment); returns the window it closed, if any.
 std::optional<ReclaimClaimWindow> StepReclaimClaims(const ReclaimClaimParams& params, const ReclaimClaimSample& sample,

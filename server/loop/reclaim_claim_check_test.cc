@@ -159,6 +159,47 @@ TEST(ReclaimClaimCheckTest, ClaimsWithoutPauseAreJudgedEveryMaxWindow) {
   EXPECT_TRUE(run.state.open);
 }
 
+// Reclaim the host did not get back pauses the guest's bounds: 10 min, doubling per unconfirmed
+// window up to 2 h; a confirmed window ends the doubling; small and unmeasured ones change nothing.
+TEST(ReclaimClaimCheckTest, UnconfirmedWindowsPauseTheBoundsLongerEachTime) {
+  auto at = [](double t) { return absl::UnixEpoch() + absl::Seconds(t); };
+  EXPECT_EQ(ReclaimBoundsPauseLeft(ReclaimClaimState{}, at(0)), absl::ZeroDuration());
+  std::vector<Row> rows = {{0, 0, 1000}, {10, 300, 1000}, {30, 300, 1000}};  // unconfirmed at 30
+  Driven run = Drive(rows);
+  EXPECT_EQ(run.state.unconfirmed_run, 1u);
+  EXPECT_EQ(ReclaimBoundsPauseLeft(run.state, at(30)), absl::Minutes(10));
+  EXPECT_EQ(ReclaimBoundsPauseLeft(run.state, at(30 + 600)), absl::ZeroDuration());
+  // Two more unconfirmed windows: 20 min, then 40.
+  for (double t : {700.0, 2000.0}) {
+    rows.push_back({t, static_cast<int64_t>(t), 1000});
+    rows.push_back({t + 20, static_cast<int64_t>(t), 1000});
+  }
+  run = Drive(rows);
+  EXPECT_EQ(run.state.unconfirmed_run, 3u);
+  EXPECT_EQ(ReclaimBoundsPauseLeft(run.state, at(2020)), absl::Minutes(40));
+  // Many more: never above 2 h.
+  for (int i = 0; i < 10; ++i) {
+    const double t = 5000.0 + 100 * i;
+    rows.push_back({t, static_cast<int64_t>(t), 1000});
+    rows.push_back({t + 20, static_cast<int64_t>(t), 1000});
+  }
+  run = Drive(rows);
+  EXPECT_EQ(ReclaimBoundsPauseLeft(run.state, at(5920)), absl::Hours(2));
+  // A small claim (under 64 MiB) changes nothing; a confirmed one ends the run (the pause it
+  // follows still runs out).
+  rows.push_back({9000, 5940, 1000});
+  rows.push_back({9020, 5940, 1000});
+  run = Drive(rows);
+  EXPECT_EQ(run.closed.back().verdict, ReclaimVerdict::kSmall);
+  EXPECT_EQ(run.state.unconfirmed_run, 13u);
+  rows.push_back({9090, 5940, 1000});
+  rows.push_back({9100, 6240, 700});
+  rows.push_back({9120, 6240, 700});
+  run = Drive(rows);
+  EXPECT_EQ(run.closed.back().verdict, ReclaimVerdict::kConfirmed);
+  EXPECT_EQ(run.state.unconfirmed_run, 0u);
+}
+
 TEST(ReclaimClaimCheckTest, TotalsSaturate) {
   ReclaimClaimState s;
   s.unconfirmed_bytes = UINT64_MAX - 10;

@@ -58,6 +58,7 @@ enum GuestMetric {
   kReclaimConfirmed,
   kReclaimUnconfirmed,
   kReclaimUnconfirmedClaims,
+  kReclaimBoundsPaused,
   kGuestMetrics,  // the count
 };
 
@@ -354,6 +355,7 @@ struct Metrics::Impl {
         add(kReclaimConfirmed, true, static_cast<double>(r.confirmed_bytes()));
         add(kReclaimUnconfirmed, true, static_cast<double>(r.unconfirmed_bytes()));
         add(kReclaimUnconfirmedClaims, true, static_cast<double>(r.unconfirmed_claims()));
+        add(kReclaimBoundsPaused, true, r.bounds_pause_left_seconds());
         for (const char* st : kReclaimStates) {
           prometheus::ClientMetric c;
           c.label = {{"domain", g.name()}, {"state", st}, {"uuid", g.uuid()}};
@@ -409,6 +411,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kReclaimClaimed, "plimsoll_guest_reclaim_claimed_bytes_total", "Bytes the guest's agent claims its in-guest reclaim freed, over its processes and the guest's boots (capped on the host's clock). A claim: nothing is decided on it.", true);
   m.GuestFamily(kReclaimConfirmed, "plimsoll_guest_reclaim_confirmed_bytes_total", "Claimed reclaim bytes that the fall of the guest's QEMU RSS confirmed, over the windows of claims judged.", true);
   m.GuestFamily(kReclaimUnconfirmed, "plimsoll_guest_reclaim_unconfirmed_bytes_total", "Claimed reclaim bytes that the fall of the guest's QEMU RSS did not confirm, over the windows of claims judged.", true);
+  m.GuestFamily(kReclaimBoundsPaused, "plimsoll_guest_reclaim_bounds_pause_seconds", "Seconds left of the pause of the guest's reclaim bounds after claimed reclaim that QEMU's RSS did not show (plimsolld sends enabled = false meanwhile); 0: not paused.");
   m.GuestFamily(kReclaimUnconfirmedClaims, "plimsoll_guest_reclaim_unconfirmed_claims_total", "Windows of claimed reclaim (at least 64 MiB) judged unconfirmed: the guest's QEMU RSS fell by less than a quarter of the claim within the grace.", true);
   m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);
