@@ -193,7 +193,11 @@ std::string RenderGuest(const plimsoll::v1::Guest& g) {
     absl::StrAppend(&out, "reclaim claims:  ", bytes(r.claimed_bytes()), " claimed, ", bytes(r.confirmed_bytes()),
                     " confirmed by qemu rss, ", bytes(r.unconfirmed_bytes()), " not (", r.unconfirmed_claims(),
                     " unconfirmed claims, last ", r.last_verdict(), ")",
-                    r.pending_claim_bytes() > 0 ? ", " + bytes(r.pending_claim_bytes()) + " pending" : "", "\n");
+                    r.pending_claim_bytes() > 0 ? ", " + bytes(r.pending_claim_bytes()) + " pending" : "",
+                    r.bounds_pause_left_seconds() > 0
+                        ? absl::StrFormat(", bounds paused %.0fs more", r.bounds_pause_left_seconds())
+                        : std::string(),
+                    "\n");
   }
   absl::StrAppend(&out, absl::StrFormat("stats:           %s, age %.1fs\n",
                                         s.stats_fresh() ? "fresh" : "NOT fresh", s.stats_age_seconds()));

@@ -86,6 +86,9 @@ TEST(GuestTableTest, AnAgentsReclaim) {
   one = RenderGuest(g);
   EXPECT_TRUE(absl::StrContains(one, "bounds sent: off\n")) << one;
   EXPECT_TRUE(absl::StrContains(one, ", 64Mi pending\n")) << one;
+  r->set_bounds_pause_left_seconds(540.4);
+  one = RenderGuest(g);
+  EXPECT_TRUE(absl::StrContains(one, ", 64Mi pending, bounds paused 540s more\n")) << one;
   r->clear_bounds_enabled();
   EXPECT_TRUE(absl::StrContains(RenderGuest(g), "bounds sent: none\n")) << RenderGuest(g);
 }

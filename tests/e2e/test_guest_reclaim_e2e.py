@@ -15,7 +15,8 @@ the guest is in the policy's reclaim pool (docs/policy.md, "In-guest reclaim"): 
 not probe it. Then the guest suddenly allocates 500 MiB: it has them at once, by faulting pages
 in, with no deflate and no OOM kill.
 LyingReclaimE2E: an agent that claims a reclaim it never did gains nothing (its balloon target and
-bounds stay as they were while it reported honestly), and the claim shows as unconfirmed.
+bounds stay as they were while it reported honestly), the claim shows as unconfirmed, and its
+bounds are paused.
 """
 
 import os
@@ -291,31 +292,40 @@ class LyingReclaimE2E(unittest.TestCase):
             time.sleep(0.5)
         os.unlink(self.lie_file)
 
+        after = []
+
         def judged():
-            seen.append(self.now()[:2])
+            after.append(self.now()[:2])
             r = self.now()[2]
             return r if int(r.get("unconfirmed_claims", 0)) >= 1 else None
 
         # Judged once no claim came for the grace (20 s), at the next tick.
         r = wait_for("the claim judged unconfirmed", judged, 40, 0.5)
+        # Then its bounds are paused: the next ack says enabled = false.
+        r = wait_for("the bounds paused", lambda: (lambda r: r if r.get("bounds_enabled") is False else None)(
+            self.now()[2]), 20, 0.5)
         rss1 = self.lab.dommemstat("liar")["rss"] // 1024
         metrics = self.daemon.metrics()
         m = lambda name: harness.metric(metrics, name, domain="liar", uuid=self.uuid)
         print("\n  liar: target %d MiB keep %s B while honest; (target MiB, keep B) while lying and after: %s; "
               "claimed %d MiB, confirmed %d MiB, unconfirmed %d MiB (%s claims, last %s); QEMU RSS %d -> %d MiB"
-              % (target0, keep0, sorted(set(seen)), int(r["claimed_bytes"]) // MIB,
+              % (target0, keep0, sorted(set(seen + after), key=str), int(r["claimed_bytes"]) // MIB,
                  int(r["confirmed_bytes"]) // MIB, int(r["unconfirmed_bytes"]) // MIB, r["unconfirmed_claims"],
                  r["last_verdict"], rss0, rss1))
-        # Gains nothing: the target never above the honest one, the keep the same.
-        self.assertLessEqual(max(t for t, _ in seen), target0, seen)
+        # Gains nothing: the target never above the honest one, the keep the same while it lied,
+        # then none (paused).
+        self.assertLessEqual(max(t for t, _ in seen + after), target0, seen + after)
         self.assertEqual({k for _, k in seen}, {keep0}, seen)
+        self.assertLessEqual({k for _, k in after}, {keep0, None}, after)
+        self.assertGreater(float(r.get("bounds_pause_left_seconds", 0)), 500)
         # Shown as claimed, and unconfirmed: at most a quarter of it confirmed by the RSS.
         self.assertGreaterEqual(int(r["claimed_bytes"]), (self.LIE_SECONDS - 2) * 200 * MIB)
         self.assertLess(int(r["confirmed_bytes"]), int(r["claimed_bytes"]) // 4)
         self.assertEqual(r["last_verdict"], "unconfirmed")
         self.assertGreaterEqual(m("plimsoll_guest_reclaim_unconfirmed_claims_total"), 1)
         self.assertGreaterEqual(m("plimsoll_guest_reclaim_claimed_bytes_total"), (self.LIE_SECONDS - 2) * 200 * MIB)
-        self.assertEqual(m("plimsoll_guest_reclaim_keep_bytes"), keep0)
+        self.assertIsNone(m("plimsoll_guest_reclaim_keep_bytes"))  # bounds off while paused
+        self.assertGreater(m("plimsoll_guest_reclaim_bounds_pause_seconds"), 500)
         self.assertEqual(harness.metric(metrics, "plimsoll_guest_reclaim_state", domain="liar", state="idle",
                                         uuid=self.uuid), 1)
         self.assertIn("reclaim claim unconfirmed guest=liar", self.daemon.read_log())
