@@ -269,5 +269,28 @@ TEST(RunnerTest, BalloonPressureOverride) {
   }
 }
 
+// RunOptions::stats_period overrides every guest's stats_period: the run is the one whose
+// scenario says so.
+TEST(RunnerTest, StatsPeriodOverride) {
+  absl::StatusOr<Scenario> s = ParseScenario(R"(
+scenario name=slow_stats duration=3m tick=1s
+host total=8GiB reserve=512MiB
+guest name=a max=1GiB min=128MiB agent=false start=400MiB
+phase guest=a at=0 anon=150MiB
+phase guest=a at=60s anon=200MiB
+)");
+  ASSERT_TRUE(s.ok()) << s.status();
+  RunOptions slow;
+  slow.stats_period = 20;
+  absl::StatusOr<RunResult> r = RunScenario(*s, "pagecache", slow);
+  ASSERT_TRUE(r.ok()) << r.status();
+  s->guests[0].stats_period = 20;
+  absl::StatusOr<RunResult> said = RunScenario(*s, "pagecache");
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(said->churn_bytes, r->churn_bytes);
+  EXPECT_EQ(said->reclaimed_byte_s, r->reclaimed_byte_s);
+  EXPECT_EQ(said->decisions, r->decisions);
+}
+
 }  // namespace
 }  // namespace plimsoll::sim
