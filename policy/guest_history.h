@@ -53,6 +53,10 @@ struct GuestHistory {
   // The balloon's size at the latest report's time as the snapshots saw it (libvirt's actual is
   // now, the guest's report is as old as its age).
   std::optional<double> size_at_report_bytes;
+  // The balloon's size at the first snapshot at or after the latest report's time: the latest
+  // size the report can show, with none of the moves made after the report was seen (a loop
+  // ticking faster than the guest reports moves the balloon between reports).
+  std::optional<double> size_after_report_bytes;
   // The least max_bytes - MemTotal seen: the kernel's memory outside MemTotal (bytes), exact once
   // the guest was seen at its ceiling, too high before.
   std::optional<double> outside_bytes;

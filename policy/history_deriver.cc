@@ -36,15 +36,24 @@ std::optional<double> DiskReadRate(const GuestView& guest, double now_s, History
 
 // Records `actual` at `now_s`, and returns the balloon's size at `report_s` as the snapshots saw
 // it: the latest recorded at or before it, or the oldest kept when the report is older.
-double SizeAtReport(double now_s, double actual, double report_s, HistoryMemory* m) {
+// `after` receives the size at the first snapshot at or after `report_s` (the oldest kept when
+// the report is older than all of them).
+double SizeAtReport(double now_s, double actual, double report_s, HistoryMemory* m, double* after) {
   if (m->sizes_at_count == static_cast<int>(m->sizes_at.size())) {
     std::rotate(m->sizes_at.begin(), m->sizes_at.begin() + 1, m->sizes_at.end());
     --m->sizes_at_count;
   }
   m->sizes_at[m->sizes_at_count++] = {now_s, actual};
   double size = m->sizes_at[0].second;
+  *after = actual;
+  bool after_found = false;
   for (int i = 0; i < m->sizes_at_count; ++i) {
-    if (m->sizes_at[i].first <= report_s + 1e-6) size = m->sizes_at[i].second;
+    const double t = m->sizes_at[i].first;
+    if (t <= report_s + 1e-6) size = m->sizes_at[i].second;
+    if (!after_found && t >= report_s - 1e-6) {
+      *after = m->sizes_at[i].second;
+      after_found = true;
+    }
   }
   return size;
 }
@@ -86,7 +95,12 @@ GuestHistory DeriveHistory(const GuestView& guest, double now_s, HistoryMemory* 
   h.late_counters = s.late_counters;
   if (guest.oom_kill.has_value() || guest.balloon_oom_kills.has_value()) h.new_oom_kills = s.new_oom_kills;
   h.disk_read_bytes_per_s = DiskReadRate(guest, now_s, m);
-  h.size_at_report_bytes = SizeAtReport(now_s, actual, s.report_s, m);
+  double after = actual;
+  h.size_at_report_bytes = SizeAtReport(now_s, actual, s.report_s, m, &after);
+  // Taken on the snapshot that first sees the report, and kept: on later ones the report is
+  // older, and a snapshot's size kept from before it would be the one "after" it no longer.
+  if (s.new_report || !m->size_after_report_bytes.has_value()) m->size_after_report_bytes = after;
+  h.size_after_report_bytes = m->size_after_report_bytes;
 
   if (guest.total_bytes.has_value() && *guest.total_bytes > 0) {
     const double outside = std::max(0.0, static_cast<double>(guest.max_bytes - *guest.total_bytes));

@@ -11,6 +11,8 @@
 //   rates      guest_signals.h ReadSignals over the reports (stall, refaults, OOM kills);
 //              disk reads over the host's reads of them (each at its own time)
 //   size at    the latest size recorded at or before the report's time (8 snapshots kept)
+//   size after the size at the first snapshot at or after the report's time, as the snapshot
+//              that first saw the report found it, kept until the next report
 //   outside    min over snapshots of max(0, max_bytes - MemTotal)
 //   progress   balloon_progress.h CheckProgress
 //
@@ -47,6 +49,7 @@ struct HistoryMemory {
   std::array<std::pair<double, double>, 8> sizes_at{};
   int sizes_at_count = 0;
   std::optional<double> outside_bytes;
+  std::optional<double> size_after_report_bytes;  // GuestHistory's, for the latest report
 };
 
 // The history of `guest` at `now_s` (unix seconds), updating `memory`. `guest.max_bytes` is the

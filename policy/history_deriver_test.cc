@@ -203,6 +203,27 @@ TEST(HistoryDeriverTest, SizeAtReport) {
   }
 }
 
+// The size after the report: at the first snapshot at or after its time, taken when the report
+// is first seen and kept until the next one, so that moves made once it was seen are not in it.
+TEST(HistoryDeriverTest, SizeAfterReport) {
+  struct Row {
+    double t, actual_mib, age, after_mib;
+  };
+  const std::vector<Row> rows = {
+      {0, 4096, 0, 4096},  // a report at 0, seen at 0
+      {5, 3584, 3, 3584},  // from 2: the first snapshot after it is this one
+      {6, 3072, 4, 3584},  // the same report: the move since is not in it
+      {7, 2560, 5, 3584},
+      {10, 2560, 1, 2560},  // a new report, from 9
+  };
+  HistoryMemory m;
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.t);
+    const GuestHistory h = DeriveHistory(At(r.actual_mib, r.actual_mib, r.age), r.t, &m);
+    EXPECT_EQ(*h.size_after_report_bytes, r.after_mib * kMib);
+  }
+}
+
 TEST(HistoryDeriverTest, OutsideIsTheLeastMaxMinusMemTotalSeen) {
   HistoryMemory m;
   GuestView g = At(2048, 2048);

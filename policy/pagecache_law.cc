@@ -106,22 +106,53 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
       s.source == SignalSource::kAgent ? s.hard_bytes : s.hard_bytes - actual + size_at_report;
   // The two are different measures: when the source changes (the agent connecting, or going
   // stale) the jump between them is no allocation, so the rise starts again from this report.
-  if (s.new_report && m->burst_source.has_value() && *m->burst_source != s.source) m->burst.hard_bytes.reset();
+  if (s.new_report && m->burst_source.has_value() && *m->burst_source != s.source) {
+    m->burst.hard_bytes.reset();
+    m->rise_report_s.reset();
+    m->rise_bytes = 0;
+  }
   if (s.new_report) m->burst_source = s.source;
   out.burst_bytes = s.new_report ? UpdateBurst(burst_demand, now_s, p.burst, &m->burst)
                                  : (p.burst.window_seconds > 0 ? m->burst.burst_bytes : 0.0);
-  // Without the agent H compares libvirt's size now with usable memory at the report: on a
-  // report taken before the balloon landed, a take under way reads as demand falling. There H
-  // rises at once (an allocation must be seen) and falls only on a report after a landing.
+  // Without the agent the floor's H is usable memory at the report against A when the report
+  // was first seen (the size after the report): the balloon's moves since are ours, and read as
+  // demand they raised the floor, which grew the balloon, which read as more demand, on every
+  // tick until the next report (a real guest reporting every 20 s under a 1 s tick went 330 ->
+  // 1024 MiB on a 50 MiB burst). Memory the guest takes itself on OOM (autodeflate) is kept by
+  // balloon_follow.h. A take under way still reads as demand falling on a report taken before
+  // the landing: H rises at once (an allocation must be seen) and falls only on a report after
+  // a landing.
   double hard = s.hard_bytes;
   if (s.source != SignalSource::kAgent) {
+    const double read =
+        std::max(0.0, s.hard_bytes - actual + h.size_after_report_bytes.value_or(actual));
+    // A rise larger than the headroom between the last two reports may still be under way:
+    // until the next report H goes on rising at its rate, up to one report interval's worth.
+    // Without it, agentless guests allocating faster than their stats are killed again as their
+    // workloads restart (docs/policy.md "The agentless floor between reports").
+    if (s.new_report) {
+      if (m->rise_report_s.has_value() && s.report_s > *m->rise_report_s) {
+        m->rise_bytes = std::max(0.0, burst_demand - m->rise_hard_bytes);
+        m->rise_seconds = s.report_s - *m->rise_report_s;
+      }
+      m->rise_report_s = s.report_s;
+      m->rise_hard_bytes = burst_demand;
+    }
+    double rising = 0;
+    if (m->rise_bytes >= headroom && m->rise_seconds > 0) {
+      rising = m->rise_bytes * std::clamp((now_s - s.report_s) / m->rise_seconds, 0.0, 1.0);
+    }
+    out.rising_bytes = rising;
+    hard = read + rising;
     if (h.report_after_landing || !m->landed_hard_bytes.has_value()) {
-      m->landed_hard_bytes = s.hard_bytes;
+      m->landed_hard_bytes = read;
     } else {
-      hard = std::max(s.hard_bytes, *m->landed_hard_bytes);
+      hard = std::max(read, *m->landed_hard_bytes) + rising;
     }
   } else {
     m->landed_hard_bytes.reset();
+    m->rise_report_s.reset();
+    m->rise_bytes = 0;
   }
   // A pooled guest's burst room is the pool's reserve (reclaim_pool.h); its bursts are still
   // measured, for the reserve.

@@ -8,7 +8,10 @@
 //             memory outside MemTotal
 //             burst: the largest rise of H per report within a window (burst_headroom.h);
 //             without the agent H = A - usable with A taken at the report's time: libvirt's A
-//             is now, the guest's usable is as old as its report
+//             is now, the guest's usable is as old as its report (the floor takes A when the
+//             report was first seen: the balloon's moves since are the host's, not demand);
+//             plus, after a rise r of it larger than h between the last two reports, t apart,
+//             r * min(1, age / t): the rise may go on until the next report
 //   ws        W = H + Active(file) + h            with the agent (hot cache is in Active(file))
 //             W = A - max(0, MemFree - h)         without it (only free memory is known unused)
 //   pressure  x = max(stall / stall_target, refault / refault_target): the plain readings, or
@@ -125,6 +128,13 @@ struct LawMemory {
   // Without the agent, H as last read on a report after a landing: until the next such report
   // the floor's H does not fall below it (pagecache_law.cc).
   std::optional<double> landed_hard_bytes;
+  // Without the agent: the latest report's time and hard demand (A at its time, as the burst
+  // measures it), and the rise of that demand from the report before and the time between the
+  // two: a rise still under way (pagecache_law.cc).
+  std::optional<double> rise_report_s;
+  double rise_hard_bytes = 0;
+  double rise_bytes = 0;
+  double rise_seconds = 0;
   // The report time of the last measured report the law found calm, until late pressure
   // counters for it were answered (pagecache_law.cc); -infinity otherwise.
   double calm_report_s = -std::numeric_limits<double>::infinity();
@@ -149,6 +159,7 @@ struct LawOutcome {
   GuestSignals signals;          // what SignalsOf made of the guest's stats and history
   double floor_bytes = 0;        // F
   double burst_bytes = 0;        // the burst headroom in F (0 when pooled)
+  double rising_bytes = 0;       // without the agent: the rise still under way in F's H
   double working_set_bytes = 0;  // W
   double pressure = 0;           // x (0 without any pressure signal)
   double raw_pressure = 0;       // x by the plain readings (stall and refaults)

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/history_deriver.h"
 
@@ -448,6 +450,92 @@ TEST(PagecacheLawTest, WithoutTheAgentHardDemandFallsOnlyOnAReportAfterTheLandin
   d.guest().usable_bytes = static_cast<int64_t>(710 * kMib);
   const LawOutcome last = d.Step(2, /*land=*/false);
   EXPECT_NEAR(hard_mib(last), 790, 0.01) << last.reason;
+}
+
+// A loop that ticks faster than the guest reports: without the agent H = A - usable, and usable
+// stays the report's until the next one while the balloon moves. The floor takes A when the
+// report was first seen, so the growth it asks for is not read back as demand on the next tick.
+// Read with A now, each tick's growth raised the floor by itself again: a real guest reporting
+// every 20 s under a 1 s tick went 330 -> 1024 MiB in 15 ticks on a 50 MiB burst.
+TEST(PagecacheLawTest, WithoutTheAgentOurGrowthBetweenReportsIsNoDemand) {
+  // A 1024 MiB guest: h = max(128 MiB, 5% of 1024) = 128 MiB. Reports every 20 s, a decision
+  // every second, the balloon landing within it; MemAvailable = A - the guest's hard demand.
+  struct Row {
+    double from_s;    // from this second on
+    double hard_mib;  // the guest's hard demand, as its next report shows it
+    double most_mib;  // the most the target may be
+  };
+  const std::vector<Row> rows = {
+      {0, 190, 330},   // calm at 330 MiB: F = 190 + 128 = 318
+      {20, 240, 418},  // a 50 MiB burst: F = 240 + 128 + 50 (the burst), and no more until 40
+      {40, 240, 418},  // the next report: the growth is usable memory, not demand
+  };
+  GuestView g = Agentless(330, 140);
+  g.max_bytes = 1024 * (int64_t{1} << 20);
+  g.min_bytes = 128 * (int64_t{1} << 20);
+  g.agent_age_seconds.reset();
+  LawParams p;
+  LawMemory m;
+  HistoryMemory hm;
+  const double t0 = 1e9;
+  double report_s = t0;
+  for (int t = 0; t < 60; ++t) {
+    const double now = t0 + t;
+    size_t r = 0;
+    while (r + 1 < rows.size() && rows[r + 1].from_s <= t) ++r;
+    if (t % 20 == 0) {
+      report_s = now;
+      g.usable_bytes = g.actual_bytes - static_cast<int64_t>(rows[r].hard_mib * kMib);
+    }
+    g.stats_age_seconds = now - report_s;
+    g.history = DeriveHistory(g, now, &hm);
+    const LawOutcome o = StepLaw(g, now, p, &m);
+    SCOPED_TRACE(absl::StrCat("t=", t, " ", o.reason));
+    EXPECT_LE(o.proposal_bytes / kMib, rows[r].most_mib + 0.01);
+    g.actual_bytes = g.target_bytes = static_cast<int64_t>(std::llround(o.proposal_bytes));
+  }
+}
+
+// Without the agent, a rise of hard demand larger than the headroom may still be under way when
+// the law decides: until the next report H goes on rising at the rate the last two reports
+// showed, up to one report interval's worth. A rise the headroom absorbs is not extrapolated.
+TEST(PagecacheLawTest, WithoutTheAgentALargeRiseGoesOnUntilTheNextReport) {
+  struct Row {
+    double rise_mib;  // between two reports 20 s apart
+    double age_s;     // of the second when the law decides
+    double hard_mib;  // H in the floor
+  };
+  // h = 204.8 MiB; H was 800 MiB, then 800 + rise.
+  const std::vector<Row> rows = {
+      {300, 0, 1100},    // just reported: no time to rise yet
+      {300, 10, 1250},   // half an interval: half the rise again
+      {300, 20, 1400},   // a whole interval
+      {300, 40, 1400},   // and no more
+      {100, 10, 900},    // within the headroom: not extrapolated
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(absl::StrCat("rise=", r.rise_mib, " age=", r.age_s));
+    GuestView g = Agentless(2000, 1200);
+    g.agent_age_seconds.reset();
+    g.stats_age_seconds = 0;
+    LawParams p;
+    p.burst.window_seconds = 0;  // the plain floor
+    LawMemory m;
+    HistoryMemory hm;
+    auto step = [&](double now) {
+      g.history = DeriveHistory(g, now, &hm);
+      return StepLaw(g, now, p, &m);
+    };
+    step(1000);
+    g.usable_bytes = static_cast<int64_t>((1200 - r.rise_mib) * kMib);
+    LawOutcome o = step(1020);
+    if (r.age_s > 0) {
+      g.stats_age_seconds = r.age_s;  // the same report, older
+      o = step(1020 + r.age_s);
+    }
+    EXPECT_NEAR(o.floor_bytes / kMib - LawHeadroom(g, p) / kMib, r.hard_mib, 0.01) << o.reason;
+    EXPECT_NEAR(o.rising_bytes / kMib, r.hard_mib - 800 - r.rise_mib, 0.01);
+  }
 }
 
 // The agent connecting after libvirt's stats came first changes what hard demand is measured

@@ -215,6 +215,8 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
         memory.allowance_bytes.reset();
         memory.asked_bytes.reset();
         memory.landed_hard_bytes.reset();
+        memory.rise_report_s.reset();
+        memory.rise_bytes = 0;
       }
       s.floor = static_cast<double>(FloorBytes(g));
       s.active = s.actual;
@@ -353,6 +355,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     if (o.disk_bytes_per_s.has_value()) {
       absl::StrAppend(&d.reason, " disk=", FormatMib(*o.disk_bytes_per_s), "/s");
     }
+    if (o.rising_bytes > 0) absl::StrAppend(&d.reason, " rising=", FormatMib(o.rising_bytes));
     // With pressure_profile or a futile verdict, the x that decided is not the plain reading:
     // the plain one goes beside it, and the futile level it was measured against.
     if (std::isfinite(o.pressure) && std::fabs(o.raw_pressure - o.pressure) > 0.005) {

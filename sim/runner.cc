@@ -60,11 +60,15 @@ absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view 
 
 absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view policy_name,
                                       const RunOptions& options) {
-  const bool changed = options.tick_seconds > 0 || options.balloon_pressure.has_value();
+  const bool changed = options.tick_seconds > 0 || options.stats_period > 0 ||
+                       options.balloon_pressure.has_value();
   Scenario retimed;
   if (changed) {
     retimed = given;
     if (options.tick_seconds > 0) retimed.tick = options.tick_seconds;
+    if (options.stats_period > 0) {
+      for (GuestSpec& g : retimed.guests) g.stats_period = options.stats_period;
+    }
     if (options.balloon_pressure.has_value()) {
       for (GuestSpec& g : retimed.guests) g.balloon_pressure = *options.balloon_pressure;
     }

@@ -138,6 +138,11 @@ struct RunOptions {
   // > 0: decide every this many seconds instead of the scenario's own tick (the generated
   // corpus ticks every 5 s, plimsolld's default; an operator may set a shorter one).
   double tick_seconds = 0;
+  // > 0: every guest reports its stats every this many seconds instead of its own stats_period
+  // (the generated corpus draws 2, 5 or 10 s against a 5 s tick; plimsolld's lab guests are set
+  // to 2 s, and a guest left at QEMU's or libvirt's other settings may report far more slowly
+  // than the daemon ticks: --tick=1 --stats_period=20).
+  double stats_period = 0;
   // Set: every guest's kernel sends the balloon driver's pressure counters (true) or none does
   // (false), whatever the scenario says (GuestSpec::balloon_pressure); empty: as it says.
   std::optional<bool> balloon_pressure;

@@ -269,5 +269,47 @@ TEST(RunnerTest, BalloonPressureOverride) {
   }
 }
 
+// RunOptions::stats_period overrides every guest's stats_period: the run is the one whose
+// scenario says so.
+TEST(RunnerTest, StatsPeriodOverride) {
+  absl::StatusOr<Scenario> s = ParseScenario(R"(
+scenario name=slow_stats duration=3m tick=1s
+host total=8GiB reserve=512MiB
+guest name=a max=1GiB min=128MiB agent=false start=400MiB
+phase guest=a at=0 anon=150MiB
+phase guest=a at=60s anon=200MiB
+)");
+  ASSERT_TRUE(s.ok()) << s.status();
+  RunOptions slow;
+  slow.stats_period = 20;
+  absl::StatusOr<RunResult> r = RunScenario(*s, "pagecache", slow);
+  ASSERT_TRUE(r.ok()) << r.status();
+  s->guests[0].stats_period = 20;
+  absl::StatusOr<RunResult> said = RunScenario(*s, "pagecache");
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(said->churn_bytes, r->churn_bytes);
+  EXPECT_EQ(said->reclaimed_byte_s, r->reclaimed_byte_s);
+  EXPECT_EQ(said->decisions, r->decisions);
+}
+
+// The same agentless guest, reporting every 20 s under a 1 s tick, with a 50 MiB allocation its
+// only demand: the law's own growth between reports must not read as demand (pagecache_law.h).
+// Read so, the balloon ran to the ceiling and back: 1 GiB of traffic, where the allocation and
+// the takes move 131 MiB.
+TEST(RunnerTest, TheAgentlessFloorBetweenSlowReports) {
+  absl::StatusOr<Scenario> s = ParseScenario(R"(
+scenario name=slow_stats duration=3m tick=1s
+host total=8GiB reserve=512MiB
+guest name=a max=1GiB min=128MiB agent=false start=400MiB stats_period=20s
+phase guest=a at=0 anon=150MiB
+phase guest=a at=60s anon=200MiB
+)");
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<RunResult> r = RunScenario(*s, "pagecache");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*MetricValue(*r, "oom_kills"), 0);
+  EXPECT_LT(*MetricValue(*r, "guest.a.traffic_mib"), 256);
+}
+
 }  // namespace
 }  // namespace plimsoll::sim

@@ -65,6 +65,9 @@ ABSL_FLAG(bool, psi_total, true,
 ABSL_FLAG(double, tick, 0,
           "decide every this many seconds instead of each scenario's own tick (0: the "
           "scenario's; the generated corpus ticks every 5 s)");
+ABSL_FLAG(double, stats_period, 0,
+          "every guest reports its stats every this many seconds instead of its own stats_period "
+          "(0: each guest's; the generated corpus draws 2, 5 or 10 s)");
 ABSL_FLAG(double, block_stats_interval, 5,
           "read the guests' disk reads at most this often (seconds), as plimsolld's "
           "block_stats_interval (default 5 s); 0: at every decision");
@@ -108,6 +111,7 @@ plimsoll::sim::RunOptions CommandRunOptions() {
   options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
   options.block_stats_interval = absl::GetFlag(FLAGS_block_stats_interval);
   options.tick_seconds = absl::GetFlag(FLAGS_tick);
+  options.stats_period = absl::GetFlag(FLAGS_stats_period);
   return options;
 }
 
