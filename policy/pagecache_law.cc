@@ -117,8 +117,8 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // Without the agent the floor's H is usable memory at the report against A when the report
   // was first seen (the size after the report): the balloon's moves since are ours, and read as
   // demand they raised the floor, which grew the balloon, which read as more demand, on every
-  // tick until the next report (a real guest reporting every 20 s under a 1 s tick went 330 ->
-  // 1024 MiB on a 50 MiB burst). Memory the guest takes itself on OOM (autodeflate) is kept by
+  // tick until the next report (docs/policy.md "The agentless floor between reports"). Memory
+  // the guest takes itself on OOM (autodeflate) is kept by
   // balloon_follow.h. A take under way still reads as demand falling on a report taken before
   // the landing: H rises at once (an allocation must be seen) and falls only on a report after
   // a landing.
