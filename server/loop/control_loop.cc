@@ -1022,7 +1022,8 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     if (c.hold.has_value()) *out->mutable_reclaim_hold() = *c.hold;
     out->set_target_bytes(g->target_bytes);
     out->set_actual_bytes(g->actual_bytes);
-    out->set_state_detail(g->detail);
+    // An empty string is the field's default: setting one would still put a string on the arena.
+    if (!g->detail.empty()) out->set_state_detail(g->detail);
     actual_sum += g->actual_bytes;
     auto* s = out->mutable_stats();
     const double age = g->stats_age_seconds;
@@ -1059,7 +1060,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     s->set_stats_age_seconds(age);
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
-    out->set_balloon_state(g->balloon_state);
+    if (!g->balloon_state.empty()) out->set_balloon_state(g->balloon_state);
     out->set_envelope_floor_bytes(g->envelope_floor);
     if (deps_.agents != nullptr) PublishAgent(*g, out);
   }
