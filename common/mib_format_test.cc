@@ -17,6 +17,9 @@ TEST(MibFormatTest, WholeAndTenths) {
   EXPECT_EQ(FormatMib(1023.96 * kMib), "1024MiB");
   EXPECT_EQ(FormatMib(int64_t{-1024} * kMib), "-1024MiB");
   EXPECT_EQ(FormatMib(-0.5 * kMib), "-0.5MiB");
+  EXPECT_EQ(FormatMib(-1234.5 * kMib), "-1234.5MiB");
+  EXPECT_EQ(FormatMib(10.04 * kMib), "10MiB");
+  EXPECT_EQ(FormatMib(1048576.2 * kMib), "1048576.2MiB");
   EXPECT_EQ(FormatMib(int64_t{1}), "0MiB");
 }
 

@@ -730,21 +730,20 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
   snap.host.in_guest_reclaim = options_.in_guest_reclaim;
   snap.host.psi_some_avg10 = h.psi_some_avg10;
   snap.host.psi_full_avg10 = h.psi_full_avg10;
-  snap.guests = tracker_.Views();
-  if (deps_.agents != nullptr) {
-    for (policy::GuestView& v : snap.guests) AddAgentSignals(v);
-  }
-  // From what the guests reported and the targets the calls set, before the operator's controls
-  // change the ceiling the policy sees.
-  tracker_.DeriveHistories(now, &snap.guests);
+  // The histories are derived from what the guests reported and the targets the calls set,
+  // before the operator's controls change the ceiling the policy sees.
+  snap.guests = tracker_.DerivedViews(now, [this](policy::GuestView& v) {
+    if (deps_.agents != nullptr) AddAgentSignals(v);
+  });
+  // The views are ByName()'s, in its order: the guest of each view is found by its position.
+  const std::vector<const TrackedGuest*>& tracked = tracker_.ByName();
   for (size_t i = 0; i < snap.guests.size(); ++i) {
     policy::GuestView& v = snap.guests[i];
     if (const BalloonCalls::Call* p = calls_->Pending(v.uuid);
         p != nullptr && p->kind == BalloonCalls::Kind::kSetTarget && v.history.has_value()) {
       v.history->pending_target_bytes = p->value;
     }
-    const TrackedGuest* g = tracker_.FindAt(i, v.uuid);
-    if (g == nullptr) continue;  // not tracked: cannot happen
+    const TrackedGuest* g = tracked[i];
     const GuestControl& c = g->control;
     if (c.floor == 0 && c.ceiling == 0) continue;  // no <memory>: nothing to bound
     v.min_bytes = c.floor;
@@ -797,20 +796,22 @@ std::string ControlLoop::SubmitTarget(const TrackedGuest& g, int64_t target, abs
   return "unknown submission result";
 }
 
-void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions,
-                        absl::Time now) {
+void ControlLoop::Apply(const policy::Snapshot& snapshot, policy::Decisions& decisions, absl::Time now) {
   std::vector<TrackedGuest*> decided;  // in apply order, for the counts and logs at the end
   decided.reserve(decisions.guests.size());
   const EnvelopeHost host_facts{host_stale_, absl::ToDoubleSeconds(now - last_host_at_)};
+  // The snapshot's guests are ByName()'s (BuildSnapshot): a decision in its place is the guest
+  // there, found without a lookup; one out of place is looked up.
+  const bool in_tracked_order = snapshot.guests.size() == tracker_.ByName().size();
   for (size_t i : ApplyOrder(decisions)) {
-    const policy::GuestDecision& d = decisions.guests[i];
-    TrackedGuest* g = tracker_.FindAt(i, d.uuid);
+    policy::GuestDecision& d = decisions.guests[i];
+    const policy::GuestView* view =
+        i < snapshot.guests.size() && snapshot.guests[i].uuid == d.uuid ? &snapshot.guests[i] : nullptr;
+    TrackedGuest* g = view != nullptr && in_tracked_order ? tracker_.AtByName(i) : tracker_.Find(d.uuid);
     if (g == nullptr) continue;  // a policy must not invent guests; ignore if it does
     const GuestControl& c = g->control;
     const int64_t previous = g->target_bytes;
-    const policy::GuestView* view =
-        i < snapshot.guests.size() && snapshot.guests[i].uuid == d.uuid ? &snapshot.guests[i] : nullptr;
-    Move move = Constrain(d, view, EnvelopeOf(*g), c, host_facts);
+    Move move = Constrain(d, std::move(d.reason), view, EnvelopeOf(*g), c, host_facts);
     for (EnvelopeRule rule : move.fired) CountEnvelopeRule(rule);
     if (!move.hold_released.empty()) {
       ReleaseHold(c.hold->reclaim_id(), d.uuid, g->info.name, move.hold_released);
@@ -848,7 +849,7 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, const policy::Decision
     rec.set_direction(direction);
     rec.set_previous_target_bytes(previous);
     rec.set_target_bytes(target);
-    rec.set_reason(reason);
+    rec.set_reason(std::move(reason));
     rec.set_applied(false);  // until its call returns (TargetCallReturned)
     rec.set_policy_floor_bytes(d.floor_bytes);
     rec.set_seen_floor_bytes(move.seen_floor_bytes);
@@ -1023,7 +1024,8 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     if (c.hold.has_value()) *out->mutable_reclaim_hold() = *c.hold;
     out->set_target_bytes(g->target_bytes);
     out->set_actual_bytes(g->actual_bytes);
-    out->set_state_detail(g->detail);
+    // An empty string is the field's default: setting one would still put a string on the arena.
+    if (!g->detail.empty()) out->set_state_detail(g->detail);
     actual_sum += g->actual_bytes;
     auto* s = out->mutable_stats();
     const double age = g->stats_age_seconds;
@@ -1060,7 +1062,7 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
     s->set_stats_age_seconds(age);
     s->set_stats_fresh(g->stats_fresh);
     if (g->last_decision.tick() > 0) *out->mutable_last_decision() = g->last_decision;
-    out->set_balloon_state(g->balloon_state);
+    if (!g->balloon_state.empty()) out->set_balloon_state(g->balloon_state);
     out->set_envelope_floor_bytes(g->envelope_floor);
     if (deps_.agents != nullptr) PublishAgent(*g, now, out);
   }

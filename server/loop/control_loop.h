@@ -264,8 +264,11 @@ class ControlLoop {
   void PublishEvent(plimsoll::v1::WatchEvent event);
   bool EnsureConnected(absl::Time now);
   void Collect(absl::Time now, bool* collected);
+  // The snapshot's guests are the tracker's ByName(), in its order (Apply relies on it).
   std::optional<policy::Snapshot> BuildSnapshot(absl::Time now);
-  void Apply(const policy::Snapshot& snapshot, const policy::Decisions& decisions, absl::Time now);
+  // Applies BuildSnapshot's `snapshot` and the decisions made on it; moves their reasons out
+  // into the guests' records.
+  void Apply(const policy::Snapshot& snapshot, policy::Decisions& decisions, absl::Time now);
   // The order Apply goes through the decisions: serve_first_'s guests, then the rest in order.
   std::vector<size_t> ApplyOrder(const policy::Decisions& decisions) const;
   // The line of this tick into the view: line_figures_ with the offer, the staleness (`stale`:

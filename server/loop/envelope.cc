@@ -207,9 +207,14 @@ constexpr Rule kRules[] = {PinRules,    HoldRules,   ClampRule,  LoweredMinRules
 
 Move Constrain(const policy::GuestDecision& decision, const policy::GuestView* view, const EnvelopeGuest& guest,
                const GuestControl& control, const EnvelopeHost& host) {
+  return Constrain(decision, std::string(decision.reason), view, guest, control, host);
+}
+
+Move Constrain(const policy::GuestDecision& decision, std::string&& reason, const policy::GuestView* view,
+               const EnvelopeGuest& guest, const GuestControl& control, const EnvelopeHost& host) {
   Move move;
   move.target_bytes = decision.target_bytes;
-  move.reason = decision.reason;
+  move.reason = std::move(reason);
   Facts f{decision, guest, control, host, false, "", 0, 0, "", 0, view};
   f.force = control.override != nullptr && control.override->force();
   if (f.force) {

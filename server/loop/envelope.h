@@ -82,6 +82,10 @@ struct Move {
 // self-deflation from its history).
 Move Constrain(const policy::GuestDecision& decision, const policy::GuestView* view, const EnvelopeGuest& guest,
                const GuestControl& control, const EnvelopeHost& host);
+// The same, with the policy's reason (`decision.reason`, which is not read) moved in rather than
+// copied: the control loop constrains every guest's decision every tick.
+Move Constrain(const policy::GuestDecision& decision, std::string&& reason, const policy::GuestView* view,
+               const EnvelopeGuest& guest, const GuestControl& control, const EnvelopeHost& host);
 
 }  // namespace plimsoll::server
 

@@ -204,44 +204,60 @@ void GuestTracker::MarkAllStale(absl::Time now) {
   }
 }
 
+policy::GuestView GuestTracker::ViewOf(const TrackedGuest& g) {
+  policy::GuestView v;
+  v.name = g.info.name;
+  v.uuid = g.info.uuid;
+  v.max_bytes = g.info.max_bytes;
+  v.min_bytes = g.min_bytes;
+  v.actual_bytes = g.actual_bytes;
+  v.target_bytes = g.target_bytes;
+  v.has_stats = g.has_stats;
+  v.stats_fresh = g.stats_fresh;
+  v.stats_age_seconds = g.stats_age_seconds;
+  v.stats_still_seconds = g.stats_still_seconds;
+  v.unused_bytes = g.stats.unused_bytes;
+  v.usable_bytes = g.stats.usable_bytes;
+  v.total_bytes = g.stats.available_bytes;
+  v.disk_caches_bytes = g.stats.disk_caches_bytes;
+  v.major_fault = g.stats.major_fault;
+  v.swap_in = g.stats.swap_in;
+  v.swap_out = g.stats.swap_out;
+  v.host_rss_bytes = g.stats.rss_bytes;
+  v.free_page_reporting = g.info.free_page_reporting;
+  v.balloon_oom_kills = g.stats.pressure.oom_kills;
+  v.balloon_alloc_stalls = g.stats.pressure.alloc_stalls;
+  v.balloon_direct_scan_bytes = g.stats.pressure.direct_scans;
+  // QEMU stamps both with its own clock when the guest's report arrives: the counters are as
+  // much older than the stats as their stamp is older.
+  if (g.stats.pressure.last_update.has_value() && g.stats.last_update.has_value()) {
+    v.balloon_pressure_age_seconds =
+        g.stats_age_seconds +
+        static_cast<double>(std::max<int64_t>(0, *g.stats.last_update - *g.stats.pressure.last_update));
+  }
+  v.disk_read_bytes = g.stats.disk_read_bytes;
+  v.disk_read_requests = g.stats.disk_read_requests;
+  if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = g.disk_read_age_seconds;
+  return v;
+}
+
 std::vector<policy::GuestView> GuestTracker::Views() const {
   std::vector<policy::GuestView> views;
   views.reserve(by_name_.size());
+  for (const TrackedGuest* g : by_name_) views.push_back(ViewOf(*g));
+  return views;
+}
+
+std::vector<policy::GuestView> GuestTracker::DerivedViews(absl::Time now,
+                                                          absl::FunctionRef<void(policy::GuestView&)> add_reports) {
+  const double now_s = absl::ToDoubleSeconds(now - absl::UnixEpoch());
+  std::vector<policy::GuestView> views;
+  views.reserve(by_name_.size());
   for (const TrackedGuest* g : by_name_) {
-    policy::GuestView v;
-    v.name = g->info.name;
-    v.uuid = g->info.uuid;
-    v.max_bytes = g->info.max_bytes;
-    v.min_bytes = g->min_bytes;
-    v.actual_bytes = g->actual_bytes;
-    v.target_bytes = g->target_bytes;
-    v.has_stats = g->has_stats;
-    v.stats_fresh = g->stats_fresh;
-    v.stats_age_seconds = g->stats_age_seconds;
-    v.stats_still_seconds = g->stats_still_seconds;
-    v.unused_bytes = g->stats.unused_bytes;
-    v.usable_bytes = g->stats.usable_bytes;
-    v.total_bytes = g->stats.available_bytes;
-    v.disk_caches_bytes = g->stats.disk_caches_bytes;
-    v.major_fault = g->stats.major_fault;
-    v.swap_in = g->stats.swap_in;
-    v.swap_out = g->stats.swap_out;
-    v.host_rss_bytes = g->stats.rss_bytes;
-    v.free_page_reporting = g->info.free_page_reporting;
-    v.balloon_oom_kills = g->stats.pressure.oom_kills;
-    v.balloon_alloc_stalls = g->stats.pressure.alloc_stalls;
-    v.balloon_direct_scan_bytes = g->stats.pressure.direct_scans;
-    // QEMU stamps both with its own clock when the guest's report arrives: the counters are as
-    // much older than the stats as their stamp is older.
-    if (g->stats.pressure.last_update.has_value() && g->stats.last_update.has_value()) {
-      v.balloon_pressure_age_seconds =
-          g->stats_age_seconds +
-          static_cast<double>(std::max<int64_t>(0, *g->stats.last_update - *g->stats.pressure.last_update));
-    }
-    v.disk_read_bytes = g->stats.disk_read_bytes;
-    v.disk_read_requests = g->stats.disk_read_requests;
-    if (v.disk_read_bytes.has_value()) v.disk_read_age_seconds = g->disk_read_age_seconds;
-    views.push_back(std::move(v));
+    policy::GuestView& v = views.emplace_back(ViewOf(*g));
+    add_reports(v);
+    // by_name_ points into by_uuid_, which this object owns: the const is only for ByName().
+    v.history = policy::DeriveHistory(v, now_s, &const_cast<TrackedGuest*>(g)->history);
   }
   return views;
 }
@@ -263,10 +279,9 @@ TrackedGuest* GuestTracker::Find(const std::string& uuid) {
   return it == by_uuid_.end() ? nullptr : &it->second;
 }
 
-TrackedGuest* GuestTracker::FindAt(size_t i, const std::string& uuid) {
+TrackedGuest* GuestTracker::AtByName(size_t i) {
   // by_name_ points into by_uuid_, which this object owns: the const is only for ByName().
-  if (i < by_name_.size() && by_name_[i]->info.uuid == uuid) return const_cast<TrackedGuest*>(by_name_[i]);
-  return Find(uuid);
+  return const_cast<TrackedGuest*>(by_name_[i]);
 }
 
 void GuestTracker::ForEachGuest(absl::FunctionRef<void(TrackedGuest&)> f) {

@@ -145,15 +145,22 @@ class GuestTracker {
   // are relative to the previous call.
   void DeriveHistories(absl::Time now, std::vector<policy::GuestView>* views);
 
+  // Views() then DeriveHistories(), with `add_reports` adding what else each guest reported (the
+  // agent's signals) to its view before its history is derived, in one pass: each guest is read
+  // once, while it is in cache, and no view is matched to its guest by uuid. What the control
+  // loop's snapshot is made of.
+  std::vector<policy::GuestView> DerivedViews(absl::Time now,
+                                              absl::FunctionRef<void(policy::GuestView&)> add_reports);
+
   // Every guest by name, then uuid. Kept from one Reconcile to the next (sorting
   // thousands of names twice a tick was a visible share of it); valid until the
   // next Reconcile.
   const std::vector<const TrackedGuest*>& ByName() const { return by_name_; }
 
   TrackedGuest* Find(const std::string& uuid);
-  // The guest at position `i` of ByName() when it is `uuid` (no lookup: the policy's views and
-  // decisions come in that order), else Find(uuid).
-  TrackedGuest* FindAt(size_t i, const std::string& uuid);
+  // The guest at position `i` (< ByName().size()) of ByName(), to update: the policy's views and
+  // decisions come in that order, and a guest is found by its place without a lookup.
+  TrackedGuest* AtByName(size_t i);
   // Calls `f` on every guest, in uuid order.
   void ForEachGuest(absl::FunctionRef<void(TrackedGuest&)> f);
   const absl::btree_map<std::string, TrackedGuest>& guests() const { return by_uuid_; }
@@ -163,6 +170,8 @@ class GuestTracker {
 
  private:
   void RefreshFreshness(TrackedGuest& g, absl::Time now) const;
+  // The policy's view of one guest (Views()), without a history.
+  static policy::GuestView ViewOf(const TrackedGuest& g);
 
   GuestRules rules_;
   absl::btree_map<std::string, TrackedGuest> by_uuid_;

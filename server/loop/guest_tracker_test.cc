@@ -377,6 +377,37 @@ TEST(GuestTrackerTest, HistoriesFollowTheTargetsSetAndTheBalloon) {
   EXPECT_EQ(*views[0].history->landed_s, absl::ToDoubleSeconds(now - absl::UnixEpoch()));
 }
 
+// The snapshot's one pass gives what Views() and DeriveHistories() give, in ByName()'s order,
+// with each view completed before its history is derived, and AtByName() finds its guest.
+TEST(GuestTrackerTest, DerivedViewsAreTheViewsWithTheirHistories) {
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  GuestTracker a(GuestRules{});
+  GuestTracker b(GuestRules{});
+  for (GuestTracker* t : {&a, &b}) {
+    t->Reconcile({Domain("b", "u2", 2048), Domain("a", "u1")}, now);
+    t->Find("u2")->target_bytes = 1024 * kMiB;  // a call set it: travelling, not landed
+  }
+  now += absl::Seconds(5);
+  std::vector<policy::GuestView> expected = a.Views();
+  a.DeriveHistories(now, &expected);
+  std::vector<std::string> completed;
+  std::vector<policy::GuestView> got = b.DerivedViews(now, [&](policy::GuestView& v) {
+    EXPECT_FALSE(v.history.has_value());  // completed before its history is derived
+    completed.push_back(v.uuid);
+  });
+  EXPECT_EQ(completed, (std::vector<std::string>{"u1", "u2"}));
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].uuid, expected[i].uuid);
+    EXPECT_EQ(got[i].target_bytes, expected[i].target_bytes);
+    ASSERT_TRUE(got[i].history.has_value());
+    ASSERT_TRUE(expected[i].history.has_value());
+    EXPECT_EQ(got[i].history->landed_s, expected[i].history->landed_s);
+    EXPECT_EQ(b.AtByName(i)->info.uuid, got[i].uuid);
+  }
+  EXPECT_FALSE(got[1].history->landed_s.has_value());
+}
+
 // What a guest costs the host reaches the policy's view: QEMU's RSS from the stats (a busy
 // domain's partial record keeps the last), free page reporting from the latest listing.
 TEST(GuestTrackerTest, WhatAGuestCostsTheHostReachesTheView) {
