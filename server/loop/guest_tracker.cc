@@ -262,18 +262,6 @@ std::vector<policy::GuestView> GuestTracker::DerivedViews(absl::Time now,
   return views;
 }
 
-void GuestTracker::DeriveHistories(absl::Time now, std::vector<policy::GuestView>* views) {
-  const double now_s = absl::ToDoubleSeconds(now - absl::UnixEpoch());
-  const size_t n = std::min(views->size(), by_name_.size());
-  for (size_t i = 0; i < n; ++i) {
-    policy::GuestView& v = (*views)[i];
-    // by_name_ points into by_uuid_, which this object owns: the const is only for ByName().
-    TrackedGuest* g = const_cast<TrackedGuest*>(by_name_[i]);
-    if (g->info.uuid != v.uuid) continue;  // not Views()'s order: no history rather than a wrong one
-    v.history = policy::DeriveHistory(v, now_s, &g->history);
-  }
-}
-
 TrackedGuest* GuestTracker::Find(const std::string& uuid) {
   auto it = by_uuid_.find(uuid);
   return it == by_uuid_.end() ? nullptr : &it->second;

@@ -81,7 +81,7 @@ struct TrackedGuest {
   // The lowest an override takes the guest without force (Guest.envelope_floor_bytes), from the
   // last decision; 0 before it.
   int64_t envelope_floor = 0;
-  // What DeriveHistories keeps from one tick to the next (policy/history_deriver.h).
+  // What DerivedViews keeps from one tick to the next (policy/history_deriver.h).
   policy::HistoryMemory history;
   // The check of its agent's claimed reclaim against its QEMU's RSS (reclaim_claim_check.h),
   // stepped by the control loop once a tick; shown, never decided on.
@@ -139,16 +139,12 @@ class GuestTracker {
   // The policy's view of every guest, in a stable order (ByName()).
   std::vector<policy::GuestView> Views() const;
 
-  // Derives each guest's history (policy/history_deriver.h) into `views`: Views()'s guests, in
-  // its order, with everything the guest reported added (the agent's signals) and its ceiling
-  // still <memory>. Once per tick, before the policy decides: a history's "new report" and rates
-  // are relative to the previous call.
-  void DeriveHistories(absl::Time now, std::vector<policy::GuestView>* views);
-
-  // Views() then DeriveHistories(), with `add_reports` adding what else each guest reported (the
-  // agent's signals) to its view before its history is derived, in one pass: each guest is read
-  // once, while it is in cache, and no view is matched to its guest by uuid. What the control
-  // loop's snapshot is made of.
+  // Views() with each guest's history (policy/history_deriver.h), `add_reports` adding what else
+  // the guest reported (the agent's signals) to its view before its history is derived, its
+  // ceiling still <memory>. In one pass: each guest is read once, while it is in cache, and no
+  // view is matched to its guest by uuid. What the control loop's snapshot is made of, once per
+  // tick before the policy decides: a history's "new report" and rates are relative to the
+  // previous call.
   std::vector<policy::GuestView> DerivedViews(absl::Time now,
                                               absl::FunctionRef<void(policy::GuestView&)> add_reports);
 

@@ -357,27 +357,26 @@ TEST(GuestTrackerTest, HistoriesFollowTheTargetsSetAndTheBalloon) {
   GuestTracker t(GuestRules{});
   absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   t.Reconcile({Domain("a", "u1", 2048)}, now);
-  std::vector<policy::GuestView> views = t.Views();
-  t.DeriveHistories(now, &views);
+  auto nothing_more = [](policy::GuestView&) {};
+  std::vector<policy::GuestView> views = t.DerivedViews(now, nothing_more);
   ASSERT_TRUE(views[0].history.has_value());
   ASSERT_TRUE(views[0].history->landed_s.has_value());
   EXPECT_LT(*views[0].history->landed_s, 0);  // long ago
 
   t.Find("u1")->target_bytes = 1024 * kMiB;  // a call set it
   now += absl::Seconds(5);
-  views = t.Views();
-  t.DeriveHistories(now, &views);
+  views = t.DerivedViews(now, nothing_more);
   EXPECT_FALSE(views[0].history->landed_s.has_value());
 
   t.Find("u1")->actual_bytes = 1030 * kMiB;
   now += absl::Seconds(5);
-  views = t.Views();
-  t.DeriveHistories(now, &views);
+  views = t.DerivedViews(now, nothing_more);
   ASSERT_TRUE(views[0].history->landed_s.has_value());
   EXPECT_EQ(*views[0].history->landed_s, absl::ToDoubleSeconds(now - absl::UnixEpoch()));
 }
 
-// The snapshot's one pass gives what Views() and DeriveHistories() give, in ByName()'s order,
+// The snapshot's one pass gives Views() with each guest's history (policy::DeriveHistory on its
+// memory), in ByName()'s order,
 // with each view completed before its history is derived, and AtByName() finds its guest.
 TEST(GuestTrackerTest, DerivedViewsAreTheViewsWithTheirHistories) {
   absl::Time now = absl::FromUnixSeconds(1'700'000'000);
@@ -389,7 +388,9 @@ TEST(GuestTrackerTest, DerivedViewsAreTheViewsWithTheirHistories) {
   }
   now += absl::Seconds(5);
   std::vector<policy::GuestView> expected = a.Views();
-  a.DeriveHistories(now, &expected);
+  for (policy::GuestView& v : expected) {
+    v.history = policy::DeriveHistory(v, absl::ToDoubleSeconds(now - absl::UnixEpoch()), &a.Find(v.uuid)->history);
+  }
   std::vector<std::string> completed;
   std::vector<policy::GuestView> got = b.DerivedViews(now, [&](policy::GuestView& v) {
     EXPECT_FALSE(v.history.has_value());  // completed before its history is derived
