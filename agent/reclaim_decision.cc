@@ -100,6 +100,10 @@ ReclaimDecision DecideReclaim(const ReclaimSituation& s, const ReclaimLawOptions
                    absl::StrCat("allowance=", Mib(allowance), " since_step=", absl::FormatDuration(s.since_step)));
   }
   uint64_t bytes = std::min(headroom, allowance);
+  // Within a step of the keep, half of what is left: the kernel may free more than it is asked
+  // (docs/agent.md), and what it frees past the keep is working set. The keep is approached in
+  // halves, so the overshoot shrinks with the ask.
+  if (headroom <= l.step_bytes) bytes = std::min(bytes, std::max(o.min_step_bytes, headroom / 2));
   bytes -= bytes % std::max<uint64_t>(o.page_bytes, 1);
   if (bytes < o.min_step_bytes) return Nothing(ReclaimReason::kBelowKeep, sizes);
   return ReclaimDecision{ReclaimReason::kStep, bytes, absl::StrCat(sizes, " step=", Mib(bytes), " ", pressure)};

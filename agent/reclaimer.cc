@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/reclaim_sample.h"
 #include "common/log.h"
 
@@ -156,6 +157,7 @@ ReclaimDecision Reclaimer::Tick() {
     absl::MutexLock l(&mu_);
     before_step = counters_;
     last_step_ = now;
+    last_step_keep_ = s.limits.keep_bytes;
     ++counters_.steps;
     counters_.requested += d.bytes;
     counters_.achieved += achieved;
@@ -201,7 +203,8 @@ void Reclaimer::LogDecision(const ReclaimDecision& d, const Counters& before) {
     absl::StrAppend(&line, " phase_steps=", c.steps - phase_start_.steps,
                     " phase_requested=", c.requested - phase_start_.requested,
                     " phase_achieved=", c.achieved - phase_start_.achieved, " phase_partial=",
-                    c.partial - phase_start_.partial, " phase_failed=", c.failed - phase_start_.failed);
+                    c.partial - phase_start_.partial, " phase_failed=", c.failed - phase_start_.failed,
+                    absl::StrFormat(" last_step_keep=%.1fMiB", static_cast<double>(last_step_keep_) / (1 << 20)));
   }
   PLOG_INFO << line;
 }

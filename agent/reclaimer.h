@@ -117,6 +117,9 @@ class Reclaimer : public ReclaimPeer {
   // For the log: the reason last logged, and the counters when the current active phase began.
   std::optional<ReclaimReason> logged_ ABSL_GUARDED_BY(mu_);
   Counters phase_start_ ABSL_GUARDED_BY(mu_);
+  // The keep in force at the latest step: the level that step was bounded by. A keep raised
+  // after it shows in the pause line's keep=, and the guest may sit below that one.
+  uint64_t last_step_keep_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_text_ ABSL_GUARDED_BY(mu_);
 };
 

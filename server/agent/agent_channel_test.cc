@@ -403,12 +403,15 @@ TEST_F(AgentChannelTest, ReclaimBoundsReachTheAgentAndItsReclaimReachesTheDaemon
     std::optional<AgentSignals> s = daemon.store->Signals(kVictim);
     return s.has_value() && s->reclaim_reason == "below_keep";
   })) << daemon.store->Signals(kVictim)->reclaim_reason;
-  EXPECT_EQ(guest.file(), (877 - 374) * kMiB);
+  // Within the smallest step (1 MiB) above the keep: the last steps halve what is left.
+  const uint64_t taken = 877 * kMiB - guest.file();
+  EXPECT_LE(taken, 374 * kMiB);
+  EXPECT_GT(taken, 373 * kMiB);
   ASSERT_TRUE(WaitUntil([&] {
-    return daemon.store->Signals(kVictim)->reclaim_requested_total_bytes == 374 * kMiB;
+    return daemon.store->Signals(kVictim)->reclaim_requested_total_bytes == taken;
   })) << daemon.store->Signals(kVictim)->reclaim_requested_total_bytes;
   std::optional<AgentSignals> s = daemon.store->Signals(kVictim);
-  EXPECT_EQ(s->reclaim_achieved_total_bytes, 374 * kMiB);
+  EXPECT_EQ(s->reclaim_achieved_total_bytes, taken);
   EXPECT_THAT(s->reclaim_keep_bytes, Optional(uint64_t{600 * kMiB}));
   EXPECT_THAT(s->reclaim_state, Optional(v1::RECLAIM_STATE_IDLE));
   EXPECT_TRUE(s->reclaim_file_only);
