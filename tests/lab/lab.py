@@ -97,6 +97,10 @@ ENV_MARKER = "PLIMSOLL_LAB_STATE"
 DATA_FORMAT_VERSION = 1
 # Bump when the guest /init or the way the initramfs is packed changes.
 INITRAMFS_FORMAT_VERSION = 2  # 2: virtio_console
+# QEMU's TCG translation cache counts in its RSS and grows towards its size (1 GiB by default)
+# as the guest runs new code. Capped, it fills early and stays full, so RSS moves with guest
+# memory as under KVM (tests/lab/README.md, "What a guest looks like").
+TCG_TB_CACHE_MIB = 128
 SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; libvirtd adds "-admin-sock".
 
 _VERBOSE = os.environ.get("PLIMSOLL_LAB_VERBOSE", "1") != "0"
@@ -1257,7 +1261,7 @@ class Lab:
     <initrd>{initrd}</initrd>
     <cmdline>{cmdline}</cmdline>
   </os>
-  <features><acpi/></features>{cpu}
+  <features><acpi/>{tcg}</features>{cpu}
   <clock offset='utc'/>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>{on_reboot}</on_reboot>
@@ -1289,6 +1293,7 @@ class Lab:
 """.format(dtype="kvm" if kvm else "qemu", name=name, uuid=guest_uuid or uuid.uuid4(), mib=int(memory_mib),
            vmlinux=esc(art.vmlinux), initrd=esc(art.initramfs), cmdline=esc(cmdline),
            cpu="\n  <cpu mode='host-passthrough'/>" if kvm else "",
+           tcg="" if kvm else "<tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>" % TCG_TB_CACHE_MIB,
            qemu=esc(art.qemu), data=esc(art.data_img),
            console=esc(self.console_path(name)),
            marker=ENV_MARKER, state=esc(self.state_dir), cache_mode=cache_mode,
