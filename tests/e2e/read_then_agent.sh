@@ -4,8 +4,8 @@
 # it again), then runs tests/lab/run_agent.sh with the same kernel command line (which mounts
 # cgroup v2, so that the agent finds memory.reclaim).
 # With plimsoll.go_file=P on the command line, it also allocates plimsoll.step_mib=M MiB of
-# anonymous memory once the host file P exists, and holds it (guest_workload anon prints
-# "allocated_mib=M" when it has touched all of it).
+# anonymous memory once the host file P exists (or as many MiB as P holds, if it holds a number),
+# and holds it (guest_workload anon prints "allocated_mib=M" when it has touched all of it).
 GO=; STEP_MIB=500
 for x in $(cat /proc/cmdline); do
   case "$x" in
@@ -18,6 +18,7 @@ cat /mnt/data/stream.bin > /dev/null
 echo "PLIMSOLL-READ done"
 if [ -n "$GO" ] && [ -n "$WL" ]; then
   (while [ ! -e "$GO" ]; do sleep 0.5; done
+   M=$(cat "$GO"); [ -n "$M" ] && STEP_MIB=$M
    echo "PLIMSOLL-ALLOC start mib=$STEP_MIB"
    "$WL" anon --mib "$STEP_MIB") &
 fi
