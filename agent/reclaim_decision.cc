@@ -101,8 +101,8 @@ ReclaimDecision DecideReclaim(const ReclaimSituation& s, const ReclaimLawOptions
   }
   uint64_t bytes = std::min(headroom, allowance);
   // Within a step of the keep, half of what is left: the kernel may free more than it is asked
-  // (docs/agent.md), and what it frees past the keep is working set. The keep is approached in
-  // halves, so the overshoot shrinks with the ask.
+  // (docs/agent.md), and what it frees past the keep is working set; a write never asks for all
+  // that is left, so that margin is there.
   if (headroom <= l.step_bytes) bytes = std::min(bytes, std::max(o.min_step_bytes, headroom / 2));
   bytes -= bytes % std::max<uint64_t>(o.page_bytes, 1);
   if (bytes < o.min_step_bytes) return Nothing(ReclaimReason::kBelowKeep, sizes);

@@ -98,8 +98,8 @@ DATA_FORMAT_VERSION = 1
 # Bump when the guest /init or the way the initramfs is packed changes.
 INITRAMFS_FORMAT_VERSION = 2  # 2: virtio_console
 # QEMU's TCG translation cache counts in its RSS and grows towards its size (1 GiB by default)
-# as the guest runs new code. Capped, it fills early and stays full, so RSS moves with guest
-# memory as under KVM (tests/lab/README.md, "What a guest looks like").
+# as the guest runs new code. Capped, it stays a small constant beside guest memory, as QEMU's
+# overhead is under KVM (tests/lab/README.md, "What a guest looks like").
 TCG_TB_CACHE_MIB = 128
 SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; libvirtd adds "-admin-sock".
 
