@@ -376,8 +376,8 @@ TEST(GuestTrackerTest, HistoriesFollowTheTargetsSetAndTheBalloon) {
 }
 
 // The snapshot's one pass gives Views() with each guest's history (policy::DeriveHistory on its
-// memory), in ByName()'s order,
-// with each view completed before its history is derived, and AtByName() finds its guest.
+// memory), in ByName()'s order, with each view completed before its history is derived, and
+// AtByName() finds its guest.
 TEST(GuestTrackerTest, DerivedViewsAreTheViewsWithTheirHistories) {
   absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   GuestTracker a(GuestRules{});
