@@ -186,6 +186,15 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   ProfileParams profile = p.profile;
   if (s.source == SignalSource::kAgent) profile.ratio = 0;
   const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, profile);
+  // Without the agent, a guest that reads from disk here no faster than at larger sizes streams:
+  // its cache turns over as it reads. The cache a step takes from it is what its own reads
+  // replace within a probe interval (docs/policy.md "Streaming takes").
+  const std::optional<double> reference_reads =
+      ReferencePressure(m->profile, profile_size, max_bytes, now_s, profile).disk_bytes_per_s;
+  const double streamed_bytes =
+      raw.disk_bytes_per_s.has_value() && reference_reads.has_value()
+          ? std::min(*raw.disk_bytes_per_s, *reference_reads) * p.probe_interval_seconds
+          : 0.0;
   out.disk_bytes_per_s = raw.disk_bytes_per_s;
   out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
   out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);
@@ -284,13 +293,20 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
       // step reported a stall over the target 2 s later (cause not shown), and the edge then
       // held it near its ceiling for the run: 1.06x MoM (0.99-1.31) against 1.30x (1.21-1.31),
       // one binary (docs/benchmarks.md "What each part of the law buys").
-      const double take = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
+      const double above_ws = p.take_fraction * std::max(0.0, base - out.working_set_bytes);
+      // A streaming guest's step: what its reads replace, at most the same half of what lies
+      // above the lowest size (W counts all its cache as hot, so above_ws is nothing).
+      const double streaming = std::min(streamed_bytes, p.take_fraction * std::max(0.0, base - stop));
+      const double take = std::max(above_ws, streaming);
       a = std::max(stop, base - std::max(step, take));
       m->probed_s = now_s;
       // With the agent every step stops at W, so none is a probe below it.
       out.action = take > step || stop_at_ws ? LawAction::kTake : LawAction::kProbe;
       out.reason = absl::StrCat(LawActionName(out.action), " x=", FormatFixed(out.pressure, 2),
                                 " ws=", FormatMib(out.working_set_bytes));
+      if (streaming > std::max(step, above_ws)) {
+        absl::StrAppend(&out.reason, " streams=", FormatMib(streamed_bytes / p.probe_interval_seconds), "/s");
+      }
     } else if (base <= lowest && lowest > out.floor_bytes) {
       out.action = LawAction::kEdge;
       out.reason = absl::StrCat("edge x=", FormatFixed(out.pressure, 2), " at=", FormatMib(lowest),

@@ -724,6 +724,41 @@ TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
   ADD_FAILURE() << "no backoff on rising disk reads";
 }
 
+// Without the agent all cache counts as in use, so a guest is probed down s at a time. One that
+// reads from disk as fast at larger sizes as here streams through its cache: its steps are what
+// its reads replace in a probe interval, at most half of what lies above its floor.
+TEST(PagecacheLawTest, WithoutTheAgentAStreamingGuestIsTakenAtThePaceOfItsReads) {
+  for (const double mib_per_s : {0.0, 150.0}) {
+    SCOPED_TRACE(absl::StrCat(mib_per_s, " MiB/s of disk reads"));
+    GuestView g = Agentless(4096, 4096 - 796);  // H = 796 MiB, F = H + h = 1000.8 MiB
+    g.refaults_per_second.reset();
+    g.disk_read_bytes = 0;
+    Driver d(g);
+    uint64_t read = 0;
+    int streaming_takes = 0;
+    for (int i = 0; i < 30; ++i) {
+      read += static_cast<uint64_t>(2 * mib_per_s * kMib);
+      d.guest().disk_read_bytes = read;
+      d.guest().usable_bytes = d.guest().actual_bytes - static_cast<int64_t>(796 * kMib);
+      const double before = d.TargetMib();
+      const LawOutcome o = d.Step();
+      ASSERT_NE(o.action, LawAction::kBackoff) << i << " " << o.reason;
+      if (o.reason.find("streams=") == std::string::npos) continue;
+      ++streaming_takes;
+      EXPECT_EQ(o.action, LawAction::kTake) << o.reason;
+      EXPECT_THAT(o.reason, HasSubstr("streams=150MiB/s"));
+      EXPECT_LE(before - d.TargetMib(), 0.5 * (before - 1000.8) + 0.01) << o.reason;
+    }
+    if (mib_per_s == 0) {
+      EXPECT_EQ(streaming_takes, 0);
+      EXPECT_NEAR(d.TargetMib(), 4096 - 10 * 0.02 * 4096, 0.01);  // one s a probe interval
+    } else {
+      EXPECT_GE(streaming_takes, 5);
+      EXPECT_LT(d.TargetMib(), 1000.8 + 0.02 * 4096);
+    }
+  }
+}
+
 TEST(PagecacheLawTest, AStepThatHurtIsGivenBackAndTheEdgeHeld) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(2048 * kMib);

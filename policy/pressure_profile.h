@@ -59,6 +59,12 @@ struct ProfileMemory {
   std::vector<Bucket> buckets;  // index: size / (bucket_fraction * ceiling); empty: never measured
 };
 
+// Per signal, the least reading measured at a larger size than `size_bytes` within
+// forget_seconds, which the excess is taken against; absent when there is none (every signal
+// absent when the profile is off).
+PressureReading ReferencePressure(const ProfileMemory& memory, double size_bytes,
+                                  double ceiling_bytes, double now_s, const ProfileParams& params);
+
 // The excess pressure at `size_bytes` for a guest of ceiling `ceiling_bytes` (see the file
 // comment), without recording `reading`.
 PressureReading ExcessPressure(const ProfileMemory& memory, double size_bytes, double ceiling_bytes,

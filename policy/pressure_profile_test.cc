@@ -42,6 +42,22 @@ TEST(PressureProfileTest, OnlyTheExcessOverALargerSizesReadingCounts) {
   EXPECT_EQ(ExcessPressure(m, 600 * kMib, kCeiling, Stall(55), 1, p).stall_pct, 49);
 }
 
+TEST(PressureProfileTest, TheReferenceIsTheLeastReadingAtALargerSize) {
+  ProfileMemory m;
+  const ProfileParams p = On();
+  EXPECT_FALSE(ReferencePressure(m, 600 * kMib, kCeiling, 0, p).disk_bytes_per_s.has_value());
+  RecordPressure(&m, 900 * kMib, kCeiling, PressureReading{3, std::nullopt, 150 * kMib}, 0, p);
+  RecordPressure(&m, 800 * kMib, kCeiling, PressureReading{4, std::nullopt, 100 * kMib}, 0, p);
+  RecordPressure(&m, 610 * kMib, kCeiling, PressureReading{1, std::nullopt, 10 * kMib}, 0, p);
+  const PressureReading r = ReferencePressure(m, 600 * kMib, kCeiling, 1, p);
+  EXPECT_EQ(r.stall_pct, 3);
+  EXPECT_FALSE(r.refault_bytes_per_s.has_value());
+  EXPECT_EQ(r.disk_bytes_per_s, 100 * kMib);  // not the same bucket's 10
+  ProfileParams off = p;
+  off.ratio = 0;
+  EXPECT_FALSE(ReferencePressure(m, 600 * kMib, kCeiling, 1, off).disk_bytes_per_s.has_value());
+}
+
 TEST(PressureProfileTest, TheSameBucketIsNotALargerSize) {
   ProfileMemory m;
   const ProfileParams p = On();
