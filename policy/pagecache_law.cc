@@ -186,9 +186,10 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   ProfileParams profile = p.profile;
   if (s.source == SignalSource::kAgent) profile.ratio = 0;
   const PressureReading excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, profile);
-  // Without the agent, a guest that reads from disk here no faster than at larger sizes streams:
-  // its cache turns over as it reads. The cache a step takes from it is what its own reads
-  // replace within a probe interval (docs/policy.md "Streaming takes").
+  // Without the agent, a guest that reads from disk here at the pace it read at larger sizes
+  // (calm: not faster than the profile calls pressure) streams: its cache turns over as it
+  // reads. The cache a step takes from it is what its own reads replace within a probe interval
+  // (docs/policy.md "Streaming takes").
   const std::optional<double> reference_reads =
       ReferencePressure(m->profile, profile_size, max_bytes, now_s, profile).disk_bytes_per_s;
   const double streamed_bytes =

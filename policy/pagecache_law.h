@@ -31,8 +31,8 @@
 //       t - probed >= T:  a <- max(F, L, S, b - max(probe * M, take * (b - W), d)),  b = min(a, A)
 //                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry;
 //                         S = W with the agent: takes stop there; without it probes go below;
-//                         d, without the agent: what the guest reads from disk in T, when it
-//                         reads no faster than at a larger size, at most take * (b - S))
+//                         d, without the agent: what the guest reads from disk in T (calm
+//                         against a larger size's reads: streaming), at most take * (b - max(F, L)))
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
 //   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
 //   in the guest backs off at once, measured or not.

@@ -105,8 +105,9 @@ class ChannelPump {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Link>> links_ ABSL_GUARDED_BY(mu_);
   // The links waiting for their budget to refill (throttled_until set): each round of the pump
-  // looks at these only, so a wake costs the throttled links, not all of them (at 1024 channels
-  // walking every link twice a wake was 16% of the daemon's CPU: docs/benchmarks.md).
+  // looks at these only, so a wake costs the throttled links, not all of them (a walk of every
+  // link per wake grows with the channel count; 1,024 channels: docs/benchmarks.md "Over
+  // virtio-serial channels").
   absl::flat_hash_set<uint64_t> throttled_ ABSL_GUARDED_BY(mu_);
   PumpCounters counters_ ABSL_GUARDED_BY(mu_);
 };
