@@ -118,6 +118,9 @@ struct LawMemory {
   // how fast a guest that gave its cache back takes memory back (reclaim_pool.h).
   BurstMemory rss_rise;
   std::optional<SignalSource> burst_source;  // whose hard demand the burst last measured
+  // When the guest last qualified for the reclaim pool's privileges (pagecache_policy.cc: a
+  // guest spending what it lent keeps them for a grace); -infinity when it has not, or lost them.
+  double pooled_s = -std::numeric_limits<double>::infinity();
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
   // The target the last decision asked for and the target it was asked from (recorded by

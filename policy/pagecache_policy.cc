@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -157,6 +158,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   // the reserve (from the bursts measured up to now and the RSS read now), and who is pooled.
   std::vector<bool> costed(n, false);
   std::vector<bool> pooled(n, false);
+  std::vector<bool> in_grace(n, false);  // pooled on the grace after it last qualified
   ReclaimPool pool;
   if (snapshot.host.in_guest_reclaim) {
     std::vector<PoolMember> members;
@@ -173,12 +175,26 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
                          static_cast<double>(*g.host_rss_bytes), PoolBurst(g, m, params_.law)});
     }
     pool = SizePool(members);
-    for (size_t i = 0; pool.covers && i < n; ++i) {
-      if (!costed[i]) continue;  // no RSS to read
+    for (size_t i = 0; i < n; ++i) {
       const GuestView& g = snapshot.guests[i];
+      LawMemory& m = *memories[i];
+      if (!costed[i] || !ReclaimsInGuest(g, snapshot.host) || UnsafeToActReason(g).has_value() ||
+          ImplausibleStatsReason(g).has_value()) {
+        m.pooled_s = -std::numeric_limits<double>::infinity();  // privileges end at once
+        continue;
+      }
       const double lent = static_cast<double>(std::max(g.actual_bytes, g.target_bytes) - *g.host_rss_bytes);
-      pooled[i] = ReclaimsInGuest(g, snapshot.host) && !UnsafeToActReason(g).has_value() &&
-                  !ImplausibleStatsReason(g).has_value() && lent >= LawStep(g, params_.law);
+      if (pool.covers && lent >= LawStep(g, params_.law)) {
+        pooled[i] = true;
+        m.pooled_s = now_s;
+      } else if (now_s - m.pooled_s <= kPoolGraceSeconds) {
+        // A pooled guest that allocates spends what it lent: its RSS rises to its balloon size
+        // and the rise grows the reserve, so it stops lending a step and the pool may stop
+        // covering, in the middle of the burst the pool is there for. Probed or given its burst
+        // room back then, its balloon would take what it is faulting in, or deflate.
+        pooled[i] = true;
+        in_grace[i] = true;
+      }
     }
   }
   std::vector<ShareOutGuest> share(n);
@@ -334,7 +350,13 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
     absl::StrAppend(&d.reason, small_take[i]);
-    if (pooled[i]) absl::StrAppend(&d.reason, " pooled rss=", FormatMib(*g.host_rss_bytes));
+    if (pooled[i]) {
+      absl::StrAppend(&d.reason, " pooled rss=", FormatMib(*g.host_rss_bytes));
+      if (in_grace[i]) {
+        absl::StrAppend(&d.reason, " grace_left=",
+                        FormatFixed(kPoolGraceSeconds - (now_s - memories[i]->pooled_s), 0), "s");
+      }
+    }
     if (unconfirmed[i]) {
       absl::StrAppend(&d.reason, " hard_demand_unconfirmed usable=",
                       g.usable_bytes.has_value() ? FormatMib(*g.usable_bytes) : "-");

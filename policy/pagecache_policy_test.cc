@@ -470,11 +470,13 @@ TEST(PagecachePolicyTest, APooledGuestCostsItsRssAndIsNotProbed) {
 }
 
 // A pool whose lent memory is less than its reserve changes nothing: the guest is sized as
-// without in-guest reclaim. The reserve here is the guest's RSS rising 600 MiB in one decision.
+// without in-guest reclaim. The reserve here is the guest's RSS rising 600 MiB in one decision;
+// the guest was never pooled before (its agent did not reclaim), so it has no grace.
 TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
   const PagecachePolicy policy;
-  const Decisions first =
-      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 1800, true, 1e9), PolicyState());
+  GuestView quiet = Reclaiming("cold", 400);
+  quiet.agent_reclaims = false;
+  const Decisions first = policy.Decide(ReclaimSnap({quiet, Hot("hot")}, 1800, true, 1e9), PolicyState());
   const Decisions short_on = policy.Decide(
       ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 1800, true, 1e9 + 5), first.next_state);
   const Decisions plain = policy.Decide(
@@ -485,6 +487,43 @@ TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
     EXPECT_EQ(short_on.guests[i].target_bytes, plain.guests[i].target_bytes);
     EXPECT_EQ(short_on.guests[i].reason, plain.guests[i].reason);
   }
+}
+
+// A pooled guest that allocates spends what it lent: its RSS rises 600 MiB in one decision, so
+// the pool stops covering and it lends 24 MiB. For the grace it keeps its privileges: the
+// balloon neither probes it nor gives it burst room while it faults its memory back in. After
+// the grace, or at once when its agent stops reclaiming, it is sized as without the pool. (The
+// budget does not bind: under a binding budget the share-out takes from it as from any guest.)
+TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace) {
+  const PagecachePolicy policy;
+  const Decisions first =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 4096, true, 1e9), PolicyState());
+  ASSERT_THAT(first.guests[0].reason, HasSubstr("pooled rss=400MiB"));
+  const Decisions spending = policy.Decide(
+      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 4096, true, 1e9 + 5), first.next_state);
+  EXPECT_THAT(spending.summary, HasSubstr("covers=0"));
+  EXPECT_THAT(spending.guests[0].reason, HasSubstr("agent_reclaims"));
+  EXPECT_THAT(spending.guests[0].reason, HasSubstr("pooled rss=1000MiB grace_left=25s"));
+  EXPECT_THAT(spending.guests[0].reason, HasSubstr("burst=0MiB"));
+  EXPECT_EQ(spending.guests[0].target_bytes, 1024 * kMib) << spending.guests[0].reason;
+
+  // Its agent stops reclaiming: no grace.
+  GuestView quiet = Reclaiming("cold", 1000);
+  quiet.agent_reclaims = false;
+  const Decisions stopped =
+      policy.Decide(ReclaimSnap({quiet, Hot("hot")}, 4096, true, 1e9 + 6), spending.next_state);
+  EXPECT_THAT(stopped.guests[0].reason, Not(HasSubstr("pooled"))) << stopped.guests[0].reason;
+
+  // Still lending nothing after the grace: sized as without in-guest reclaim.
+  Decisions later = spending;
+  for (double t = 1e9 + 10; t <= 1e9 + 40; t += 5) {
+    later = policy.Decide(ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 4096, true, t), later.next_state);
+    if (t <= 1e9 + 30) {
+      EXPECT_THAT(later.guests[0].reason, HasSubstr("grace_left=")) << t;
+    }
+  }
+  EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("pooled"))) << later.guests[0].reason;
+  EXPECT_LT(later.guests[0].target_bytes, 1024 * kMib) << later.guests[0].reason;  // probed
 }
 
 // What the agent says changes its own guest only: a guest whose agent stops claiming a

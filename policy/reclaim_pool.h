@@ -17,7 +17,9 @@
 //     cost plus R; otherwise it counts balloon sizes, as without in-guest reclaim.
 // Privileges follow the agent: a costed guest whose agent can reclaim, whose stats are safe to
 // act on and which lends at least a step keeps no burst room in its floor (R does) and is not
-// probed by the balloon (its agent takes the cold cache): it is **pooled**. A claim of the agent
+// probed by the balloon (its agent takes the cold cache): it is **pooled**, and stays so for
+// kPoolGraceSeconds after it last qualified while its agent reclaims and its stats stay safe
+// (an allocation spends what it lent, and may stop the pool covering). A claim of the agent
 // changes only its own guest's privileges, never what it costs nor what its neighbours get.
 //
 // Pure functions, thread-safe.
@@ -38,6 +40,11 @@ bool CostedByRss(const GuestView& guest, const HostView& host);
 // Whether its agent reclaims in it: costed by RSS, and the agent reports figures and a
 // reclaimer able to reclaim. Pooled also needs safe stats and a step lent (the caller checks).
 bool ReclaimsInGuest(const GuestView& guest, const HostView& host);
+
+// How long a pooled guest keeps its privileges after it last qualified, while its agent still
+// reclaims and its stats are safe: long enough for an allocation to spend what the guest lent
+// (seconds on the lab's guests) without the balloon taking it back or giving burst room.
+inline constexpr double kPoolGraceSeconds = 30;
 
 struct PoolMember {
   double commitment = 0;  // max(actual, target): what the balloon sizes promise the guest
