@@ -10,6 +10,7 @@
 #   --workdir=DIR      grown corpora, crash inputs and logs (default /tmp/plimsoll-fuzz); kept
 #                      between runs, so repeated runs start from what earlier ones found
 #   --summary-file=F   write "passed failed skipped" (targets) to F, for tools/test.sh
+#   --jobs=N           targets run at once (default: the number of cores)
 #
 # The build uses its own Bazel output base (.bazel-state/fuzz): clang there never invalidates
 # the gcc build of the main output base. Needs Debian's clang and libclang-rt-14-dev.
@@ -20,18 +21,21 @@ cd "$ROOT"
 SECONDS_PER_TARGET=20
 WORKDIR=/tmp/plimsoll-fuzz
 SUMMARY_FILE=""
+JOBS="$(nproc)"
 TARGETS=()
 for arg in "$@"; do
   case "$arg" in
     --seconds=*) SECONDS_PER_TARGET="${arg#*=}" ;;
     --workdir=*) WORKDIR="${arg#*=}" ;;
     --summary-file=*) SUMMARY_FILE="${arg#*=}" ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --jobs=*) JOBS="${arg#*=}" ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz: unknown option $arg" >&2; exit 2 ;;
     *) TARGETS+=("${arg#//fuzz:}") ;;
   esac
 done
 [[ "$SECONDS_PER_TARGET" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: --seconds must be a positive integer" >&2; exit 2; }
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: --jobs must be a positive integer" >&2; exit 2; }
 
 summary() {  # passed failed
   [ -n "$SUMMARY_FILE" ] && echo "$1 $2 0" > "$SUMMARY_FILE"
@@ -72,27 +76,30 @@ if ! fbazel build --config=fuzz "${LABELS[@]}" >"$WORKDIR/build.log" 2>&1; then
 fi
 BIN="$(fbazel info --config=fuzz bazel-bin 2>/dev/null)/fuzz"
 echo "fuzz: built ${#TARGETS[@]} targets with clang + libFuzzer + ASan/UBSan in $(( $(date +%s) - t0 ))s;" \
-     "${SECONDS_PER_TARGET}s each, work in $WORKDIR"
+     "${SECONDS_PER_TARGET}s each, $JOBS at once, work in $WORKDIR"
 
 # The last value of "key: N" in a libFuzzer status line, e.g. field "cov" "#123 NEW cov: 45 ft: ...".
 field() { grep -oE "$1: [0-9]+" | tail -1 | grep -oE '[0-9]+$'; }
 
-passed=0; failed=0
-for t in "${TARGETS[@]}"; do
-  dir="$WORKDIR/$t"
+# One target's run: its lines go to $WORKDIR/<target>/result, printed in order once all ran.
+run_one() {
+  local t="$1"
+  local dir="$WORKDIR/$t"
   mkdir -p "$dir/corpus" "$dir/crashes"
-  seeds="$ROOT/fuzz/corpus/$t"
-  dict=""
+  local seeds="$ROOT/fuzz/corpus/$t"
+  local dict="" d
   for d in "fuzz/$t.dict" "fuzz/${t%%_*}.dict"; do
     [ -f "$d" ] && { dict="-dict=$ROOT/$d"; break; }
   done
+  local before
   before=$(ls "$dir/crashes" | wc -l)
   # -timeout: any one input taking seconds breaks the parsers' linear-time promise.
   "$BIN/$t" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=5 \
     -rss_limit_mb=2048 -artifact_prefix="$dir/crashes/" $dict \
     "$dir/corpus" "$seeds" >"$dir/log" 2>&1
-  rc=$?
-  log="$dir/log"
+  local rc=$?
+  local log="$dir/log"
+  local execs rate new cov0 cov1 corp0 corp1 nseeds
   execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
   rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$')
   new=$(grep -oE 'stat::new_units_added: *[0-9]+' "$log" | grep -oE '[0-9]+$')
@@ -101,22 +108,38 @@ for t in "${TARGETS[@]}"; do
   corp0=$(grep -E 'INITED' "$log" | grep -oE 'corp: [0-9]+' | grep -oE '[0-9]+$')
   corp1=$(grep -E '^#[0-9]+' "$log" | grep -oE 'corp: [0-9]+' | tail -1 | grep -oE '[0-9]+$')
   nseeds=$(ls "$seeds" 2>/dev/null | wc -l)
-  if [ "$rc" -eq 0 ]; then
-    passed=$((passed + 1))
-    echo "fuzz $t: ok ${SECONDS_PER_TARGET}s, ${execs:-?} execs (${rate:-?}/s), cov ${cov0:-?} -> ${cov1:-?}," \
-         "corpus ${corp0:-?} -> ${corp1:-?} (${nseeds} seeds, ${new:-0} new units)"
-  else
-    failed=$((failed + 1))
-    artifact=$(ls -t "$dir/crashes" 2>/dev/null | head -1)
-    what=$(grep -m1 -oE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer|UndefinedBehaviorSanitizer)[^(]*|runtime error: .*|FUZZ_CHECK failed: .*' "$log")
-    echo "fuzz $t: FAILED (exit $rc) after ${execs:-?} execs: ${what:-see log}"
-    if [ "$(ls "$dir/crashes" | wc -l)" -gt "$before" ] && [ -n "$artifact" ]; then
-      echo "  input: $dir/crashes/$artifact"
-      echo "  reproduce: $BIN/$t $dir/crashes/$artifact   (or, with gcc: bazel build //fuzz:$t && bazel-bin/fuzz/$t FILE)"
+  {
+    if [ "$rc" -eq 0 ]; then
+      echo "fuzz $t: ok ${SECONDS_PER_TARGET}s, ${execs:-?} execs (${rate:-?}/s), cov ${cov0:-?} -> ${cov1:-?}," \
+           "corpus ${corp0:-?} -> ${corp1:-?} (${nseeds} seeds, ${new:-0} new units)"
+    else
+      local artifact what
+      artifact=$(ls -t "$dir/crashes" 2>/dev/null | head -1)
+      what=$(grep -m1 -oE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer|UndefinedBehaviorSanitizer)[^(]*|runtime error: .*|FUZZ_CHECK failed: .*' "$log")
+      echo "fuzz $t: FAILED (exit $rc) after ${execs:-?} execs: ${what:-see log}"
+      if [ "$(ls "$dir/crashes" | wc -l)" -gt "$before" ] && [ -n "$artifact" ]; then
+        echo "  input: $dir/crashes/$artifact"
+        echo "  reproduce: $BIN/$t $dir/crashes/$artifact   (or, with gcc: bazel build //fuzz:$t && bazel-bin/fuzz/$t FILE)"
+      fi
+      echo "  log: $log"
+      grep -v "^#[0-9]" "$log" | tail -25 | sed 's/^/  | /'
     fi
-    echo "  log: $log"
-    grep -v "^#[0-9]" "$log" | tail -25 | sed 's/^/  | /'
-  fi
+  } >"$dir/result"
+}
+
+# libFuzzer runs one process per target: $JOBS targets at once use the cores for the same time each.
+running=0
+for t in "${TARGETS[@]}"; do
+  rm -f "$WORKDIR/$t/result"
+  run_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+passed=0; failed=0
+for t in "${TARGETS[@]}"; do
+  if [ -f "$WORKDIR/$t/result" ]; then cat "$WORKDIR/$t/result"; else echo "fuzz $t: FAILED (no result)"; fi
+  if grep -q "^fuzz $t: ok" "$WORKDIR/$t/result" 2>/dev/null; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 
 echo "fuzz: ${passed} targets passed, ${failed} failed ($(( $(date +%s) - t0 ))s)"

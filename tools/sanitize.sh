@@ -28,7 +28,9 @@ for arg in "$@"; do
     *) PATTERNS+=("$arg") ;;
   esac
 done
+DEFAULT_PATTERNS=0
 if [ ${#PATTERNS[@]} -eq 0 ]; then
+  DEFAULT_PATTERNS=1
   # //... spelled out per top-level directory: from another output base, Bazel would walk into
   # the bazel-* convenience symlinks of the main one and load their external packages.
   PATTERNS=(//:all)
@@ -38,9 +40,14 @@ if [ ${#PATTERNS[@]} -eq 0 ]; then
     [ -n "$(find "$d" \( -name BUILD -o -name BUILD.bazel \) -print -quit)" ] && PATTERNS+=("//$d/...")
   done
 fi
-# Tests that cannot run under the sanitizers, with the reason (none so far; the real-guest
-# tests are not Bazel tests, and //tests/lab:lab_test is tagged manual).
+# Left out of the default run, with the reason (the real-guest tests are not Bazel tests, and
+# //tests/lab:lab_test is tagged manual):
+#  - the fuzz harnesses and their corpus replays: tools/fuzz.sh builds the same harnesses with
+#    clang, ASan and UBSan, and libFuzzer runs every seed input before it mutates any, so here they
+#    would be compiled twice more (binary and replay test) for the same check. Their seed
+#    generator is built.
 EXCLUDED=()
+[ "$DEFAULT_PATTERNS" = 1 ] && EXCLUDED=(-//fuzz/... //fuzz:agent_seed_gen)
 
 . tools/bazel_env.sh
 OUTPUT_BASE="$ROOT/.bazel-state/asan"

@@ -51,7 +51,7 @@ fi
 
 t_asan=$t_unit; t_fuzz=$t_unit
 if [ "$MODE" != "--unit" ]; then
-echo "=== every Bazel target built, and every Bazel test run, under ASan/LSan/UBSan (tools/sanitize.sh)"
+echo "=== every Bazel target built, and every Bazel test run, under ASan/LSan/UBSan (tools/sanitize.sh; the fuzz harnesses in the fuzz stage)"
 s_sum=$(mktemp)
 tools/sanitize.sh --build-everything --summary-file="$s_sum" 2>&1 | tee "$logs/asan" | tail -15
 read -r s_pass s_fail s_skip < "$s_sum" || { s_pass=0; s_fail=1; s_skip=0; }
