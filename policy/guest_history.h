@@ -47,8 +47,11 @@ struct GuestHistory {
   // No new report, but the balloon driver's counters (read a tick after their stats) changed
   // the refault rate above: what they say is about the latest report (guest_signals.h).
   bool late_counters = false;
-  // Bytes/s the host read from the guest's disks between its last two reads of them.
+  // Bytes/s the host read from the guest's disks between its last two reads of them, and the
+  // time of the earlier of the two (unix seconds): the rate says nothing of a size the balloon
+  // landed on after it.
   std::optional<double> disk_read_bytes_per_s;
+  std::optional<double> disk_read_since_s;
 
   // The balloon's size at the latest report's time as the snapshots saw it (libvirt's actual is
   // now, the guest's report is as old as its age).

@@ -16,6 +16,7 @@ std::optional<double> DiskReadRate(const GuestView& guest, double now_s, History
   if (!guest.disk_read_bytes.has_value()) {
     m->disk_read_bytes.reset();
     m->disk_read_bytes_per_s.reset();
+    m->disk_read_since_s.reset();
     return std::nullopt;
   }
   const double bytes = static_cast<double>(*guest.disk_read_bytes);
@@ -25,12 +26,15 @@ std::optional<double> DiskReadRate(const GuestView& guest, double now_s, History
     return m->disk_read_bytes_per_s;
   }
   std::optional<double> rate;
+  std::optional<double> since;
   if (m->disk_read_bytes.has_value() && bytes >= *m->disk_read_bytes && read_s > m->disk_read_s) {
     rate = (bytes - *m->disk_read_bytes) / (read_s - m->disk_read_s);
+    since = m->disk_read_s;
   }
   m->disk_read_bytes = bytes;
   m->disk_read_s = read_s;
   m->disk_read_bytes_per_s = rate;
+  m->disk_read_since_s = since;
   return rate;
 }
 
@@ -95,6 +99,7 @@ GuestHistory DeriveHistory(const GuestView& guest, double now_s, HistoryMemory* 
   h.late_counters = s.late_counters;
   if (guest.oom_kill.has_value() || guest.balloon_oom_kills.has_value()) h.new_oom_kills = s.new_oom_kills;
   h.disk_read_bytes_per_s = DiskReadRate(guest, now_s, m);
+  h.disk_read_since_s = m->disk_read_since_s;
   double after = actual;
   h.size_at_report_bytes = SizeAtReport(now_s, actual, s.report_s, m, &after);
   // Taken on the snapshot that first sees the report, and kept: on later ones the report is

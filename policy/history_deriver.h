@@ -41,10 +41,12 @@ struct HistoryMemory {
   std::optional<double> landed_s;
   SignalMemory signals;                // the reports' counters and rates
   ProgressMemory progress;             // CheckProgress's windows
-  // The disk read counter at the previous read, when it was read, and the rate then.
+  // The disk read counter at the previous read, when it was read, and the rate then (since the
+  // read before it).
   std::optional<double> disk_read_bytes;
   double disk_read_s = 0;
   std::optional<double> disk_read_bytes_per_s;
+  std::optional<double> disk_read_since_s;
   // The balloon's size at the latest snapshots, oldest first (unix seconds, bytes).
   std::array<std::pair<double, double>, 8> sizes_at{};
   int sizes_at_count = 0;

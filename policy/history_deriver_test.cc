@@ -158,7 +158,9 @@ TEST(HistoryDeriverTest, DiskRateFromTheCounter) {
   g.disk_read_bytes = 100;  // the domain restarted
   EXPECT_FALSE(DeriveHistory(g, 14, &m).disk_read_bytes_per_s.has_value());
   g.disk_read_bytes.reset();
-  EXPECT_FALSE(DeriveHistory(g, 16, &m).disk_read_bytes_per_s.has_value());
+  const GuestHistory gone = DeriveHistory(g, 16, &m);
+  EXPECT_FALSE(gone.disk_read_bytes_per_s.has_value());
+  EXPECT_FALSE(gone.disk_read_since_s.has_value());
 }
 
 // plimsolld reads the disks every block_stats_interval: between reads a tick sees the last
@@ -171,14 +173,20 @@ TEST(HistoryDeriverTest, DiskRateOverTheReadsOwnTimes) {
   EXPECT_FALSE(DeriveHistory(g, 10, &m).disk_read_bytes_per_s.has_value());  // read at 10
   g.disk_read_bytes = 11000;
   g.disk_read_age_seconds = 1;
-  EXPECT_EQ(DeriveHistory(g, 16, &m).disk_read_bytes_per_s, 2000);  // read at 15: 10000 bytes in 5 s
+  GuestHistory h = DeriveHistory(g, 16, &m);
+  EXPECT_EQ(h.disk_read_bytes_per_s, 2000);  // read at 15: 10000 bytes in 5 s
+  EXPECT_EQ(h.disk_read_since_s, 10);        // since the read at 10
   g.disk_read_age_seconds = 2;
-  EXPECT_EQ(DeriveHistory(g, 17, &m).disk_read_bytes_per_s, 2000) << "the same read again keeps its rate";
+  h = DeriveHistory(g, 17, &m);
+  EXPECT_EQ(h.disk_read_bytes_per_s, 2000) << "the same read again keeps its rate";
+  EXPECT_EQ(h.disk_read_since_s, 10);
   g.disk_read_age_seconds = 4.5;
   EXPECT_EQ(DeriveHistory(g, 19.5, &m).disk_read_bytes_per_s, 2000);
   g.disk_read_bytes = 11000;
   g.disk_read_age_seconds = 0;
-  EXPECT_EQ(DeriveHistory(g, 20, &m).disk_read_bytes_per_s, 0) << "a new read without new bytes is a rate of 0";
+  h = DeriveHistory(g, 20, &m);
+  EXPECT_EQ(h.disk_read_bytes_per_s, 0) << "a new read without new bytes is a rate of 0";
+  EXPECT_EQ(h.disk_read_since_s, 15);
   // Stamped with the tick's time instead, the kept count would have read 0 at 16-19.5 and the
   // next read's bytes over the last interval alone.
 }

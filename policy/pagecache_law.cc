@@ -189,13 +189,22 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // Without the agent, a guest that reads from disk here at the pace it read at larger sizes
   // (calm: not faster than the profile calls pressure) streams: its cache turns over as it
   // reads. The cache a step takes from it is what its own reads replace within a probe interval
-  // (docs/policy.md "Streaming takes").
+  // (docs/policy.md "Streaming takes"). Only reads made at this size count: a rate whose window
+  // began before the balloon landed is partly the larger size's.
   const std::optional<double> reference_reads =
       ReferencePressure(m->profile, profile_size, max_bytes, now_s, profile).disk_bytes_per_s;
-  const double streamed_bytes =
+  const bool read_here = h.disk_read_since_s.has_value() && h.landed_s.has_value() &&
+                         *h.disk_read_since_s >= *h.landed_s;
+  const double stream_candidate_bytes =
       raw.disk_bytes_per_s.has_value() && reference_reads.has_value()
           ? std::min(*raw.disk_bytes_per_s, *reference_reads) * p.probe_interval_seconds
           : 0.0;
+  const double streamed_bytes = read_here ? stream_candidate_bytes : 0.0;
+  // A guest that streamed before this landing is awaited (no probe) until a rate read at this
+  // size comes, at most kAwaitReadsSeconds: a probe meanwhile would move the balloon again and
+  // no read window would ever lie wholly at one size.
+  const bool await_reads = !read_here && stream_candidate_bytes > LawStep(guest, p) &&
+                           h.landed_s.has_value() && now_s - *h.landed_s < kAwaitReadsSeconds;
   out.disk_bytes_per_s = raw.disk_bytes_per_s;
   out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
   out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);
@@ -288,6 +297,8 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     } else if (pooled) {
       // Its agent takes the cold cache in the guest, with no balloon move to undo later.
       out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " agent_reclaims");
+    } else if (await_reads && base > stop + 1) {
+      out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " awaiting_reads_at_this_size");
     } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > stop + 1) {  // + a rounding byte
       // Half of what lies above W per step (at least s). All of it at once reclaimed as much on
       // the corpus and 1.03x on the trio, but on sizes4 an idle guest sent to its min in one

@@ -31,8 +31,9 @@
 //       t - probed >= T:  a <- max(F, L, S, b - max(probe * M, take * (b - W), d)),  b = min(a, A)
 //                         (L: pressure_edge.h's edge; no taking in balloon_follow.h's retry;
 //                         S = W with the agent: takes stop there; without it probes go below;
-//                         d, without the agent: what the guest reads from disk in T (calm
-//                         against a larger size's reads: streaming), at most take * (b - max(F, L)))
+//                         d, without the agent: what the guest reads from disk in T (read
+//                         since the landing, calm against a larger size's reads: streaming),
+//                         at most take * (b - max(F, L)))
 //     x < 1 otherwise:    a <- min(a, A)      (calm at A is a measurement too)
 //   pressure on an unmeasured report stops the balloon where it is: a <- max(a, A); an OOM kill
 //   in the guest backs off at once, measured or not.
@@ -63,6 +64,11 @@
 #include "policy/pressure_profile.h"
 
 namespace plimsoll::policy {
+
+// Without the agent, how long after a landing the law waits for a disk read rate measured
+// wholly at the new size before it probes a guest that streamed (docs/policy.md "Streaming
+// takes"): two of plimsolld's default block_stats_interval (5 s).
+inline constexpr double kAwaitReadsSeconds = 10;
 
 struct LawParams {
   // The floor's headroom over hard demand: the larger of the two. Memory a guest needs to

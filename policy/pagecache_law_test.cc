@@ -759,6 +759,35 @@ TEST(PagecacheLawTest, WithoutTheAgentAStreamingGuestIsTakenAtThePaceOfItsReads)
   }
 }
 
+// The host reads the disks less often than the guest reports: a rate whose window began before
+// the balloon landed is partly the larger size's reads, and makes no streaming take; the law
+// holds until a rate read at the new size comes.
+TEST(PagecacheLawTest, WithoutTheAgentOnlyReadsAtThisSizeMakeAStreamingTake) {
+  GuestView g = Agentless(4096, 4096 - 796);
+  g.refaults_per_second.reset();
+  g.disk_read_bytes = 0;
+  Driver d(g);
+  uint64_t read = 0;
+  int streaming_takes = 0, awaits = 0;
+  for (int i = 0; i < 40; ++i) {
+    read += static_cast<uint64_t>(2 * 150 * kMib);
+    if (i % 2 == 0) d.guest().disk_read_bytes = read;  // a disk read every 4 s, a report every 2
+    d.guest().disk_read_age_seconds = 2.0 * (i % 2);
+    d.guest().usable_bytes = d.guest().actual_bytes - static_cast<int64_t>(796 * kMib);
+    const LawOutcome o = d.Step();
+    ASSERT_NE(o.action, LawAction::kBackoff) << i << " " << o.reason;
+    if (o.reason.find("awaiting_reads_at_this_size") != std::string::npos) ++awaits;
+    if (o.reason.find("streams=") == std::string::npos) continue;
+    ++streaming_takes;
+    const GuestHistory& h = *d.guest().history;
+    ASSERT_TRUE(h.disk_read_since_s.has_value() && h.landed_s.has_value());
+    EXPECT_GE(*h.disk_read_since_s, *h.landed_s) << i << " " << o.reason;
+  }
+  EXPECT_GE(streaming_takes, 3);
+  EXPECT_GE(awaits, 1);
+  EXPECT_LT(d.TargetMib(), 1000.8 + 0.02 * 4096);
+}
+
 TEST(PagecacheLawTest, AStepThatHurtIsGivenBackAndTheEdgeHeld) {
   GuestView g = Agent();
   g.actual_bytes = g.target_bytes = static_cast<int64_t>(2048 * kMib);
