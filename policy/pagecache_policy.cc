@@ -279,6 +279,16 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     reserve = std::max(pool.reserve, std::sqrt(squares));
     pool.reserve = reserve;
     decisions.pool_reserve_bytes = static_cast<int64_t>(reserve);
+  } else {
+    // Not covering, the budget counts balloon sizes and keeps nothing apart; but a guest on its
+    // grace keeps no burst room in its floor, so the line commits its burst here.
+    double squares = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!in_grace[i]) continue;
+      const double b = PoolBurst(snapshot.guests[i], *memories[i], params_.law);
+      squares += b * b;
+    }
+    decisions.pool_reserve_bytes = static_cast<int64_t>(std::sqrt(squares));
   }
   const ShareOutResult r = ShareOut(share, snapshot.host, params_.share, reserve);
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its

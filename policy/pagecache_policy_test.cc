@@ -506,6 +506,8 @@ TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace)
   EXPECT_THAT(spending.guests[0].reason, HasSubstr("pooled rss=1000MiB grace_left=25s"));
   EXPECT_THAT(spending.guests[0].reason, HasSubstr("burst=0MiB"));
   EXPECT_EQ(spending.guests[0].target_bytes, 1024 * kMib) << spending.guests[0].reason;
+  // Its burst room is not in its floor: the line commits it (its RSS rose 600 MiB in a decision).
+  EXPECT_EQ(spending.pool_reserve_bytes, 600 * kMib);
 
   // Its agent stops reclaiming: no grace.
   GuestView quiet = Reclaiming("cold", 1000);
@@ -523,6 +525,7 @@ TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace)
     }
   }
   EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("pooled"))) << later.guests[0].reason;
+  EXPECT_EQ(later.pool_reserve_bytes, 0);  // its burst room is back in its floor
   EXPECT_LT(later.guests[0].target_bytes, 1024 * kMib) << later.guests[0].reason;  // probed
 }
 

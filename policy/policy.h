@@ -172,8 +172,9 @@ struct Decisions {
   PolicyState next_state;
   // One line about the host-level situation ("host_free=.. budget=.. mode=shrink").
   std::string summary;
-  // The reserve the budget keeps for the bursts of guests it counts by RSS (pagecache's
-  // reclaim_pool.h), 0 without: their floors keep no burst room, so the line counts it.
+  // The reserve for the bursts of pooled guests (pagecache's reclaim_pool.h), 0 without: their
+  // floors keep no burst room, so the line commits it. The budget keeps it apart only while the
+  // pool covers (otherwise it counts balloon sizes, which hold that room).
   int64_t pool_reserve_bytes = 0;
 };
 
