@@ -4,7 +4,8 @@ With `--config=fuzz` (clang, tools/fuzz.sh) `<name>` is a libFuzzer binary. With
 normal build) `<name>` is linked with replay_main.cc instead: it runs the inputs given as files or
 directories once each, so `bazel-bin/fuzz/<name> crash-file` reproduces a crash without clang.
 `<name>_corpus_test` replays the committed seed corpus, fuzz/corpus/<name>/, in `bazel test //...`
-(and under ASan/UBSan in tools/sanitize.sh), so every input that once crashed stays a test.
+(under ASan/UBSan: `tools/sanitize.sh //fuzz/...`; the full suite leaves that to tools/fuzz.sh,
+whose libFuzzer runs every seed first), so every input that once crashed stays a test.
 """
 
 load("//bazel:copts.bzl", "PLIMSOLL_COPTS")

@@ -52,6 +52,9 @@ struct GuestHistory {
   // landed on after it.
   std::optional<double> disk_read_bytes_per_s;
   std::optional<double> disk_read_since_s;
+  // The length of that window: how often the host reads the disks (block_stats_interval, which
+  // an operator may change), as the readings themselves show it.
+  std::optional<double> disk_read_window_s;
 
   // The balloon's size at the latest report's time as the snapshots saw it (libvirt's actual is
   // now, the guest's report is as old as its age).

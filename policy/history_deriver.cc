@@ -100,6 +100,7 @@ GuestHistory DeriveHistory(const GuestView& guest, double now_s, HistoryMemory* 
   if (guest.oom_kill.has_value() || guest.balloon_oom_kills.has_value()) h.new_oom_kills = s.new_oom_kills;
   h.disk_read_bytes_per_s = DiskReadRate(guest, now_s, m);
   h.disk_read_since_s = m->disk_read_since_s;
+  if (m->disk_read_since_s.has_value()) h.disk_read_window_s = m->disk_read_s - *m->disk_read_since_s;
   double after = actual;
   h.size_at_report_bytes = SizeAtReport(now_s, actual, s.report_s, m, &after);
   // Taken on the snapshot that first sees the report, and kept: on later ones the report is

@@ -201,10 +201,12 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
           : 0.0;
   const double streamed_bytes = read_here ? stream_candidate_bytes : 0.0;
   // A guest that streamed before this landing is awaited (no probe) until a rate read at this
-  // size comes, at most kAwaitReadsSeconds: a probe meanwhile would move the balloon again and
-  // no read window would ever lie wholly at one size.
+  // size comes: a probe meanwhile would move the balloon again and no read window would ever
+  // lie wholly at one size. Two of the host's read intervals bring one (the first read after
+  // the landing opens it), at least kAwaitReadsSeconds.
+  const double await_s = std::max(kAwaitReadsSeconds, 2 * h.disk_read_window_s.value_or(0));
   const bool await_reads = !read_here && stream_candidate_bytes > LawStep(guest, p) &&
-                           h.landed_s.has_value() && now_s - *h.landed_s < kAwaitReadsSeconds;
+                           h.landed_s.has_value() && now_s - *h.landed_s < await_s;
   out.disk_bytes_per_s = raw.disk_bytes_per_s;
   out.raw_pressure = Pressure(PressureReading{raw.stall_pct, raw.refault_bytes_per_s, std::nullopt}, p);
   out.pressure = s.new_oom_kills > 0 ? HUGE_VAL : Pressure(excess, p);

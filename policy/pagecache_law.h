@@ -68,7 +68,7 @@ namespace plimsoll::policy {
 // Without the agent, how long after a landing the law waits for a disk read rate measured
 // wholly at the new size before it probes a guest that streamed (docs/policy.md "Streaming
 // takes"): two of plimsolld's default block_stats_interval (5 s).
-inline constexpr double kAwaitReadsSeconds = 10;
+inline constexpr double kAwaitReadsSeconds = 10;  // or two read intervals, if longer
 
 struct LawParams {
   // The floor's headroom over hard demand: the larger of the two. Memory a guest needs to

@@ -187,7 +187,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       if (pool.covers && lent >= LawStep(g, params_.law)) {
         pooled[i] = true;
         m.pooled_s = now_s;
-      } else if (now_s - m.pooled_s <= kPoolGraceSeconds) {
+      } else if (now_s >= m.pooled_s && now_s - m.pooled_s <= kPoolGraceSeconds) {  // a clock stepped back ends it
         // A pooled guest that allocates spends what it lent: its RSS rises to its balloon size
         // and the rise grows the reserve, so it stops lending a step and the pool may stop
         // covering, in the middle of the burst the pool is there for. Probed or given its burst
@@ -280,15 +280,18 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     pool.reserve = reserve;
     decisions.pool_reserve_bytes = static_cast<int64_t>(reserve);
   } else {
-    // Not covering, the budget counts balloon sizes and keeps nothing apart; but a guest on its
-    // grace keeps no burst room in its floor, so the line commits its burst here.
-    double squares = 0;
+    // Not covering, the budget counts balloon sizes and keeps no reserve apart; a guest on its
+    // grace keeps no burst room in its law's floor, so the share-out does not take it below its
+    // burst room (nor grows it: no deflate), and the line commits the bursts in full: the pool
+    // stopped covering because they came together, so no sqrt(n) here.
+    double bursts = 0;
     for (size_t i = 0; i < n; ++i) {
       if (!in_grace[i]) continue;
       const double b = PoolBurst(snapshot.guests[i], *memories[i], params_.law);
-      squares += b * b;
+      share[i].floor = std::max(share[i].floor, std::min(share[i].actual, share[i].floor + b));
+      bursts += b;
     }
-    decisions.pool_reserve_bytes = static_cast<int64_t>(std::sqrt(squares));
+    decisions.pool_reserve_bytes = static_cast<int64_t>(bursts);
   }
   const ShareOutResult r = ShareOut(share, snapshot.host, params_.share, reserve);
   // The smallest take is a step, whoever asks for it: a floor that moves a few MiB with its

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -489,6 +490,20 @@ TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
   }
 }
 
+// The reclaiming guest beside a hot one on `budget_mib`, pooled at 1e9 with 400 MiB resident,
+// then 5 s later with `rss_mib` resident (an allocation), stats fresh unless said.
+std::pair<Decisions, Decisions> PooledThen(const PagecachePolicy& policy, int64_t budget_mib, int64_t rss_mib,
+                                           bool stats_fresh = true) {
+  Decisions first =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, budget_mib, true, 1e9), PolicyState());
+  EXPECT_THAT(first.guests[0].reason, HasSubstr("pooled rss=400MiB"));
+  GuestView then = Reclaiming("cold", rss_mib);
+  then.stats_fresh = stats_fresh;
+  Decisions second =
+      policy.Decide(ReclaimSnap({then, Hot("hot")}, budget_mib, true, 1e9 + 5), first.next_state);
+  return {std::move(first), std::move(second)};
+}
+
 // A pooled guest that allocates spends what it lent: its RSS rises 600 MiB in one decision, so
 // the pool stops covering and it lends 24 MiB. For the grace it keeps its privileges: the
 // balloon neither probes it nor gives it burst room while it faults its memory back in. After
@@ -496,11 +511,7 @@ TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
 // budget does not bind: under a binding budget the share-out takes from it as from any guest.)
 TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace) {
   const PagecachePolicy policy;
-  const Decisions first =
-      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 4096, true, 1e9), PolicyState());
-  ASSERT_THAT(first.guests[0].reason, HasSubstr("pooled rss=400MiB"));
-  const Decisions spending = policy.Decide(
-      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 4096, true, 1e9 + 5), first.next_state);
+  const Decisions spending = PooledThen(policy, 4096, 1000).second;
   EXPECT_THAT(spending.summary, HasSubstr("covers=0"));
   EXPECT_THAT(spending.guests[0].reason, HasSubstr("agent_reclaims"));
   EXPECT_THAT(spending.guests[0].reason, HasSubstr("pooled rss=1000MiB grace_left=25s"));
@@ -527,6 +538,31 @@ TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace)
   EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("pooled"))) << later.guests[0].reason;
   EXPECT_EQ(later.pool_reserve_bytes, 0);  // its burst room is back in its floor
   EXPECT_LT(later.guests[0].target_bytes, 1024 * kMib) << later.guests[0].reason;  // probed
+}
+
+// Under a binding budget the share-out takes from a guest on its grace as from any guest, but not
+// below its burst room (its law's floor holds none while it is pooled): 1024 + 1024 MiB of
+// balloons on 1800 MiB, the pool not covering; its floor 328 MiB plus its 600 MiB burst.
+TEST(PagecachePolicyTest, AGuestOnItsGraceKeepsItsBurstRoomUnderABindingBudget) {
+  const PagecachePolicy policy;
+  const Decisions d = PooledThen(policy, 1800, 1000).second;
+  ASSERT_THAT(d.guests[0].reason, HasSubstr("grace_left="));
+  ASSERT_THAT(d.guests[0].reason, HasSubstr("floor=328MiB"));
+  EXPECT_GE(d.guests[0].target_bytes, (328 + 600) * kMib) << d.guests[0].reason;
+  EXPECT_LT(d.guests[0].target_bytes, 1024 * kMib) << d.guests[0].reason;  // the budget binds
+  EXPECT_EQ(d.pool_reserve_bytes, 600 * kMib);
+}
+
+// Stats that are not safe to act on end the grace at once: the guest is held, and when its stats
+// come back lending nothing, it is sized as without the pool.
+TEST(PagecachePolicyTest, StaleStatsEndTheGrace) {
+  const PagecachePolicy policy;
+  const Decisions held = PooledThen(policy, 4096, 1000, /*stats_fresh=*/false).second;
+  EXPECT_THAT(held.guests[0].reason, Not(HasSubstr("pooled"))) << held.guests[0].reason;
+  EXPECT_EQ(held.pool_reserve_bytes, 0);
+  const Decisions back = policy.Decide(
+      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 4096, true, 1e9 + 6), held.next_state);
+  EXPECT_THAT(back.guests[0].reason, Not(HasSubstr("pooled"))) << back.guests[0].reason;
 }
 
 // What the agent says changes its own guest only: a guest whose agent stops claiming a

@@ -29,7 +29,7 @@ for arg in "$@"; do
     --workdir=*) WORKDIR="${arg#*=}" ;;
     --summary-file=*) SUMMARY_FILE="${arg#*=}" ;;
     --jobs=*) JOBS="${arg#*=}" ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz: unknown option $arg" >&2; exit 2 ;;
     *) TARGETS+=("${arg#//fuzz:}") ;;
   esac
@@ -64,6 +64,12 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   exit 1
 fi
 
+# A target named twice would run twice at once in one work folder.
+mapfile -t TARGETS < <(printf '%s\n' "${TARGETS[@]}" | awk '!seen[$0]++')
+# The sanitizers' options as the Bazel tests run them (.bazelrc, build:asan).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
 mkdir -p "$WORKDIR"
 t0=$(date +%s)
 LABELS=()
@@ -94,6 +100,8 @@ run_one() {
   local before
   before=$(ls "$dir/crashes" | wc -l)
   # -timeout: any one input taking seconds breaks the parsers' linear-time promise.
+  # timeout: a run libFuzzer's own timers do not end would hold the stage forever.
+  timeout -k 10 $((SECONDS_PER_TARGET + 120)) \
   "$BIN/$t" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=5 \
     -rss_limit_mb=2048 -artifact_prefix="$dir/crashes/" $dict \
     "$dir/corpus" "$seeds" >"$dir/log" 2>&1

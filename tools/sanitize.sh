@@ -1,10 +1,10 @@
 #!/bin/bash
-# Builds and runs the Bazel tests (unit, integration on libvirt's test driver, fuzz corpus replays)
-# under gcc's AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer (--config=asan,
+# Builds and runs the Bazel tests (unit, integration on libvirt's test driver; the fuzz corpus
+# replays only when named, as tools/fuzz.sh runs them under clang) under gcc's AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer (--config=asan,
 # .bazelrc): any memory error, leak or undefined behaviour fails its test. Counts test cases from
 # the JUnit XML like tools/test.sh and ends with "asan: N passed, N failed, N skipped".
 #
-#   tools/sanitize.sh                    every test in //...
+#   tools/sanitize.sh                    every test in //... but //fuzz's (below)
 #   tools/sanitize.sh //common/...       only these targets
 #   --summary-file=F   write "passed failed skipped" to F, for tools/test.sh
 #   --build-everything also build what no test needs (benchmarks, the simulator's binary): the
@@ -44,8 +44,8 @@ fi
 # //tests/lab:lab_test is tagged manual):
 #  - the fuzz harnesses and their corpus replays: tools/fuzz.sh builds the same harnesses with
 #    clang, ASan and UBSan, and libFuzzer runs every seed input before it mutates any, so here they
-#    would be compiled twice more (binary and replay test) for the same check. Their seed
-#    generator is built.
+#    would be compiled twice more (binary and replay test) for the same check (tools/fuzz.sh
+#    sets the same sanitizer options). With --build-everything their seed generator is built.
 EXCLUDED=()
 [ "$DEFAULT_PATTERNS" = 1 ] && EXCLUDED=(-//fuzz/... //fuzz:agent_seed_gen)
 

@@ -744,6 +744,11 @@ std::optional<policy::Snapshot> ControlLoop::BuildSnapshot(absl::Time now) {
       v.history->pending_target_bytes = p->value;
     }
     const TrackedGuest* g = tracked[i];
+    // A guest whose claims QEMU's RSS did not confirm has its bounds paused: its agent is not
+    // reclaiming for the host, so it earns no pool privileges (reclaim_pool.h) meanwhile.
+    if (v.agent_reclaims.value_or(false) && ReclaimBoundsPauseLeft(g->reclaim_claims, now) > absl::ZeroDuration()) {
+      v.agent_reclaims = false;
+    }
     const GuestControl& c = g->control;
     if (c.floor == 0 && c.ceiling == 0) continue;  // no <memory>: nothing to bound
     v.min_bytes = c.floor;

@@ -790,6 +790,7 @@ TEST_F(ControlLoopTest, AnAgentsClaimedReclaimIsCheckedAgainstQemuRssAndShown) {
   EXPECT_EQ(reclaim().claimed_bytes(), 1024 * kMiB);
   EXPECT_EQ(reclaim().pending_claim_bytes(), 1024 * kMiB);
   EXPECT_EQ(reclaim().last_verdict(), "none");
+  EXPECT_EQ(SnapshotView(kA)->agent_reclaims, std::optional<bool>(true));
   for (int i = 0; i < 10; ++i) tick(1024, 1000);
   EXPECT_EQ(reclaim().pending_claim_bytes(), 0u);
   EXPECT_EQ(reclaim().unconfirmed_bytes(), 1024 * kMiB);
@@ -799,6 +800,8 @@ TEST_F(ControlLoopTest, AnAgentsClaimedReclaimIsCheckedAgainstQemuRssAndShown) {
   // Its bounds are paused for 10 minutes from the verdict (a few ticks ago).
   EXPECT_GT(reclaim().bounds_pause_left_seconds(), 500);
   EXPECT_LE(reclaim().bounds_pause_left_seconds(), 600);
+  // Paused, its agent earns no pool privileges for the policy (reclaim_pool.h).
+  EXPECT_EQ(SnapshotView(kA)->agent_reclaims, std::optional<bool>(false));
   std::string text = metrics_.Render();
   EXPECT_NE(text.find("plimsoll_guest_reclaim_bounds_pause_seconds" + series), std::string::npos) << text;
   EXPECT_NE(text.find("plimsoll_guest_reclaim_unconfirmed_claims_total" + series + "1\n"), std::string::npos) << text;

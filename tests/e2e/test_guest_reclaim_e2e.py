@@ -217,8 +217,10 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         # The host holds less than the guest owns.
         self.assertGreaterEqual(float(p["used"]), min(float(p["keep"]), float(p["step_keep"])) - 64, p)
         self.assertLess(rss1, actual - 100)
-        # In the pool: the agent takes the cold cache, the balloon does not probe the guest.
+        # In the pool (lending, not on a grace): the agent takes the cold cache, the balloon does
+        # not probe the guest.
         self.assertIn("pooled rss=", d.get("reason", ""), d)
+        self.assertNotIn("grace_left=", d.get("reason", ""), d)
 
     def test_2_a_pooled_guest_allocates_without_a_deflate(self):
         # The allocation starts once the law holds the guest for its pool, not while a backoff's
@@ -226,7 +228,7 @@ class DaemonReclaimBoundsE2E(unittest.TestCase):
         # what the guest lent (its RSS rises to its balloon size and it lends nothing for a while).
         def held_by_pool():
             reason = self.daemon.guests()[0]["cold"]["last_decision"].get("reason", "")
-            return " agent_reclaims" in reason and "pooled rss=" in reason
+            return " agent_reclaims" in reason and "pooled rss=" in reason and "grace_left=" not in reason
         wait_for("the law holding the guest for its pool (its cooldown over)", held_by_pool, 90, 1)
         actual0 = self.actual_mib()
         rss0 = self.lab.dommemstat("cold")["rss"] / 1024.0
