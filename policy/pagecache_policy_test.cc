@@ -553,6 +553,33 @@ TEST(PagecachePolicyTest, AGuestOnItsGraceKeepsItsBurstRoomUnderABindingBudget) 
   EXPECT_EQ(d.pool_reserve_bytes, 600 * kMib);
 }
 
+// A guest that lends again qualifies again: its grace starts afresh from then.
+TEST(PagecachePolicyTest, LendingAgainRefreshesTheGrace) {
+  const PagecachePolicy policy;
+  const Decisions spending = PooledThen(policy, 4096, 1000).second;
+  ASSERT_THAT(spending.guests[0].reason, HasSubstr("grace_left=25s"));
+  // 15 s later its agent has given 600 MiB back: lent 624 MiB covers the reserve (its 600 MiB rise).
+  const Decisions lending =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 400), Hot("hot")}, 4096, true, 1e9 + 20), spending.next_state);
+  EXPECT_THAT(lending.summary, HasSubstr("covers=1"));
+  EXPECT_THAT(lending.guests[0].reason, HasSubstr("pooled rss=400MiB"));
+  EXPECT_THAT(lending.guests[0].reason, Not(HasSubstr("grace_left="))) << lending.guests[0].reason;
+  const Decisions again =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 4096, true, 1e9 + 25), lending.next_state);
+  EXPECT_THAT(again.guests[0].reason, HasSubstr("grace_left=25s")) << again.guests[0].reason;
+}
+
+// In a covering pool a guest that lends less than a step is costed by RSS but not pooled.
+TEST(PagecachePolicyTest, AGuestLendingLessThanAStepBesideACoveringPoolIsNotPooled) {
+  const PagecachePolicy policy;
+  const Decisions d = policy.Decide(
+      ReclaimSnap({Reclaiming("cold", 400), Reclaiming("full", 1010)}, 4096, true), PolicyState());
+  EXPECT_THAT(d.summary, HasSubstr("pool members=2"));
+  EXPECT_THAT(d.summary, HasSubstr("covers=1"));
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("pooled"));
+  EXPECT_THAT(d.guests[1].reason, Not(HasSubstr("pooled"))) << d.guests[1].reason;
+}
+
 // Stats that are not safe to act on end the grace at once: the guest is held, and when its stats
 // come back lending nothing, it is sized as without the pool.
 TEST(PagecachePolicyTest, StaleStatsEndTheGrace) {
