@@ -187,11 +187,12 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       if (pool.covers && lent >= LawStep(g, params_.law)) {
         pooled[i] = true;
         m.pooled_s = now_s;
-      } else if (now_s >= m.pooled_s && now_s - m.pooled_s <= kPoolGraceSeconds) {  // a clock stepped back ends it
+      } else if (now_s >= m.pooled_s && now_s - m.pooled_s <= kPoolGraceSeconds) {
         // A pooled guest that allocates spends what it lent: its RSS rises to its balloon size
         // and the rise grows the reserve, so it stops lending a step and the pool may stop
         // covering, in the middle of the burst the pool is there for. Probed or given its burst
-        // room back then, its balloon would take what it is faulting in, or deflate.
+        // room back then, its balloon would take what it is faulting in, or deflate. (A clock
+        // stepped back ends the grace.)
         pooled[i] = true;
         in_grace[i] = true;
       }
