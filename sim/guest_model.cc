@@ -22,6 +22,11 @@ constexpr double kSpikeGapSeconds = 1;     // at most one early report per secon
 constexpr double kChurnGiveBack = 0.97;    // share of an inflation the shrinker hands back
 constexpr double kRandomRequestBytes = 4096;        // one hot-set miss, one page
 constexpr double kStreamRequestBytes = 128 * 1024;  // Linux's default read_ahead_kb
+// read_drift's walk (scenario.h): a 2.5 s correlation time gives 5 s readings a lag-one
+// correlation of 0.31 and 0.76 of the walk's standard deviation; a start at -0.75, a first 5 s
+// reading at about 0.68 of the steady pace, as the lab's streaming guests read.
+constexpr double kReadDriftSeconds = 2.5;
+constexpr double kReadDriftStart = -0.75;
 // An alloc stall per this much allocation that waited on reclaim: SWAP_CLUSTER_MAX (32) pages,
 // what one direct-reclaim pass aims to free.
 constexpr double kStallBytes = 32 * kPage;
@@ -39,7 +44,9 @@ uint64_t NameSeed(const std::string& name) {
 
 }  // namespace
 
-GuestModel::GuestModel(const GuestSpec& spec) : spec_(spec), pace_rng_(NameSeed(spec.name)) {
+GuestModel::GuestModel(const GuestSpec& spec)
+    : spec_(spec), pace_rng_(NameSeed(spec.name)), drift_rng_(NameSeed(spec.name) ^ 0xD1F7D1F7D1F7ULL) {
+  if (spec.read_drift > 0) drift_ = kReadDriftStart;
   kernel_ = spec.kernel.value_or(48 * kMib + 0.02 * spec.max);
   actual_ = spec.start.value_or(spec.max);
   target_ = actual_;
@@ -224,6 +231,16 @@ void GuestModel::RunCache(double dt, const Phase& phase, double* stall) {
     const double pace = 1 + spec_.pace_noise * std::sqrt(3.0) * (2 * pace_rng_.Uniform() - 1);
     misses *= pace;
     if (!stream_hits) streamed *= pace;
+  }
+  if (spec_.read_drift > 0) {
+    const double pace = std::exp(drift_);
+    misses *= pace;
+    if (!stream_hits) streamed *= pace;
+    // AR(1) with stationary standard deviation read_drift; the step's draw is uniform with
+    // unit variance, as pace_noise's.
+    const double keep = std::exp(-dt / kReadDriftSeconds);
+    drift_ = keep * drift_ +
+             std::sqrt(1 - keep * keep) * spec_.read_drift * std::sqrt(3.0) * (2 * drift_rng_.Uniform() - 1);
   }
   if (misses > 0) {
     const double never_loaded = std::max(0.0, phase.hot - hot_loaded_);

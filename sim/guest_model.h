@@ -166,7 +166,9 @@ class GuestModel {
   void Report(double now, bool spike);
 
   GuestSpec spec_;
-  Rng pace_rng_;  // pace_noise's draws
+  Rng pace_rng_;   // pace_noise's draws
+  Rng drift_rng_;  // read_drift's draws
+  double drift_ = 0;  // read_drift's walk: the readers' pace is exp(drift_)
   double kernel_ = 0;
   double actual_ = 0;
   double target_ = 0;

@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view 
 absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view policy_name,
                                       const RunOptions& options) {
   const bool changed = options.tick_seconds > 0 || options.stats_period > 0 ||
-                       options.balloon_pressure.has_value();
+                       options.balloon_pressure.has_value() || options.steady_reads;
   Scenario retimed;
   if (changed) {
     retimed = given;
@@ -71,6 +71,9 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
     }
     if (options.balloon_pressure.has_value()) {
       for (GuestSpec& g : retimed.guests) g.balloon_pressure = *options.balloon_pressure;
+    }
+    if (options.steady_reads) {
+      for (GuestSpec& g : retimed.guests) g.read_drift = 0;
     }
   }
   const Scenario& scenario = changed ? retimed : given;

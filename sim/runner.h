@@ -146,6 +146,9 @@ struct RunOptions {
   // Set: every guest's kernel sends the balloon driver's pressure counters (true) or none does
   // (false), whatever the scenario says (GuestSpec::balloon_pressure); empty: as it says.
   std::optional<bool> balloon_pressure;
+  // The guests' readers keep a steady pace (GuestSpec::read_drift = 0), whatever the scenario
+  // says: the figures as before the model had the drift.
+  bool steady_reads = false;
 };
 
 // INVALID_ARGUMENT for an unknown policy name ("oracle", "limit" or one policy::MakePolicy

@@ -238,7 +238,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
   if (keyword == "guest") {
     if (absl::Status st = p.OnlyKeys({"name", "max", "min", "start", "cache", "agent", "autodeflate", "speed",
                                       "shares", "kernel", "unreclaimable", "alloc_rate",
-                                      "disk_rate", "refault_stall", "pace_noise", "min_free", "access",
+                                      "disk_rate", "refault_stall", "pace_noise", "read_drift", "min_free", "access",
                                       "balloon_pressure", "stats_period", "behaviour", "behaviour_at"});
         !st.ok()) {
       return st;
@@ -266,6 +266,7 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (st = p.GetRate("disk_rate", &g.disk_rate); !st.ok()) return st;
     if (st = p.GetNumber("refault_stall", &g.refault_stall); !st.ok()) return st;
     if (st = p.GetNumber("pace_noise", &g.pace_noise); !st.ok()) return st;
+    if (st = p.GetNumber("read_drift", &g.read_drift); !st.ok()) return st;
     if (st = p.GetOptionalBytes("min_free", &g.min_free); !st.ok()) return st;
     if (st = p.GetSeconds("stats_period", &g.stats_period); !st.ok()) return st;
     if (st = p.GetSeconds("behaviour_at", &g.behaviour_at); !st.ok()) return st;
@@ -288,6 +289,9 @@ absl::Status ParseLine(absl::string_view keyword, const std::vector<absl::string
     if (g.disk_rate <= 0) return absl::InvalidArgumentError("disk_rate must be positive");
     if (g.pace_noise < 0 || g.pace_noise > 0.5) {
       return absl::InvalidArgumentError("pace_noise must be in [0, 0.5]");
+    }
+    if (g.read_drift < 0 || g.read_drift > 0.5) {
+      return absl::InvalidArgumentError("read_drift must be in [0, 0.5]");
     }
     if (g.refault_stall < 0 || g.refault_stall > 1) {
       return absl::InvalidArgumentError("refault_stall must be in [0, 1]");
@@ -468,6 +472,7 @@ std::string FormatScenario(const Scenario& s) {
                     " alloc_rate=", Rate(g.alloc_rate), " disk_rate=", Rate(g.disk_rate),
                     " refault_stall=", Number(g.refault_stall), " pace_noise=", Number(g.pace_noise),
                     " access=", FileAccessName(g.access));
+    if (g.read_drift > 0) absl::StrAppend(&out, " read_drift=", Number(g.read_drift));
     if (g.balloon_pressure) absl::StrAppend(&out, " balloon_pressure=true");
     absl::StrAppend(&out, " stats_period=", Seconds(g.stats_period),
                     " behaviour=", BehaviourName(g.behaviour),

@@ -95,6 +95,15 @@ struct GuestSpec {
   // The lab's looping guest's stall varies by 0.07-0.09 of its mean from one 2 s interval to
   // the next, unconstrained (docs/policy.md "Calibration").
   double pace_noise = 0;
+  // read_drift=  how far the guest's readers' pace wanders with its neighbours (their CPU and
+  // disk contention): their disk reads are scaled by exp(x), x a random walk pulled back to 0
+  // (AR(1), a 2.5 s correlation time) with this standard deviation, starting at -0.75 (readers
+  // that start beside their neighbours read slowly at first). From a
+  // stream seeded by the guest's name. 0: off. The lab's streaming guests read at 0.45-1.19
+  // (median 0.68) of their steady rate in their first 5 s reading, and their 5 s readings after
+  // it deviate from the run's median by 0.16 (sd of the log; lag-one correlation 0.3): 0.21
+  // (bench/read_drift.py, docs/policy.md "Calibration against real guests").
+  double read_drift = 0;
   // min_free=  free memory the guest's kernel keeps however hard it is squeezed (watermarks,
   // reserves); default max(16 MiB, 0.5% of its size).
   std::optional<double> min_free;
@@ -166,8 +175,8 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 
 // The scenario as a scenario file that ParseScenario reads back to the same Scenario (every
 // field but Expectation::line; values print exactly, see units.h FormatExactBytes). Every key
-// is written, defaults too, so that a printed case reads on its own (but balloon_pressure, only
-// when true). The description goes on
+// is written, defaults too, so that a printed case reads on its own (but balloon_pressure only
+// when true, read_drift only when set). The description goes on
 // one line and must hold no '#' or newline (they would not read back).
 std::string FormatScenario(const Scenario& scenario);
 

@@ -305,6 +305,12 @@ Scenario GenerateScenario(uint64_t seed, int index) {
   if (pressure_rng.Chance(0.5)) {
     for (Drawn& d : drawn) d.spec.balloon_pressure = true;
   }
+  // How much the guests' readers' pace wanders with their neighbours (read_drift=): one host in
+  // five quiet, the rest from half the lab's (0.21) to 1.4x it. From a stream of its own, as the
+  // access mode: the rest of the case is drawn as before.
+  Rng drift_rng = Rng::ForItem(seed ^ 0xD21F7D21F7ULL, static_cast<uint64_t>(index));
+  const double drift = std::vector<double>{0, 0.1, 0.21, 0.3}[drift_rng.Weighted({20, 25, 35, 20})];
+  for (Drawn& d : drawn) d.spec.read_drift = drift;
   // Mixed means mixed: at least one guest of each kind.
   if (agent_mode == 2 && n >= 2) {
     const bool all_same = std::all_of(drawn.begin(), drawn.end(), [&](const Drawn& d) {

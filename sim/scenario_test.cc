@@ -23,7 +23,7 @@ host_event at=5m other=2GiB
 guest name=a max=4GiB min=512MiB agent=false autodeflate=true speed=8MiB/s shares=2000 behaviour=stuck behaviour_at=30s
 phase guest=a at=0 anon=1GiB stream_rate=10MiB/s
 phase guest=a at=2m hot=512MiB hot_rate=20MiB/s
-guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 access=mmap balloon_pressure=true unreclaimable=10MiB stats_period=10s
+guest name=b max=2GiB start=1GiB cache=200MiB kernel=100MiB min_free=40MiB refault_stall=0.5 pace_noise=0.2 access=mmap read_drift=0.21 balloon_pressure=true unreclaimable=10MiB stats_period=10s
 phase guest=b at=0s
 expect pagecache oom_kills == 0
 expect pagecache reclaimed_gib_s > 1.5 * mom
@@ -66,6 +66,7 @@ TEST(ScenarioTest, ParsesEverything) {
   EXPECT_EQ(*b.min_free, 40 * kMib);
   EXPECT_EQ(b.refault_stall, 0.5);
   EXPECT_EQ(b.pace_noise, 0.2);
+  EXPECT_EQ(b.read_drift, 0.21);
   EXPECT_EQ(b.access, FileAccess::kMmap);
   EXPECT_EQ(a.access, FileAccess::kRead) << "read() by default, as the lab's readers";
   EXPECT_EQ(a.refault_stall, 1.0);
@@ -110,6 +111,7 @@ TEST(ScenarioTest, ErrorsNameTheLine) {
       {head + "guest name=a max=1GiB refault_stall=1.5\n", "refault_stall must be in [0, 1]"},
       {head + "guest name=a max=1GiB disk_rate=0\n", "disk_rate must be positive"},
       {head + "guest name=a max=1GiB pace_noise=0.9\n", "pace_noise must be in [0, 0.5]"},
+      {head + "guest name=a max=1GiB read_drift=-0.1\n", "read_drift must be in [0, 0.5]"},
       {"host total=1GiB\n", "no scenario line"},
       {"scenario name=x\n", "no host line"},
       {head, "no guest"},
@@ -174,6 +176,7 @@ void ExpectSameScenario(const Scenario& a, const Scenario& b) {
     EXPECT_EQ(x.disk_rate, y.disk_rate);
     EXPECT_EQ(x.refault_stall, y.refault_stall);
     EXPECT_EQ(x.pace_noise, y.pace_noise);
+    EXPECT_EQ(x.read_drift, y.read_drift);
     EXPECT_EQ(x.min_free, y.min_free);
     EXPECT_EQ(x.stats_period, y.stats_period);
     EXPECT_EQ(x.behaviour, y.behaviour);
@@ -214,8 +217,9 @@ TEST(ScenarioTest, PrintedScenarioReadsBackTheSame) {
   EXPECT_THAT(printed, HasSubstr("phase guest=a at=2m anon=1GiB hot=512MiB hot_rate=20MiB/s "
                                  "stream_rate=10MiB/s loop=0\n"));
   EXPECT_THAT(printed, HasSubstr("expect pagecache reclaimed_gib_s > 1.5 * mom\n"));
-  // balloon_pressure is printed only when true: scenarios from before it print as they did.
-  EXPECT_THAT(printed, HasSubstr(" access=mmap balloon_pressure=true stats_period=10s "));
+  // balloon_pressure is printed only when true, read_drift only when set: scenarios from before
+  // them print as they did.
+  EXPECT_THAT(printed, HasSubstr(" access=mmap read_drift=0.21 balloon_pressure=true stats_period=10s "));
   EXPECT_THAT(printed, HasSubstr(" access=read stats_period="));
   absl::StatusOr<Scenario> back = ParseScenario(printed);
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << printed;

@@ -77,6 +77,11 @@ ABSL_FLAG(std::string, balloon_pressure, "off",
           "scenario says: the figures as before the model had them), on (every guest), case (as "
           "each scenario's balloon_pressure= says; the generator gives them to one host in two)");
 
+ABSL_FLAG(std::string, read_drift, "case",
+          "whether the guests' readers' pace wanders with their neighbours: case (as each "
+          "scenario's read_drift= says; the generator gives it to four hosts in five), off (steady "
+          "readers: the figures as before the model had the drift)");
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -108,6 +113,7 @@ plimsoll::sim::RunOptions CommandRunOptions() {
   if (const std::string p = absl::GetFlag(FLAGS_balloon_pressure); p != "case") {
     options.balloon_pressure = p == "on";
   }
+  options.steady_reads = absl::GetFlag(FLAGS_read_drift) == "off";
   options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
   options.block_stats_interval = absl::GetFlag(FLAGS_block_stats_interval);
   options.tick_seconds = absl::GetFlag(FLAGS_tick);
@@ -157,6 +163,10 @@ int main(int argc, char** argv) {
   if (const std::string p = absl::GetFlag(FLAGS_balloon_pressure);
       p != "on" && p != "off" && p != "case") {
     std::cerr << "--balloon_pressure: unknown \"" << p << "\" (known: on, off, case)\n";
+    return 2;
+  }
+  if (const std::string d = absl::GetFlag(FLAGS_read_drift); d != "case" && d != "off") {
+    std::cerr << "--read_drift: unknown \"" << d << "\" (known: case, off)\n";
     return 2;
   }
   if (const int index = absl::GetFlag(FLAGS_print_scenario); index >= 0) {
