@@ -239,6 +239,17 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   const bool late_news = !s.new_report && h.late_counters && std::fabs(m->calm_report_s - s.report_s) < 1e-3;
   const bool pressured = (s.new_report || s.new_oom_kills > 0 || late_news) && out.pressure >= 1;
 
+  // A backoff the disk reads alone made, whose reads did not fall with the growth (read at the
+  // grown size once its cooldown is over, still kReadsNotRelievedShare of them or more),
+  // answered the reader's pace, not the size: its edge holds the guest no longer. A squeezed hot
+  // set's reads fall once growth has let it back in.
+  bool reads_not_relieved = false;
+  if (m->backoff_reads.has_value() && out.measured && read_here && now_s >= m->cool_until_s &&
+      raw.disk_bytes_per_s.has_value()) {
+    reads_not_relieved = *raw.disk_bytes_per_s >= kReadsNotRelievedShare * *m->backoff_reads;
+    if (reads_not_relieved) m->edge.limit_until_s = -HUGE_VAL;
+    m->backoff_reads.reset();
+  }
   const bool first_in_episode = now_s >= m->cool_until_s;
   // Pressure signals lag (PSI's avg10, a refault rate over a window, the refill of a squeezed
   // cache): pressure that fell since the previous measurement is the last backoff working.
@@ -268,6 +279,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     }
     m->cool_until_s = now_s + cooldown;
     m->pressured_s = now_s;
+    const bool reads_only = s.new_oom_kills == 0 && !late_news && raw.disk_bytes_per_s.has_value() &&
+                            Pressure(PressureReading{excess.stall_pct, excess.refault_bytes_per_s, std::nullopt}, p) < 1;
+    m->backoff_reads = reads_only ? raw.disk_bytes_per_s : std::nullopt;
     out.action = LawAction::kBackoff;
     out.reason = absl::StrCat(
         "backoff x=", s.new_oom_kills > 0 ? std::string("oom") : FormatFixed(out.pressure, 2),
@@ -335,6 +349,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2),
                               out.measured ? "" : " unmeasured");
   }
+  if (reads_not_relieved) absl::StrAppend(&out.reason, " reads_not_relieved=", FormatMib(*raw.disk_bytes_per_s), "/s");
   a = std::clamp(a, out.floor_bytes, std::max(out.floor_bytes, max_bytes));
   m->allowance_bytes = a;
   out.proposal_bytes = a;

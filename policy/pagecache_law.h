@@ -69,6 +69,11 @@ namespace plimsoll::policy {
 // wholly at the new size before it probes a guest that streamed (docs/policy.md "Streaming
 // takes"): two of plimsolld's default block_stats_interval (5 s).
 inline constexpr double kAwaitReadsSeconds = 10;  // or two read intervals, if longer
+// Without the agent, a backoff the disk reads alone made whose reads, at the grown size after its
+// cooldown, are still this share of the ones that backed off or more was the reader's pace, not
+// the size: its edge goes (docs/policy.md "`pressure_profile`"). A pace's 5 s readings wander by
+// 0.16 (sd of the log) on the lab's guests: 0.8 is 1.4 of those below.
+inline constexpr double kReadsNotRelievedShare = 0.8;
 
 struct LawParams {
   // The floor's headroom over hard demand: the larger of the two. Memory a guest needs to
@@ -149,6 +154,10 @@ struct LawMemory {
   // The report time of the last measured report the law found calm, until late pressure
   // counters for it were answered (pagecache_law.cc); -infinity otherwise.
   double calm_report_s = -std::numeric_limits<double>::infinity();
+  // Without the agent: the disk read rate that made the last backoff, when the reads alone made
+  // it, until a rate read at the grown size after its cooldown says whether growth relieved it
+  // (pagecache_law.cc).
+  std::optional<double> backoff_reads;
 };
 
 enum class LawAction {

@@ -724,6 +724,49 @@ TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
   ADD_FAILURE() << "no backoff on rising disk reads";
 }
 
+// A backoff the reads alone made holds its edge only if growth relieved them: a reader whose
+// pace rose (its neighbours went quiet) reads as fast at the grown size, and its edge goes once
+// the cooldown is over; a squeezed hot set's reads fall back, and its edge stays.
+TEST(PagecacheLawTest, AReadsOnlyBackoffKeepsItsEdgeOnlyIfGrowthRelievedTheReads) {
+  for (const bool relieved : {false, true}) {
+    SCOPED_TRACE(relieved ? "reads fell with the growth" : "reads did not fall");
+    GuestView g = Agentless(4096, 3300);
+    g.refaults_per_second.reset();
+    g.unused_bytes = 2000 * (int64_t{1} << 20);
+    g.disk_read_bytes = 0;
+    Driver d(g);
+    uint64_t read = 0;
+    auto reads_for_two_seconds = [&](double mib_per_s) {
+      read += static_cast<uint64_t>(2 * mib_per_s * kMib);
+      d.guest().disk_read_bytes = read;
+    };
+    for (int i = 0; i < 6; ++i) {
+      reads_for_two_seconds(20);
+      ASSERT_NE(d.Step().action, LawAction::kBackoff);
+    }
+    bool backed_off = false;
+    for (int i = 0; i < 3 && !backed_off; ++i) {
+      reads_for_two_seconds(60);  // three times the larger sizes' 20 MiB/s
+      backed_off = d.Step().action == LawAction::kBackoff;
+    }
+    ASSERT_TRUE(backed_off);
+    ASSERT_TRUE(d.memory().backoff_reads.has_value());
+    int released = 0;
+    for (int i = 0; i < 40; ++i) {
+      reads_for_two_seconds(relieved ? 20 : 60);
+      const LawOutcome o = d.Step();
+      if (o.reason.find("reads_not_relieved=60MiB/s") != std::string::npos) ++released;
+    }
+    EXPECT_EQ(released, relieved ? 0 : 1);
+    EXPECT_FALSE(d.memory().backoff_reads.has_value()) << "judged once";
+    if (relieved) {
+      EXPECT_GT(d.memory().edge.limit_until_s, d.now()) << "the edge still holds";
+    } else {
+      EXPECT_EQ(d.memory().edge.limit_until_s, -HUGE_VAL);
+    }
+  }
+}
+
 // Without the agent all cache counts as in use, so a guest is probed down s at a time. One that
 // reads from disk as fast at larger sizes as here streams through its cache: its steps are what
 // its reads replace in a probe interval, at most half of what lies above its floor.

@@ -36,10 +36,11 @@
 namespace plimsoll::policy {
 
 struct ProfileParams {
-  // <= 0: off. 1.5 (above PSI's noise while the balloon moves, 0.24 of its mean on real guests):
-  // on corpus seeds 1-10 it cut agentless stall to 0.53-0.96x for 0.76-1.07x of the reclaim
-  // (docs/benchmarks.md "The access mode"), taking less of what the oracle counts as working set.
-  double ratio = 1.5;
+  // <= 0: off. 2: the least of several readings at larger sizes is the reference, and a reader's
+  // pace wanders with its neighbours' (on the lab's guests 0.16 of its median between 5 s disk
+  // readings, and its first reading under 0.8 of it in 15 runs of 21): at 1.5 a calm streaming
+  // guest read as pressured (docs/policy.md "`pressure_profile`").
+  double ratio = 2;
   double bucket_fraction = 0.05;
   double forget_seconds = 600;
 };

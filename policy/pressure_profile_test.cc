@@ -74,6 +74,25 @@ TEST(PressureProfileTest, OldReadingsAreForgotten) {
   EXPECT_EQ(ExcessPressure(m, 600 * kMib, kCeiling, Stall(50), 601, p).stall_pct, 50);
 }
 
+TEST(PressureProfileTest, AStreamsWanderingPaceIsNotPressureAtTheDefaultRatio) {
+  // A streaming guest on the lab (896 MiB, no agent), its readings as plimsolld logged them:
+  // 66.8 and then 80.2 MiB/s at 840 and 822 MiB while its neighbours started, then 126.5 MiB/s
+  // at 804 MiB, its pace from then on (110-135 MiB/s). At a ratio of 1.5 the last read as
+  // 6.3 MiB/s of refaults; a squeezed hot set's reads rise from next to nothing, and still count.
+  constexpr double kGuest = 896 * kMib;
+  const ProfileParams p;
+  ProfileMemory m;
+  RecordPressure(&m, 840 * kMib, kGuest, PressureReading{std::nullopt, std::nullopt, 66.8 * kMib}, 0, p);
+  RecordPressure(&m, 822 * kMib, kGuest, PressureReading{std::nullopt, std::nullopt, 80.2 * kMib}, 5, p);
+  const PressureReading pace{std::nullopt, std::nullopt, 126.5 * kMib};
+  EXPECT_EQ(ExcessPressure(m, 804 * kMib, kGuest, pace, 10, p).disk_bytes_per_s, 0);
+  ProfileParams old = p;
+  old.ratio = 1.5;
+  EXPECT_NEAR(*ExcessPressure(m, 804 * kMib, kGuest, pace, 10, old).disk_bytes_per_s / kMib, 6.2, 0.1);
+  const PressureReading squeezed{std::nullopt, std::nullopt, 200 * kMib};
+  EXPECT_NEAR(*ExcessPressure(m, 804 * kMib, kGuest, squeezed, 10, p).disk_bytes_per_s / kMib, 39.6, 0.1);
+}
+
 TEST(PressureProfileTest, DiskReadsArePressureOnlyAsARise) {
   ProfileMemory m;
   const ProfileParams p = On();
