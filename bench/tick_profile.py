@@ -71,8 +71,10 @@ def main():
         # "BM_Tick/...   <real> ms   <cpu> ms   <iterations> ...": the CPU per tick.
         m = re.search(r"\s[0-9.]+ ms\s+([0-9.]+) ms\s", line)
         tick_cpu_ms = float(m.group(1)) if m else None
-        script = subprocess.run(["perf", "script", "-i", data], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True).stdout
+        # --no-inline: resolving inlined frames runs addr2line per address, minutes a profile (and
+        # it has hung); a sample in inlined code is charged to the function it was inlined into.
+        script = subprocess.run(["perf", "script", "--no-inline", "-i", data], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True).stdout
     parts = collections.Counter()
     total = 0
     for sample in script.split("\n\n"):
