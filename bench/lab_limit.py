@@ -47,6 +47,13 @@ and cannot take memory the guest is using, nor memory freed less than P ago:
 It is still generous (balloons move instantly, an allocation costs no stall, a hot guest sits
 just above its collapse) and it is at most the bound whenever --reserve-mib is at most kreserve.
 
+--burst-window-s W > 0 gives the reactive ceiling burst room: a reactive policy that keeps room
+for a repeat of the largest rise in demand it has seen over one period within the last W seconds
+(the law's burst_headroom, docs/policy.md; the law's window is 600 s):
+
+  ceiling(t) = max(min, max(needed(t), needed(t - P)) + kreserve + burst(t), collapse)
+    burst(t)   max over t - W < t' <= t of needed(t') - needed(t' - P), at least 0
+
 Runs with QEMU RSS samples (host returned GiB*s (RSS), in-guest reclaim) are also held against
 the host-returned reactive ceiling: at each sample, what the unconstrained guest held in use
 (M - MemFree, cache included) above the reactive ceiling's size. Free memory counts nothing there:
@@ -116,19 +123,31 @@ def bound_gib_s(max_mib, series, collapse_mib, sample_times, reserve_mib=0.0, fl
                for t in sample_times) / 1024.0
 
 
-def reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor=True):
+def burst_room_mib(series, t, period_s, window_s):
+    """The largest rise of the series over one period_s ending within (t - window_s, t] (MiB, at
+    least 0); 0 when window_s <= 0."""
+    if window_s <= 0 or not series:
+        return 0.0
+    rises = [at(series, when) - at(series, when - period_s) for when, _ in series if t - window_s < when <= t]
+    return max([0.0] + rises)
+
+
+def reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor=True, burst_window_s=0.0):
     """The reactive ceiling's size for the guest at t (MiB): the demand it holds now or held
-    period_s ago (whichever is larger) plus the kernel's reserve, the floor, the collapse."""
+    period_s ago (whichever is larger) plus the kernel's reserve and, with burst_window_s > 0,
+    the burst room; the floor, the collapse."""
     lowest = max(guest_min_mib(max_mib) if floor else 0.0, collapse_mib or 0.0)
     if series:
-        lowest = max(lowest, max(at(series, t), at(series, t - period_s)) + reserve_mib)
+        lowest = max(lowest, max(at(series, t), at(series, t - period_s)) + reserve_mib
+                     + burst_room_mib(series, t, period_s, burst_window_s))
     return min(max_mib, lowest)
 
 
 def reactive_gib_s(max_mib, series, collapse_mib, sample_times, period_s, reserve_mib, floor=True,
-                   dt=2.0):
+                   dt=2.0, burst_window_s=0.0):
     """Reclaimed GiB*s of a guest held at its reactive ceiling, integrated as bound_gib_s is."""
-    return sum((max_mib - reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor))
+    return sum((max_mib - reactive_mib(max_mib, series, collapse_mib, t, period_s, reserve_mib, floor,
+                                       burst_window_s))
                * dt for t in sample_times) / 1024.0
 
 
@@ -142,7 +161,7 @@ def used_series(beats, max_mib):
 
 
 def reactive_rss_gib_s(max_mib, needed, used, collapse_mib, sample_times, period_s, reserve_mib,
-                       floor=True, dt=2.0):
+                       floor=True, dt=2.0, burst_window_s=0.0):
     """The most host memory (QEMU RSS) a reactive policy could return from the guest: what the
     unconstrained guest held in use above its reactive ceiling's size, at each sample. Memory the
     guest holds free is not counted: free page reporting returns it under every policy, so only
@@ -150,7 +169,7 @@ def reactive_rss_gib_s(max_mib, needed, used, collapse_mib, sample_times, period
     if not used:
         return 0.0
     return sum(max(0.0, at(used, t) - reactive_mib(max_mib, needed, collapse_mib, t, period_s, reserve_mib,
-                                                   floor)) * dt for t in sample_times) / 1024.0
+                                                   floor, burst_window_s)) * dt for t in sample_times) / 1024.0
 
 
 def generated_protect(run):
@@ -174,10 +193,11 @@ def parse_protect(items):
 
 
 def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s=DEFAULT_PERIOD_S,
-            reactive_reserve_mib=None):
+            reactive_reserve_mib=None, burst_window_s=0.0):
     """Prints the tables of every (mix, agent mode) in `runs` and returns their summaries;
     adds to `used` the names of `protect` that are guests of an analysed mix.
-    reactive_reserve_mib: the reactive ceiling's reserve for every guest; None: by guest size."""
+    reactive_reserve_mib: the reactive ceiling's reserve for every guest; None: by guest size.
+    burst_window_s > 0: the reactive ceiling keeps burst room (burst_room_mib)."""
     groups = {}
     for r in runs:
         groups.setdefault((r["mix"], r["agent"]), []).append(r)
@@ -216,7 +236,7 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s
                 mx = r["guest_max_mib"][g]
                 b[g] = bound_gib_s(mx, series[r["rep"]][g], guard.get(g), times, reserve_mib, floor)
                 c[g] = reactive_gib_s(mx, series[r["rep"]][g], guard.get(g), times, period_s,
-                                      kres(g, mx), floor)
+                                      kres(g, mx), floor, burst_window_s=burst_window_s)
             b["total"] = sum(b.values())
             c["total"] = sum(c.values())
             return b, c
@@ -237,14 +257,15 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s
             per_policy[r["policy"]]["total"].append((r["reclaimed_gib_s"], b["total"], c["total"]))
         reps = sorted(series)
         print("\n%s, %s agent (%d repetitions; reserve %.0f MiB; %s; bound: %s; reactive ceiling: "
-              "period %g s, kernel reserve %s)" % (
+              "period %g s, kernel reserve %s%s)" % (
                   mix, "with the" if agent else "without the", len(reps), reserve_mib,
                   "plimsolld's floor" if floor else "no floor",
                   ", ".join("%s >= %s" % (g, ("%.0f MiB%s" % (guard[g], " (estimated)" if g in estimated
                                                                    else "")) if g in guard else "needed(t)")
                             for g in guests),
                   period_s, "by guest size" if reactive_reserve_mib is None
-                  else "%.0f MiB" % reactive_reserve_mib), file=out)
+                  else "%.0f MiB" % reactive_reserve_mib,
+                  ", burst room over %g s" % burst_window_s if burst_window_s > 0 else ""), file=out)
         print("| guest | bound GiB*s | reactive ceiling GiB*s (share of the bound) | "
               + " | ".join("%s: GiB*s, share of bound / of ceiling" % p for p in policies) + " |", file=out)
         print("|" + "---|" * (3 + len(policies)), file=out)
@@ -270,7 +291,7 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s
         entry = {"mix": mix, "agent": agent,
                  "bound_gib_s": statistics.median(b for _, b, _ in per_policy["static"]["total"]),
                  "ceiling_gib_s": statistics.median(c for _, _, c in per_policy["static"]["total"]),
-                 "period_s": period_s,
+                 "period_s": period_s, "burst_window_s": burst_window_s,
                  "policies": {p: {"gib_s": statistics.median(got for got, _, _ in per_policy[p]["total"]),
                                   "share_of_bound": shares[(p, "total")][0],
                                   "share_of_ceiling": shares[(p, "total")][1]}
@@ -283,7 +304,8 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s
                   "own samples)" % (need, share, share_c), file=out)
             entry.update(mom_gib_s=statistics.median(got for got, _, _ in moms),
                          target_share_of_bound=share, target_share_of_ceiling=share_c)
-        rss_lines = rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, kres)
+        rss_lines = rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, kres,
+                                      burst_window_s)
         if rss_lines:
             for line in rss_lines["lines"]:
                 print(line, file=out)
@@ -292,7 +314,7 @@ def analyse(runs, protect, out, reserve_mib=0.0, used=None, floor=True, period_s
     return summary
 
 
-def rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, kres):
+def rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, kres, burst_window_s=0.0):
     """The host-returned (RSS) reactive ceiling of each run with RSS samples and each policy's
     share of it (host_returned_rss over it, per repetition); None when no run has RSS figures."""
     shares = {}
@@ -308,7 +330,7 @@ def rss_ceiling_lines(group, static, guests, guard, policies, period_s, floor, k
             mx = r["guest_max_mib"][g]
             beats = base["guests"].get(g, {}).get("heartbeats", [])
             c += reactive_rss_gib_s(mx, needed_series(beats, mx), used_series(beats, mx), guard.get(g), times,
-                                    period_s, kres(g, mx), floor)
+                                    period_s, kres(g, mx), floor, burst_window_s=burst_window_s)
         ceilings.append(c)
         shares.setdefault(r["policy"], []).append((rss["gib_s"], c))
     if not shares:
@@ -341,6 +363,9 @@ def main(argv):
     ap.add_argument("--reactive-reserve-mib", type=float, default=None,
                     help="the reactive ceiling's kernel reserve for every guest (default: by size, "
                     "58 MiB at 768 MiB, 79 at 1536)")
+    ap.add_argument("--burst-window-s", type=float, default=0.0,
+                    help="give the reactive ceiling burst room: the largest rise in demand over one "
+                    "period within this many seconds (the law's window is 600; default 0: none)")
     ap.add_argument("--json", help="write the per-mix summary here")
     args = ap.parse_args(argv)
     protect = parse_protect(args.protect)
@@ -353,7 +378,7 @@ def main(argv):
             runs = json.load(fh)
         print("\n## %s" % f)
         for s in analyse(runs, protect, sys.stdout, args.reserve_mib, used, not args.no_floor,
-                         args.period_s, args.reactive_reserve_mib):
+                         args.period_s, args.reactive_reserve_mib, args.burst_window_s):
             s["file"] = f
             summary.append(s)
     unused = set(protect) - used

@@ -98,6 +98,25 @@ class ReactiveCeilingTest(unittest.TestCase):
                     lab_limit.reactive_gib_s(mx, series, collapse, times, period, reserve, floor),
                     sum(mx - v for v in sizes) * 2.0 * GIB_S_PER_MIB_S, places=6)
 
+    def test_burst_room_keeps_the_largest_rise_within_its_window(self):
+        times = [0, 2, 4, 6, 8, 10, 12]
+        # 300 MiB, then +400 at 4 s (one period's rise), back down at 8 s (taken a period late).
+        series = lab_limit.needed_series(beats([(0, 300), (4, 700), (8, 300)], 1024), 1024)
+        # (window s, expected sizes): the rise is kept from when it is made until it leaves the window.
+        cases = [
+            (0, [300, 300, 700, 700, 700, 300, 300]),       # off: the plain reactive ceiling
+            (600, [300, 300, 1024, 1024, 1024, 700, 700]),  # 700 + 400 capped at M, then 300 + 400
+            (5, [300, 300, 1024, 1024, 1024, 300, 300]),    # the rise at 4 s leaves the window at 9 s
+        ]
+        for window, sizes in cases:
+            with self.subTest(window=window):
+                got = [lab_limit.reactive_mib(1024, series, None, t, 2, 0, True, window) for t in times]
+                self.assertEqual(got, sizes)
+        self.assertEqual(lab_limit.burst_room_mib(series, 12, 2, 600), 400)
+        # A fall is no burst.
+        falling = lab_limit.needed_series(beats([(0, 700), (4, 300)], 1024), 1024)
+        self.assertEqual(lab_limit.burst_room_mib(falling, 12, 2, 600), 0)
+
     def test_never_above_the_bound_with_the_same_reserve(self):
         times = [2.1 * i for i in range(40)]
         points = [(0, 150), (10, 650), (30, 200), (31, 600), (50, 120), (70, 900)]
