@@ -19,7 +19,7 @@ it each margin is.
 
 The logs (plain or gzipped) are lab_policy_bench.py's --keep-logs files.
 
-Results: docs/benchmarks.md ("Both kernels without the agent").
+Results: docs/benchmarks.md ("Streaming takes without the agent").
 """
 import argparse
 import collections
