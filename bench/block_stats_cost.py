@@ -15,16 +15,12 @@ Prints per-call medians and p90 in ms and the difference per domain. Results and
 are in docs/benchmarks.md ("The block group's cost").
 """
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "lab"))
-import lab as labmod  # noqa: E402
+import guest_lab
 
 
 def timed(virsh_base, args):
@@ -47,40 +43,36 @@ def main():
     ap.add_argument("--memory-mib", type=int, default=512)
     ap.add_argument("--calls", type=int, default=60, help="calls per arm")
     ap.add_argument("--workload", default="idle", help="the guests' workload (tests/lab: idle, stream, ...)")
-    ap.add_argument("--workload-bin", default=os.path.join(HERE, "..", "bazel-bin", "tests", "lab", "guest_workload"))
+    ap.add_argument("--workload-bin", default=guest_lab.WORKLOAD_BIN)
     args = ap.parse_args()
-    problem = labmod.preflight_problem()
-    if problem:
-        print("cannot run real guests here: %s" % problem)
-        return 2
-    state = tempfile.mkdtemp(prefix="plimsoll-blockcost-")
-    lab = labmod.Lab(state_dir=os.path.join(state, "lab"), workload_bin=args.workload_bin)
-    lab.start()
     try:
-        names = ["g%02d" % i for i in range(args.guests)]
-        for n in names:
-            lab.add_guest(n, workload=args.workload, memory_mib=args.memory_mib)
-        for n in names:
-            lab.wait_ready(n)
-        base = ["virsh", "-c", lab.uri, "domstats", "--state", "--balloon"]
-        # Warm up both arms (libvirtd caches, the first monitor commands).
-        for _ in range(3):
-            timed(base, [])
-            _, out = timed(base, ["--block"])
-        blocks = sum(1 for line in out.splitlines() if line.strip().startswith("block.count="))
-        plain, block = [], []
-        for _ in range(args.calls):
-            plain.append(timed(base, [])[0])
-            block.append(timed(base, ["--block"])[0])
-        mp, mb = statistics.median(plain), statistics.median(block)
-        print("%d guests (%s, %d MiB), %d calls per arm, %d domains answered the block group"
-              % (args.guests, args.workload, args.memory_mib, args.calls, blocks))
-        print("  --state --balloon          median %.1f ms  p90 %.1f ms" % (mp, pct(plain, 0.9)))
-        print("  --state --balloon --block  median %.1f ms  p90 %.1f ms" % (mb, pct(block, 0.9)))
-        print("  the block group: +%.1f ms a call, %.2f ms a domain (medians)"
-              % (mb - mp, (mb - mp) / max(1, args.guests)))
-    finally:
-        lab.stop()
+        with guest_lab.started(args.guests, args.memory_mib, args.workload, "plimsoll-blockcost-",
+                               args.workload_bin) as lab:
+            return measure(args, lab)
+    except guest_lab.Unavailable as e:
+        print("cannot run real guests here: %s" % e)
+        return 2
+
+
+def measure(args, lab):
+    """Times the two arms on the started lab; prints the medians."""
+    base = ["virsh", "-c", lab.uri, "domstats", "--state", "--balloon"]
+    # Warm up both arms (libvirtd caches, the first monitor commands).
+    for _ in range(3):
+        timed(base, [])
+        _, out = timed(base, ["--block"])
+    blocks = sum(1 for line in out.splitlines() if line.strip().startswith("block.count="))
+    plain, block = [], []
+    for _ in range(args.calls):
+        plain.append(timed(base, [])[0])
+        block.append(timed(base, ["--block"])[0])
+    mp, mb = statistics.median(plain), statistics.median(block)
+    print("%d guests (%s, %d MiB), %d calls per arm, %d domains answered the block group"
+          % (args.guests, args.workload, args.memory_mib, args.calls, blocks))
+    print("  --state --balloon          median %.1f ms  p90 %.1f ms" % (mp, pct(plain, 0.9)))
+    print("  --state --balloon --block  median %.1f ms  p90 %.1f ms" % (mb, pct(block, 0.9)))
+    print("  the block group: +%.1f ms a call, %.2f ms a domain (medians)"
+          % (mb - mp, (mb - mp) / max(1, args.guests)))
     return 0
 
 
