@@ -237,19 +237,41 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // the landing then is newer than the report), and once.
   // (The report time is now - age, recomputed each tick: equal within the freshness gate's 1 ms.)
   const bool late_news = !s.new_report && h.late_counters && std::fabs(m->calm_report_s - s.report_s) < 1e-3;
-  const bool pressured = (s.new_report || s.new_oom_kills > 0 || late_news) && out.pressure >= 1;
 
   // A backoff the disk reads alone made, whose reads did not fall with the growth (read at the
   // grown size once its cooldown is over, still kReadsNotRelievedShare of them or more),
-  // answered the reader's pace, not the size: its edge holds the guest no longer. A squeezed hot
-  // set's reads fall once growth has let it back in.
+  // answered the reader's pace, not the size: its edge holds the guest no longer, and the disk
+  // readings at larger sizes that made the pace look like pressure are forgotten (the profile
+  // learns them again as the guest is taken). A squeezed hot set's reads fall once growth has
+  // let it back in.
+  // Judged only where the guest did grow (by a step at least): reads at the size that backed off
+  // say nothing of what growth would do.
   bool reads_not_relieved = false;
   if (m->backoff_reads.has_value() && out.measured && read_here && now_s >= m->cool_until_s &&
       raw.disk_bytes_per_s.has_value()) {
-    reads_not_relieved = *raw.disk_bytes_per_s >= kReadsNotRelievedShare * *m->backoff_reads;
-    if (reads_not_relieved) m->edge.limit_until_s = -HUGE_VAL;
+    reads_not_relieved = actual >= m->backoff_size_bytes + step &&
+                         *raw.disk_bytes_per_s >= kReadsNotRelievedShare * *m->backoff_reads;
+    if (reads_not_relieved) {
+      m->edge.limit_until_s = -HUGE_VAL;
+      ForgetDiskReadsBelow(&m->profile, *raw.disk_bytes_per_s / profile.ratio);
+      if (s.new_oom_kills == 0) {
+        const PressureReading now_excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, profile);
+        out.pressure = Pressure(now_excess, p);
+      }
+    }
     m->backoff_reads.reset();
   }
+  const bool pressured = (s.new_report || s.new_oom_kills > 0 || late_news) && out.pressure >= 1;
+  // Pressure from the disk reads alone (no kill, stall and refaults under the target).
+  const bool reads_only = s.new_oom_kills == 0 && !late_news && raw.disk_bytes_per_s.has_value() &&
+                          Pressure(PressureReading{excess.stall_pct, excess.refault_bytes_per_s, std::nullopt}, p) < 1;
+  // A reads-only backoff whose growth the host has not granted (the allowance it raised is still
+  // above the guest's size: the budget or the envelope held it) is still open. Another reads-only
+  // backoff would grant nothing and only push its cooldown, and with it the release above, past
+  // every reading: a streaming guest whose growth the budget capped backed off on each disk
+  // reading for the rest of a lab run, held at that size.
+  const bool growth_not_granted = m->backoff_reads.has_value() && now_s < m->cool_until_s &&
+                                  a > actual + LandingToleranceBytes(max_bytes);
   const bool first_in_episode = now_s >= m->cool_until_s;
   // Pressure signals lag (PSI's avg10, a refault rate over a window, the refill of a squeezed
   // cache): pressure that fell since the previous measurement is the last backoff working.
@@ -258,7 +280,12 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   if (out.measured || (late_news && pressured)) m->measured_pressure = pressured ? out.pressure : 0;
   if (out.measured) m->calm_report_s = pressured ? -HUGE_VAL : s.report_s;
   if (late_news && pressured) m->calm_report_s = -HUGE_VAL;
-  if (pressured && s.new_oom_kills == 0 && out.measured && falling) {
+  if (pressured && out.measured && reads_only && growth_not_granted) {
+    m->pressured_s = now_s;
+    out.action = LawAction::kWait;
+    out.reason = absl::StrCat("wait x=", FormatFixed(out.pressure, 2), " growth_not_granted allow=",
+                              FormatMib(a), " left=", FormatFixed(m->cool_until_s - now_s, 0), "s");
+  } else if (pressured && s.new_oom_kills == 0 && out.measured && falling) {
     a = std::max(a, actual);
     m->pressured_s = now_s;
     m->cool_until_s = std::max(m->cool_until_s, now_s + m->episode_cooldown_s);  // still the episode
@@ -279,9 +306,8 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     }
     m->cool_until_s = now_s + cooldown;
     m->pressured_s = now_s;
-    const bool reads_only = s.new_oom_kills == 0 && !late_news && raw.disk_bytes_per_s.has_value() &&
-                            Pressure(PressureReading{excess.stall_pct, excess.refault_bytes_per_s, std::nullopt}, p) < 1;
     m->backoff_reads = reads_only ? raw.disk_bytes_per_s : std::nullopt;
+    m->backoff_size_bytes = actual;
     out.action = LawAction::kBackoff;
     out.reason = absl::StrCat(
         "backoff x=", s.new_oom_kills > 0 ? std::string("oom") : FormatFixed(out.pressure, 2),

@@ -158,6 +158,7 @@ struct LawMemory {
   // it, until a rate read at the grown size after its cooldown says whether growth relieved it
   // (pagecache_law.cc).
   std::optional<double> backoff_reads;
+  double backoff_size_bytes = 0;  // the size that backoff was made at
 };
 
 enum class LawAction {

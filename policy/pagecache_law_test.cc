@@ -767,6 +767,51 @@ TEST(PagecacheLawTest, AReadsOnlyBackoffKeepsItsEdgeOnlyIfGrowthRelievedTheReads
   }
 }
 
+// The same pace, but the host does not grant the backoff's growth beyond its first landing (the
+// budget holds the guest there, as on a lab run whose streaming guest then backed off on every
+// disk reading): further reads-only pressure waits instead of pushing the cooldown, the release
+// comes once it is over, and the pace backs the guest off no more.
+TEST(PagecacheLawTest, AReadsOnlyBackoffWhoseGrowthIsNotGrantedIsJudgedAfterItsCooldown) {
+  GuestView g = Agentless(4096, 3300);
+  g.refaults_per_second.reset();
+  g.unused_bytes = 2000 * (int64_t{1} << 20);
+  g.disk_read_bytes = 0;
+  Driver d(g);
+  uint64_t read = 0;
+  auto reads_for_two_seconds = [&](double mib_per_s) {
+    read += static_cast<uint64_t>(2 * mib_per_s * kMib);
+    d.guest().disk_read_bytes = read;
+  };
+  for (int i = 0; i < 6; ++i) {
+    reads_for_two_seconds(20);
+    ASSERT_NE(d.Step().action, LawAction::kBackoff);
+  }
+  std::optional<int64_t> held;  // where the budget holds the guest after the backoff's landing
+  int backoffs = 0, not_granted = 0, released = 0, backoffs_after_release = 0, takes_after_release = 0;
+  for (int i = 0; i < 80; ++i) {
+    reads_for_two_seconds(60);  // three times the larger sizes' 20 MiB/s, at every size
+    const int64_t before = d.guest().actual_bytes;
+    const LawOutcome o = d.Step();
+    if (o.action == LawAction::kBackoff) {
+      ++backoffs;
+      if (released > 0) ++backoffs_after_release;
+      // The first backoff lands partway to what it asked; the budget grants nothing more.
+      if (!held.has_value()) held = before + (d.guest().target_bytes - before) / 2;
+    }
+    if (held.has_value() && d.guest().target_bytes > *held) {
+      d.guest().target_bytes = d.guest().actual_bytes = *held;
+    }
+    if (o.reason.find("growth_not_granted") != std::string::npos) ++not_granted;
+    if (o.reason.find("reads_not_relieved=60MiB/s") != std::string::npos) ++released;
+    if (released > 0 && (o.action == LawAction::kTake || o.action == LawAction::kProbe)) ++takes_after_release;
+  }
+  EXPECT_EQ(backoffs, 1) << "one backoff, then waits";
+  EXPECT_GE(not_granted, 5);
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(backoffs_after_release, 0) << "the pace is not pressure once its readings are forgotten";
+  EXPECT_GE(takes_after_release, 1) << "takes resume";
+}
+
 // Without the agent all cache counts as in use, so a guest is probed down s at a time. One that
 // reads from disk as fast at larger sizes as here streams through its cache: its steps are what
 // its reads replace in a probe interval, at most half of what lies above its floor.

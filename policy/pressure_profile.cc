@@ -82,4 +82,12 @@ void RecordPressure(ProfileMemory* m, double size_bytes, double ceiling_bytes,
   b.at_s = now_s;
 }
 
+void ForgetDiskReadsBelow(ProfileMemory* m, double bytes_per_s) {
+  for (ProfileMemory::Bucket& b : m->buckets) {
+    if (b.reading.disk_bytes_per_s.has_value() && *b.reading.disk_bytes_per_s < bytes_per_s) {
+      b.reading.disk_bytes_per_s.reset();
+    }
+  }
+}
+
 }  // namespace plimsoll::policy

@@ -76,6 +76,11 @@ PressureReading ExcessPressure(const ProfileMemory& memory, double size_bytes, d
 void RecordPressure(ProfileMemory* memory, double size_bytes, double ceiling_bytes,
                     const PressureReading& reading, double now_s, const ProfileParams& params);
 
+// Forgets the disk read rates under `bytes_per_s` (the other signals stay): against them a reader
+// reading at ratio * bytes_per_s looks pressured, and its growth showed that pace is not the
+// size's doing.
+void ForgetDiskReadsBelow(ProfileMemory* memory, double bytes_per_s);
+
 }  // namespace plimsoll::policy
 
 #endif  // PLIMSOLL_POLICY_PRESSURE_PROFILE_H_
