@@ -13,22 +13,13 @@ machine's other load does not count). Needs root (the lab).
 
 import argparse
 import json
-import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "lab"))
-import lab as labmod  # noqa: E402
+from guest_lab import cpu_seconds, labmod
 
 QUERY = ('{"execute":"qom-get","arguments":{"path":"/machine/peripheral/balloon0",'
          '"property":"guest-stats"}}')
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(lab, calls, command, qemu_pid, libvirtd_pid):

@@ -4,6 +4,8 @@
         ...  # every guest (g00, g01, ...) booted and reporting; the lab stops on the way out
 
 started() raises Unavailable when this machine cannot run real guests (no QEMU, no root, ...).
+cpu_seconds(pid) is a lab process's CPU (libvirtd, a QEMU), which the machine's other load does
+not count in.
 """
 import contextlib
 import os
@@ -15,6 +17,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "lab"))
 import lab as labmod  # noqa: E402
 
 WORKLOAD_BIN = os.path.join(HERE, "..", "bazel-bin", "tests", "lab", "guest_workload")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        # The command name may hold spaces: the fields after it start past the last ')'.
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Unavailable(Exception):

@@ -22,7 +22,6 @@ Results: docs/benchmarks.md ("Control loop at scale").
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -30,19 +29,8 @@ import time
 import guest_lab
 from guest_lab import labmod
 
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    """utime + stime of a process, in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        # The command name may hold spaces: the fields after it start past the last ')'.
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
-
-
 def cpu_of(pids):
-    return {p: cpu_seconds(p) for p in pids}
+    return {p: guest_lab.cpu_seconds(p) for p in pids}
 
 
 def main():
@@ -73,11 +61,11 @@ def measure(args, lab):
     # Warm-up: libvirtd's caches and each monitor's first commands.
     subprocess.run(virsh, input=command * 5, capture_output=True, text=True, check=True, timeout=120)
 
-    t0, d0, q0 = time.monotonic(), cpu_seconds(libvirtd), cpu_of(qemus)
+    t0, d0, q0 = time.monotonic(), guest_lab.cpu_seconds(libvirtd), cpu_of(qemus)
     time.sleep(args.idle_seconds)
-    t1, d1, q1 = time.monotonic(), cpu_seconds(libvirtd), cpu_of(qemus)
+    t1, d1, q1 = time.monotonic(), guest_lab.cpu_seconds(libvirtd), cpu_of(qemus)
     out = subprocess.run(virsh, input=command * args.calls, capture_output=True, text=True, timeout=1800)
-    t2, d2, q2 = time.monotonic(), cpu_seconds(libvirtd), cpu_of(qemus)
+    t2, d2, q2 = time.monotonic(), guest_lab.cpu_seconds(libvirtd), cpu_of(qemus)
     if out.returncode != 0:
         raise RuntimeError("virsh failed: %s" % out.stderr.strip())
     answered = out.stdout.count("balloon.current=")

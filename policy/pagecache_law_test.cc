@@ -724,26 +724,40 @@ TEST(PagecacheLawTest, DiskReadsCountOnlyAsARiseOverALargerSize) {
   ADD_FAILURE() << "no backoff on rising disk reads";
 }
 
+// An agentless guest without refault counters whose host reads its disk reads: six reports of
+// 20 MiB/s at its larger sizes, the reference its later reads are judged against.
+struct PacedReader {
+  PacedReader() : d([] {
+    GuestView g = Agentless(4096, 3300);
+    g.refaults_per_second.reset();
+    g.unused_bytes = 2000 * (int64_t{1} << 20);
+    g.disk_read_bytes = 0;
+    return g;
+  }()) {}
+  void ReadFor2s(double mib_per_s) {
+    read += static_cast<uint64_t>(2 * mib_per_s * kMib);
+    d.guest().disk_read_bytes = read;
+  }
+  void ReadAtLargerSizes() {
+    for (int i = 0; i < 6; ++i) {
+      ReadFor2s(20);
+      ASSERT_NE(d.Step().action, LawAction::kBackoff);
+    }
+  }
+  Driver d;
+  uint64_t read = 0;
+};
+
 // A backoff the reads alone made holds its edge only if growth relieved them: a reader whose
 // pace rose (its neighbours went quiet) reads as fast at the grown size, and its edge goes once
 // the cooldown is over; a squeezed hot set's reads fall back, and its edge stays.
 TEST(PagecacheLawTest, AReadsOnlyBackoffKeepsItsEdgeOnlyIfGrowthRelievedTheReads) {
   for (const bool relieved : {false, true}) {
     SCOPED_TRACE(relieved ? "reads fell with the growth" : "reads did not fall");
-    GuestView g = Agentless(4096, 3300);
-    g.refaults_per_second.reset();
-    g.unused_bytes = 2000 * (int64_t{1} << 20);
-    g.disk_read_bytes = 0;
-    Driver d(g);
-    uint64_t read = 0;
-    auto reads_for_two_seconds = [&](double mib_per_s) {
-      read += static_cast<uint64_t>(2 * mib_per_s * kMib);
-      d.guest().disk_read_bytes = read;
-    };
-    for (int i = 0; i < 6; ++i) {
-      reads_for_two_seconds(20);
-      ASSERT_NE(d.Step().action, LawAction::kBackoff);
-    }
+    PacedReader r;
+    ASSERT_NO_FATAL_FAILURE(r.ReadAtLargerSizes());
+    Driver& d = r.d;
+    auto reads_for_two_seconds = [&](double mib_per_s) { r.ReadFor2s(mib_per_s); };
     bool backed_off = false;
     for (int i = 0; i < 3 && !backed_off; ++i) {
       reads_for_two_seconds(60);  // three times the larger sizes' 20 MiB/s
@@ -772,20 +786,10 @@ TEST(PagecacheLawTest, AReadsOnlyBackoffKeepsItsEdgeOnlyIfGrowthRelievedTheReads
 // disk reading): further reads-only pressure waits instead of pushing the cooldown, the release
 // comes once it is over, and the pace backs the guest off no more.
 TEST(PagecacheLawTest, AReadsOnlyBackoffWhoseGrowthIsNotGrantedIsJudgedAfterItsCooldown) {
-  GuestView g = Agentless(4096, 3300);
-  g.refaults_per_second.reset();
-  g.unused_bytes = 2000 * (int64_t{1} << 20);
-  g.disk_read_bytes = 0;
-  Driver d(g);
-  uint64_t read = 0;
-  auto reads_for_two_seconds = [&](double mib_per_s) {
-    read += static_cast<uint64_t>(2 * mib_per_s * kMib);
-    d.guest().disk_read_bytes = read;
-  };
-  for (int i = 0; i < 6; ++i) {
-    reads_for_two_seconds(20);
-    ASSERT_NE(d.Step().action, LawAction::kBackoff);
-  }
+  PacedReader r;
+  ASSERT_NO_FATAL_FAILURE(r.ReadAtLargerSizes());
+  Driver& d = r.d;
+  auto reads_for_two_seconds = [&](double mib_per_s) { r.ReadFor2s(mib_per_s); };
   std::optional<int64_t> held;  // where the budget holds the guest after the backoff's landing
   int backoffs = 0, not_granted = 0, released = 0, backoffs_after_release = 0, takes_after_release = 0;
   for (int i = 0; i < 80; ++i) {
