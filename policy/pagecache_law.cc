@@ -253,7 +253,7 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
                          *raw.disk_bytes_per_s >= kReadsNotRelievedShare * *m->backoff_reads;
     if (reads_not_relieved) {
       m->edge.limit_until_s = -HUGE_VAL;
-      ForgetDiskReadsBelow(&m->profile, *raw.disk_bytes_per_s / profile.ratio);
+      if (profile.ratio > 0) ForgetDiskReadsBelow(&m->profile, *raw.disk_bytes_per_s / profile.ratio);
       if (s.new_oom_kills == 0) {
         const PressureReading now_excess = ExcessPressure(m->profile, profile_size, max_bytes, raw, now_s, profile);
         out.pressure = Pressure(now_excess, p);
@@ -268,8 +268,8 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // A reads-only backoff whose growth the host has not granted (the allowance it raised is still
   // above the guest's size: the budget or the envelope held it) is still open. Another reads-only
   // backoff would grant nothing and only push its cooldown, and with it the release above, past
-  // every reading: a streaming guest whose growth the budget capped backed off on each disk
-  // reading for the rest of a lab run, held at that size.
+  // every reading, the guest held where the budget stopped it (docs/policy.md
+  // "`pressure_profile`", `growth_not_granted`).
   const bool growth_not_granted = m->backoff_reads.has_value() && now_s < m->cool_until_s &&
                                   a > actual + LandingToleranceBytes(max_bytes);
   const bool first_in_episode = now_s >= m->cool_until_s;
