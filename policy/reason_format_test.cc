@@ -7,8 +7,6 @@
 namespace plimsoll::policy {
 namespace {
 
-constexpr int64_t kMib = int64_t{1} << 20;
-
 TEST(ReasonFormatTest, Fixed) {
   EXPECT_EQ(FormatFixed(0.123, 2), "0.12");
   EXPECT_EQ(FormatFixed(12.345, 1), "12.3");

@@ -13,7 +13,7 @@ PACKAGES=(
   # unpacks bookworm-backports' kernel (the lab's backports flavour)
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 zstd
   busybox-static kmod cpio xz-utils e2fsprogs util-linux procps
-  # fuzzing (tools/fuzz.sh): clang, libFuzzer and clang's sanitizer runtimes
+  # fuzzing and the sanitizer run (tools/fuzz.sh, tools/sanitize.sh): clang, libFuzzer and clang's sanitizer runtimes
   clang libclang-rt-14-dev
   # tests and tools
   python3 python3-grpcio python3-protobuf curl openssl prometheus

@@ -141,7 +141,7 @@ void VirtioSerialConnector::ManagerLoop() {
         }
       }
       const absl::Duration wait = std::max(absl::ZeroDuration(), until - clock_->Now());
-      auto woken = [this]() { return stopping_ || wake_; };
+      auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || wake_; };
       mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
       if (stopping_) return;
       const absl::Time now = clock_->Now();
@@ -246,7 +246,7 @@ void VirtioSerialConnector::Visit(const hypervisor::DomainInfo& domain) {
     return;
   }
   if (!info->found) {
-    auto no_controller = [&] {
+    auto no_controller = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       d.state = "no_controller";
       d.problem = "no virtio-serial controller, and libvirt cannot hot-plug one: add <controller "
                   "type='virtio-serial'/> to the domain's definition (docs/operations.md)";
