@@ -15,6 +15,13 @@ Mixes of TCG guests under a private libvirtd (--mix, comma-separated):
             stream   1024 MiB, streams the --stream-mib file
             anon     1280 MiB, idles, then allocates 400 MiB after --anon-after s
           budget 3200 MiB (of 4608, 69%)
+  coldcache  three 1 GiB guests whose cache nobody reads again (in-guest reclaim's case,
+          docs/policy.md "In-guest reclaim"):
+            reader   reads the --stream-mib file once when the run starts, then allocates
+                     --anon-mib of anonymous memory --anon-after s into the run
+            batch    reads the same file once when the run starts, then idles
+            hot      re-reads a 128 MiB file
+          budget 2048 MiB (of 3072)
   cal768, cal1536   the calibration mixes (docs/policy.md "Calibration"): one guest per lab
             workload, all of one size, so that each workload can be set beside its model:
             stream   streams the --stream-mib file
@@ -98,7 +105,9 @@ import lab_mix_gen  # noqa: E402
 # The run= hook of the generated mixes' allocating guests (it starts the agent too).
 MIX_HOOK = os.path.join(REPO, "bench", "lab_mix_hook.sh")
 
-# name: (workload, memory MiB, hot set MiB or None, anonymous MiB allocated later or None)
+# name: (workload, memory MiB, hot set MiB or None, anonymous MiB allocated later or None).
+# A "readonce" guest idles until the measured run starts, then reads the stream file once (and
+# allocates, when it does, --anon-after s into the run): bench/lab_mix_hook.sh does both.
 MIXES = {
     "trio": {"budget_mib": 2048, "guests": [
         ("stream", "stream", 1024, None, None),
@@ -110,6 +119,11 @@ MIXES = {
         ("hot1536", "hot", 1536, 384, None),
         ("stream", "stream", 1024, None, None),
         ("anon", "anon", 1280, None, 400),
+    ]},
+    "coldcache": {"budget_mib": 2048, "guests": [
+        ("reader", "readonce", 1024, None, "arg"),  # --anon-mib
+        ("batch", "readonce", 1024, None, None),
+        ("hot", "hot", 1024, 128, None),
     ]},
     "cal768": {"budget_mib": 1920, "guests": [
         ("stream", "stream", 768, None, None),
@@ -183,8 +197,13 @@ def mix_guests(mix, args):
         kw = dict(workload=workload, memory_mib=mem)
         if hot is not None:
             kw["hot_mib"] = hot
-        if anon is not None:
-            kw.update(anon_mib=args.anon_mib if anon == "arg" else anon, anon_after=args.anon_after)
+        anon_mib = args.anon_mib if anon == "arg" else anon
+        if workload == "readonce":
+            kw.update(workload="idle", readonce=True)
+            if anon is not None:
+                kw["alloc"] = (anon_mib, args.anon_after)
+        elif anon is not None:
+            kw.update(anon_mib=anon_mib, anon_after=args.anon_after)
         out.append((name, kw, mem * MIB))
     return out
 
@@ -260,18 +279,22 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         for name, kw, _ in guests:
             kw = dict(kw)
             alloc = kw.pop("alloc", None)
+            readonce = kw.pop("readonce", False)
             if agent and args.agent_transport == "tcp":
                 kw.update(keys.guest_kwargs(interval="2s"))
             elif agent:
                 kw.update(network=False, **harness.channel_agent(interval="2s"))
             elif desc is not None:
                 kw.update(network=False)  # none needed (the named mixes keep the lab's default)
-            if alloc:
-                # The hook starts the agent (when the command line has one) and then allocates.
+            if alloc or readonce:
+                # The hook starts the agent (when the command line has one), then reads and
+                # allocates on the measured run's clock.
                 kw["run"] = MIX_HOOK
                 kw["cmdline_extra"] = " ".join(x for x in (
                     kw.get("cmdline_extra"), "plimsoll.go_file=" + go_file,
-                    "plimsoll.alloc_mib=%d" % alloc[0], "plimsoll.alloc_after=%d" % alloc[1]) if x)
+                    "plimsoll.readonce=/mnt/data/stream.bin" if readonce else None,
+                    "plimsoll.alloc_mib=%d" % alloc[0] if alloc else None,
+                    "plimsoll.alloc_after=%d" % alloc[1] if alloc else None) if x)
             lab.add_guest(name, **kw)
         for name in GUESTS:
             lab.wait_ready(name, timeout=120)
@@ -288,7 +311,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
             flags["log_every_decision"] = "true"  # holds too: each guest's steps can be followed
         daemon = harness.Daemon(workdir, lab.uri, agent_keys=keys, **flags)
         t0 = time.monotonic()
-        with open(go_file, "w"):  # the generated mixes' allocations count from here
+        with open(go_file, "w"):  # the hook's reads and allocations count from here
             pass
         first_hb = {n: lab.heartbeat(n) for n in GUESTS}
         first_disk = {n: disk_reads(lab, n) for n in GUESTS}

@@ -237,6 +237,15 @@ class LabSpecTest(unittest.TestCase):
         self.assertEqual((stream, hot_file), (1536, 128))
         self.assertEqual(guests, bench.mix_guests("trio", args))
 
+    def test_coldcache_readers_run_on_the_hook(self):
+        args = argparse.Namespace(seconds=150, stream_mib=700, anon_mib=300, anon_after=60)
+        guests = {name: kw for name, kw, _ in bench.lab_spec("coldcache", args)[0]}
+        # Both readers idle until the hook reads; only the reader allocates, --anon-after s in.
+        self.assertEqual(guests["reader"], dict(workload="idle", memory_mib=1024, readonce=True,
+                                                alloc=(300, 60)))
+        self.assertEqual(guests["batch"], dict(workload="idle", memory_mib=1024, readonce=True))
+        self.assertEqual(guests["hot"], dict(workload="hot", memory_mib=1024, hot_mib=128))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,6 +10,7 @@
 //                                         plimsoll.hot_mib=N on the kernel command line, only
 //                                         its first N MiB (each guest of a lab its own hot set)
 //   guest_workload anon --mib N --after S touch N MiB of anonymous memory after S s
+//   guest_workload readonce FILE          read FILE once, then sleep: cache nobody reads again
 //   guest_workload idle                   sleep forever
 //
 // Throughput lines: "PLIMSOLL-WL mode=<stream|hot> t=<s> mbps=<MB/s>", where MB is
@@ -137,6 +138,34 @@ int ReadLoop(const char* mode, const char* path, uint64_t limit) {
   }
 }
 
+// Reads `path` once from start to end and keeps nothing but the page cache it leaves: the cold
+// cache of a guest that ran a batch job and went quiet. "read_mib=" says how much it read.
+int ReadOnce(const char* path) {
+  const double start = MonotonicSeconds();
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    EmitLine("PLIMSOLL-WL mode=readonce error=open errno=%d path=%s", errno, path);
+    return 1;
+  }
+  std::vector<char> buf(kReadChunk);
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      EmitLine("PLIMSOLL-WL mode=readonce error=read errno=%d", errno);
+      close(fd);
+      return 1;
+    }
+    if (n == 0) break;
+    total += static_cast<uint64_t>(n);
+  }
+  close(fd);
+  EmitLine("PLIMSOLL-WL mode=readonce read_mib=%llu t=%.1f", static_cast<unsigned long long>(total >> 20),
+           MonotonicSeconds() - start);
+  SleepForever();
+}
+
 int Anon(long mib, double after_s) {
   const double start = MonotonicSeconds();
   SleepSeconds(after_s);
@@ -166,7 +195,8 @@ int Anon(long mib, double after_s) {
 
 int Usage() {
   fprintf(stderr,
-          "usage: guest_workload stream FILE | hot FILE | anon --mib N [--after S] | idle\n");
+          "usage: guest_workload stream FILE | hot FILE | anon --mib N [--after S] | readonce FILE | "
+          "idle\n");
   return 2;
 }
 
@@ -182,6 +212,10 @@ int main(int argc, char** argv) {
   if (mode == "stream" || mode == "hot") {
     if (argc != 3) return Usage();
     return ReadLoop(mode.c_str(), argv[2], mode == "hot" ? HotLimitFromCmdline() : 0);
+  }
+  if (mode == "readonce") {
+    if (argc != 3) return Usage();
+    return ReadOnce(argv[2]);
   }
   if (mode == "anon") {
     long mib = -1;
