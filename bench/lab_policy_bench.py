@@ -102,7 +102,8 @@ import harness  # noqa: E402
 from harness import MIB  # noqa: E402
 import lab_mix_gen  # noqa: E402
 
-# The run= hook of the generated mixes' allocating guests (it starts the agent too).
+# The run= hook of the guests that read or allocate on the measured run's clock (it starts the
+# agent too).
 MIX_HOOK = os.path.join(REPO, "bench", "lab_mix_hook.sh")
 
 # name: (workload, memory MiB, hot set MiB or None, anonymous MiB allocated later or None).
