@@ -19,7 +19,8 @@ namespace plimsoll::server::agent {
 namespace {
 
 // A link between two socketpairs: the test holds the far ends (`guest`, as QEMU's side would
-// be, and `daemon`, as gRPC's would be).
+// be, and `daemon`, as gRPC's would be). Declared before the pump, so the pump (whose thread
+// may call on_end when a closed end hangs the link up) is destroyed first.
 struct TestLink {
   int guest = -1;
   int daemon = -1;
@@ -67,9 +68,9 @@ bool SeesEof(int fd, absl::Duration timeout) {
 }
 
 TEST(ChannelPump, CarriesBytesBothWays) {
+  TestLink link;
   auto pump = ChannelPump::Start(RealClock::Get());
   ASSERT_TRUE(pump.ok());
-  TestLink link;
   Connect(**pump, link);
   ASSERT_EQ(write(link.guest, "report", 6), 6);
   EXPECT_EQ(ReadN(link.daemon, 6, absl::Seconds(2)), "report");
@@ -81,9 +82,9 @@ TEST(ChannelPump, CarriesBytesBothWays) {
 }
 
 TEST(ChannelPump, GuestHangupEndsTheLinkAndClosesTheDaemonSide) {
+  TestLink link;
   auto pump = ChannelPump::Start(RealClock::Get());
   ASSERT_TRUE(pump.ok());
-  TestLink link;
   Connect(**pump, link);
   close(link.guest);
   link.guest = -1;
@@ -94,9 +95,9 @@ TEST(ChannelPump, GuestHangupEndsTheLinkAndClosesTheDaemonSide) {
 }
 
 TEST(ChannelPump, DaemonCloseEndsTheLinkAndClosesTheGuestSide) {
+  TestLink link;
   auto pump = ChannelPump::Start(RealClock::Get());
   ASSERT_TRUE(pump.ok());
-  TestLink link;
   Connect(**pump, link);
   close(link.daemon);
   link.daemon = -1;
@@ -106,9 +107,9 @@ TEST(ChannelPump, DaemonCloseEndsTheLinkAndClosesTheGuestSide) {
 }
 
 TEST(ChannelPump, RemoveClosesWithoutCallback) {
+  TestLink link;
   auto pump = ChannelPump::Start(RealClock::Get());
   ASSERT_TRUE(pump.ok());
-  TestLink link;
   Connect(**pump, link);
   (*pump)->Remove(link.id);
   EXPECT_TRUE(SeesEof(link.guest, absl::Seconds(2)));
@@ -117,9 +118,9 @@ TEST(ChannelPump, RemoveClosesWithoutCallback) {
 }
 
 TEST(ChannelPump, GuestBytesAreHeldToTheirBudget) {
+  TestLink link;
   auto pump = ChannelPump::Start(RealClock::Get());
   ASSERT_TRUE(pump.ok());
-  TestLink link;
   PumpLinkOptions o;
   o.guest_bytes_per_second = 64 * 1024;
   o.guest_burst_bytes = 32 * 1024;
@@ -147,10 +148,10 @@ TEST(ChannelPump, GuestBytesAreHeldToTheirBudget) {
 }
 
 TEST(ChannelPump, AFloodingLinkDoesNotDelayAnother) {
-  auto pump = ChannelPump::Start(RealClock::Get());
-  ASSERT_TRUE(pump.ok());
   TestLink flood;
   TestLink quiet;
+  auto pump = ChannelPump::Start(RealClock::Get());
+  ASSERT_TRUE(pump.ok());
   PumpLinkOptions unlimited;
   unlimited.guest_bytes_per_second = 1e12;  // no budget: only the pump's round-robin protects
   unlimited.guest_burst_bytes = 1e12;
