@@ -63,7 +63,8 @@ double LawStep(const GuestView& guest, const LawParams& params) {
   return params.probe_fraction * static_cast<double>(guest.max_bytes);
 }
 
-LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m, bool pooled) {
+LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, LawMemory* m, bool pooled,
+                   double agent_wait_left_s) {
   LawOutcome out;
   out.signals = SignalsOf(guest);
   out.signals.new_oom_kills += m->unseen_oom_kills;
@@ -339,6 +340,9 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     } else if (pooled) {
       // Its agent takes the cold cache in the guest, with no balloon move to undo later.
       out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " agent_reclaims");
+    } else if (agent_wait_left_s > 0) {
+      out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " awaiting_agent left=",
+                                FormatFixed(agent_wait_left_s, 0), "s");
     } else if (await_reads && base > stop + 1) {
       out.reason = absl::StrCat("hold x=", FormatFixed(out.pressure, 2), " awaiting_reads_at_this_size");
     } else if (now_s - m->probed_s >= p.probe_interval_seconds && base > stop + 1) {  // + a rounding byte

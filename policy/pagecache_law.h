@@ -132,6 +132,9 @@ struct LawMemory {
   // When the guest last qualified for the reclaim pool's privileges (pagecache_policy.cc: a
   // guest spending what it lent keeps them for a grace); -infinity when it has not, or lost them.
   double pooled_s = -std::numeric_limits<double>::infinity();
+  // When it began waiting for its agent before the balloon takes from it (reclaim_pool.h
+  // kAgentWaitSeconds); unset when it is not waiting (pooled, or its agent cannot reclaim).
+  std::optional<double> agent_wait_since_s;
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
   // The target the last decision asked for and the target it was asked from (recorded by
@@ -210,8 +213,11 @@ double LawStep(const GuestView& guest, const LawParams& params);
 // `pooled`: the guest is a member of a reclaim pool that covers (reclaim_pool.h): its floor
 // keeps no burst room (the pool's reserve does), and the balloon does not probe it (its agent
 // reclaims the cold cache); it still grows on pressure and hard demand.
+// `agent_wait_left_s` > 0: the guest's agent may still give its cold cache back in the guest
+// (reclaim_pool.h kAgentWaitSeconds): the balloon does not take from it yet; its floor is as
+// without the pool.
 LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& params,
-                   LawMemory* memory, bool pooled = false);
+                   LawMemory* memory, bool pooled = false, double agent_wait_left_s = 0);
 
 }  // namespace plimsoll::policy
 

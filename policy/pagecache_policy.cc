@@ -159,6 +159,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   std::vector<bool> costed(n, false);
   std::vector<bool> pooled(n, false);
   std::vector<bool> in_grace(n, false);  // pooled on the grace after it last qualified
+  std::vector<double> agent_wait_left(n, 0);  // > 0: the balloon leaves its cold cache to its agent
   ReclaimPool pool;
   if (snapshot.host.in_guest_reclaim) {
     std::vector<PoolMember> members;
@@ -196,6 +197,17 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
         pooled[i] = true;
         in_grace[i] = true;
       }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const GuestView& g = snapshot.guests[i];
+      LawMemory& m = *memories[i];
+      if (pooled[i] || !AgentMayReclaim(g, snapshot.host)) {
+        m.agent_wait_since_s.reset();
+        continue;
+      }
+      // A clock stepped back starts the wait afresh rather than stretching it.
+      if (!m.agent_wait_since_s.has_value() || now_s < *m.agent_wait_since_s) m.agent_wait_since_s = now_s;
+      agent_wait_left[i] = std::max(0.0, kAgentWaitSeconds - (now_s - *m.agent_wait_since_s));
     }
   }
   std::vector<ShareOutGuest> share(n);
@@ -239,7 +251,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       s.active = s.actual;
       s.may_shrink = false;
     } else {
-      outcomes[i] = StepLaw(g, now_s, params_.law, &memory, pooled[i]);
+      outcomes[i] = StepLaw(g, now_s, params_.law, &memory, pooled[i], agent_wait_left[i]);
       const LawOutcome& o = *outcomes[i];
       s.proposal = o.proposal_bytes;
       s.floor = o.floor_bytes;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/time/time.h"
 #include "policy/history_deriver.h"
 #include "policy/pagecache_law.h"
+#include "policy/reclaim_pool.h"
 
 namespace plimsoll::policy {
 namespace {
@@ -472,16 +474,16 @@ TEST(PagecachePolicyTest, APooledGuestCostsItsRssAndIsNotProbed) {
 
 // A pool whose lent memory is less than its reserve changes nothing: the guest is sized as
 // without in-guest reclaim. The reserve here is the guest's RSS rising 600 MiB in one decision;
-// the guest was never pooled before (its agent did not reclaim), so it has no grace.
+// its agent does not reclaim, so it has no grace and no wait for its agent.
 TEST(PagecachePolicyTest, APoolThatDoesNotCoverChangesNothing) {
   const PagecachePolicy policy;
   GuestView quiet = Reclaiming("cold", 400);
   quiet.agent_reclaims = false;
   const Decisions first = policy.Decide(ReclaimSnap({quiet, Hot("hot")}, 1800, true, 1e9), PolicyState());
-  const Decisions short_on = policy.Decide(
-      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 1800, true, 1e9 + 5), first.next_state);
-  const Decisions plain = policy.Decide(
-      ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 1800, false, 1e9 + 5), first.next_state);
+  GuestView rose = quiet;
+  rose.host_rss_bytes = 1000 * kMib;
+  const Decisions short_on = policy.Decide(ReclaimSnap({rose, Hot("hot")}, 1800, true, 1e9 + 5), first.next_state);
+  const Decisions plain = policy.Decide(ReclaimSnap({rose, Hot("hot")}, 1800, false, 1e9 + 5), first.next_state);
   EXPECT_THAT(short_on.summary, HasSubstr("pool members=1 lent=24MiB reserve=600MiB covers=0"));
   ASSERT_EQ(short_on.guests.size(), plain.guests.size());
   for (size_t i = 0; i < plain.guests.size(); ++i) {
@@ -507,8 +509,9 @@ std::pair<Decisions, Decisions> PooledThen(const PagecachePolicy& policy, int64_
 // A pooled guest that allocates spends what it lent: its RSS rises 600 MiB in one decision, so
 // the pool stops covering and it lends 24 MiB. For the grace it keeps its privileges: the
 // balloon neither probes it nor gives it burst room while it faults its memory back in. After
-// the grace, or at once when its agent stops reclaiming, it is sized as without the pool. (The
-// budget does not bind: under a binding budget the share-out takes from it as from any guest.)
+// the grace its agent has kAgentWaitSeconds to lend again before the balloon takes; when its
+// agent stops reclaiming, it is sized as without the pool at once. (The budget does not bind:
+// under a binding budget the share-out takes from it as from any guest.)
 TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace) {
   const PagecachePolicy policy;
   const Decisions spending = PooledThen(policy, 4096, 1000).second;
@@ -527,16 +530,21 @@ TEST(PagecachePolicyTest, AGuestSpendingWhatItLentKeepsItsPrivilegesForTheGrace)
       policy.Decide(ReclaimSnap({quiet, Hot("hot")}, 4096, true, 1e9 + 6), spending.next_state);
   EXPECT_THAT(stopped.guests[0].reason, Not(HasSubstr("pooled"))) << stopped.guests[0].reason;
 
-  // Still lending nothing after the grace: sized as without in-guest reclaim.
+  // Still lending nothing after the grace: its agent's wait (kAgentWaitSeconds), then sized as
+  // without in-guest reclaim.
   Decisions later = spending;
-  for (double t = 1e9 + 10; t <= 1e9 + 40; t += 5) {
+  for (double t = 1e9 + 10; t <= 1e9 + 70; t += 5) {
     later = policy.Decide(ReclaimSnap({Reclaiming("cold", 1000), Hot("hot")}, 4096, true, t), later.next_state);
     if (t <= 1e9 + 30) {
       EXPECT_THAT(later.guests[0].reason, HasSubstr("grace_left=")) << t;
+    } else if (t < 1e9 + 35 + kAgentWaitSeconds) {
+      EXPECT_THAT(later.guests[0].reason, HasSubstr("awaiting_agent")) << t;
+      EXPECT_EQ(later.guests[0].target_bytes, 1024 * kMib) << later.guests[0].reason;
+      EXPECT_EQ(later.pool_reserve_bytes, 0);  // its burst room is back in its floor
     }
   }
   EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("pooled"))) << later.guests[0].reason;
-  EXPECT_EQ(later.pool_reserve_bytes, 0);  // its burst room is back in its floor
+  EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << later.guests[0].reason;
   EXPECT_LT(later.guests[0].target_bytes, 1024 * kMib) << later.guests[0].reason;  // probed
 }
 
@@ -604,14 +612,61 @@ TEST(PagecachePolicyTest, TheAgentsClaimChangesNoNeighbour) {
   EXPECT_THAT(d.summary, HasSubstr("pool members=1 lent=624MiB"));
 }
 
-// A reclaimer that lends nothing (RSS at its balloon) buys no exemption from the balloon's
-// probes: it is sized as without in-guest reclaim.
+// A reclaimer that lends nothing (RSS at its balloon) is not pooled: its agent has
+// kAgentWaitSeconds to give the cold cache back, and after that it buys no exemption from the
+// balloon's takes: it is sized as without in-guest reclaim.
 TEST(PagecachePolicyTest, AClaimThatLendsNothingIsNotPooled) {
   const PagecachePolicy policy;
   const Decisions on = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024)}, 4096, true), PolicyState());
   const Decisions off = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024)}, 4096, false), PolicyState());
   EXPECT_THAT(on.guests[0].reason, Not(HasSubstr("pooled")));
-  EXPECT_EQ(on.guests[0].target_bytes, off.guests[0].target_bytes);
+  EXPECT_THAT(on.guests[0].reason, HasSubstr("awaiting_agent left=30s"));
+  EXPECT_EQ(on.guests[0].target_bytes, 1024 * kMib) << on.guests[0].reason;
+  ASSERT_LT(off.guests[0].target_bytes, 1024 * kMib) << off.guests[0].reason;  // the balloon takes
+  const Decisions after = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024)}, 4096, true, 1e9 + kAgentWaitSeconds),
+                                        on.next_state);
+  EXPECT_THAT(after.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << after.guests[0].reason;
+  EXPECT_EQ(after.guests[0].target_bytes, off.guests[0].target_bytes) << after.guests[0].reason;
+}
+
+// Who waits for an agent: a guest costed by RSS whose agent reclaims or has not reported yet
+// (its first stats are libvirt's). Not one whose agent cannot reclaim, nor one the host does
+// not cost by RSS (no free page reporting, or the host sends no bounds).
+TEST(PagecachePolicyTest, WhoWaitsForItsAgent) {
+  struct Case {
+    const char* name;
+    std::optional<bool> agent_reclaims;
+    bool reporting;
+    bool in_guest_reclaim;
+    bool waits;
+  };
+  const Case cases[] = {
+      {"agent reclaims", true, true, true, true},
+      {"no report yet", std::nullopt, true, true, true},
+      {"agent cannot reclaim", false, true, true, false},
+      {"no free page reporting", true, false, true, false},
+      {"host sends no bounds", true, true, false, false},
+  };
+  const PagecachePolicy policy;
+  for (const Case& c : cases) {
+    GuestView g = Reclaiming("cold", 1024);
+    g.agent_reclaims = c.agent_reclaims;
+    g.free_page_reporting = c.reporting;
+    const Decisions d = policy.Decide(ReclaimSnap({g}, 4096, c.in_guest_reclaim), PolicyState());
+    EXPECT_EQ(d.guests[0].reason.find("awaiting_agent") != std::string::npos, c.waits)
+        << c.name << ": " << d.guests[0].reason;
+    EXPECT_EQ(d.guests[0].target_bytes == 1024 * kMib, c.waits) << c.name << ": " << d.guests[0].reason;
+  }
+}
+
+// The wait holds the law's takes only: under a binding budget the share-out still takes from a
+// waiting guest (2 x 1024 MiB of balloons on 1600 MiB).
+TEST(PagecachePolicyTest, AWaitingGuestIsStillTakenFromWhenTheBudgetNeedsIt) {
+  const PagecachePolicy policy;
+  const Decisions d = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("awaiting_agent"));
+  EXPECT_LT(d.guests[0].target_bytes, 1024 * kMib) << d.guests[0].reason;
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("taken=")) << d.guests[0].reason;
 }
 
 // An RSS of 0 is no reading: the guest is not costed by it.

@@ -19,6 +19,10 @@ bool ReclaimsInGuest(const GuestView& guest, const HostView& host) {
          guest.anon_bytes.has_value() && guest.active_file_bytes.has_value();
 }
 
+bool AgentMayReclaim(const GuestView& guest, const HostView& host) {
+  return CostedByRss(guest, host) && (!guest.agent_reclaims.has_value() || ReclaimsInGuest(guest, host));
+}
+
 ReclaimPool SizePool(const std::vector<PoolMember>& members) {
   ReclaimPool pool;
   double squares = 0;

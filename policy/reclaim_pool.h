@@ -41,6 +41,20 @@ bool CostedByRss(const GuestView& guest, const HostView& host);
 // reclaimer able to reclaim. Pooled also needs safe stats and a step lent (the caller checks).
 bool ReclaimsInGuest(const GuestView& guest, const HostView& host);
 
+// Whether its agent may give its cold cache back in the guest: costed by RSS, and its agent
+// either reclaims (ReclaimsInGuest) or has not reported yet (a guest's first stats are libvirt's,
+// seconds before its agent's first report says whether it reclaims).
+bool AgentMayReclaim(const GuestView& guest, const HostView& host);
+
+// How long the balloon leaves such a guest's cold cache to its agent before it takes any itself
+// (the law holds it, "awaiting_agent"), counted from when it was first seen, or last stopped
+// being pooled. A guest that has just read a file lends nothing (its RSS is its size), so it is
+// not pooled; taken by the balloon then, it must wait for a deflate when it next allocates,
+// although its agent would have given the same cache back with no balloon move. The agent's
+// steps (128 MiB at most, 64 MiB/s) free a gigabyte's cache in seconds after its first report
+// (every 5 s by default); the share-out still takes from the guest when the budget needs it.
+inline constexpr double kAgentWaitSeconds = 30;
+
 // How long a pooled guest keeps its privileges after it last qualified, while its agent still
 // reclaims and its stats are safe: long enough for an allocation to spend what the guest lent
 // (seconds on the lab's guests) without the balloon taking it back or giving burst room.
