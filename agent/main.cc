@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/boottime_clock.h"
+#include "agent/compaction.h"
 #include "agent/dial.h"
 #include "agent/guest_reader.h"
 #include "agent/psi_trigger.h"
@@ -86,6 +87,9 @@ ABSL_FLAG(double, reclaim_psi_stop, 5,
           "the host may only lower it");
 ABSL_FLAG(double, reclaim_refault_stop, 1000,
           "stop while file refaults per second are over this; the host may only lower it");
+ABSL_FLAG(bool, reclaim_compact, true,
+          "after a reclaim round that freed at least 32 MiB, write 1 to /proc/sys/vm/compact_memory (at most "
+          "every 30 s), so free page reporting, which returns only whole 2 MiB blocks, returns what was freed");
 ABSL_FLAG(absl::Duration, reclaim_bounds_ttl, absl::Seconds(20),
           "stop reclaiming when no ack has carried bounds for this long");
 ABSL_FLAG(absl::Duration, reclaim_keep_hold, absl::Minutes(5),
@@ -162,6 +166,19 @@ std::unique_ptr<ReclaimExecutor> MakeReclaimExecutor(ReclaimerOptions* options) 
       OpenReclaimExecutor(/*dry_run=*/absl::GetFlag(FLAGS_reclaim) == "dry_run", c);
   if (!opened.ok()) {
     options->unsupported_detail = std::string(opened.status().message());
+    return nullptr;
+  }
+  return *std::move(opened);
+}
+
+// The compactor after reclaim rounds, or null: --reclaim_compact=false, reclaim off, or no
+// writable compact_memory (logged: reclaim then returns to the host only what frees whole blocks).
+std::unique_ptr<Compactor> MakeCompactor(const ReclaimExecutor* executor) {
+  if (executor == nullptr || !absl::GetFlag(FLAGS_reclaim_compact)) return nullptr;
+  absl::StatusOr<std::unique_ptr<ProcCompactor>> opened = ProcCompactor::Open();
+  if (!opened.ok()) {
+    PLOG_WARNING << "no compaction after reclaim (" << opened.status().message()
+                 << "): free page reporting returns only the whole 2 MiB blocks reclaim frees";
     return nullptr;
   }
   return *std::move(opened);
@@ -290,7 +307,9 @@ int Main() {
   // guest's CLOCK_BOOTTIME: bounds expire by it even when the wall clock is stepped.
   GuestReader reclaim_reader(proc_root);
   BoottimeClock boottime_clock;
-  Reclaimer reclaimer(*std::move(reclaim_options), std::move(reclaim_executor), &reclaim_reader, &boottime_clock);
+  std::unique_ptr<Compactor> compactor = MakeCompactor(reclaim_executor.get());
+  Reclaimer reclaimer(*std::move(reclaim_options), std::move(reclaim_executor), &reclaim_reader, &boottime_clock,
+                      std::move(compactor));
   options.reclaim = &reclaimer;
 
   absl::StatusOr<std::unique_ptr<Reporter>> reporter = Reporter::Create(options, &reader, std::move(trigger));

@@ -55,10 +55,11 @@ std::string ReclaimOffDetail(const ReclaimerOptions& o) {
 }
 
 Reclaimer::Reclaimer(ReclaimerOptions options, std::unique_ptr<ReclaimExecutor> executor, SampleSource* source,
-                     Clock* clock)
+                     Clock* clock, std::unique_ptr<Compactor> compactor)
     : options_(std::move(options)),
       off_detail_(ReclaimOffDetail(options_)),
       executor_(off_detail_.empty() ? std::move(executor) : nullptr),
+      compactor_(executor_ != nullptr ? std::move(compactor) : nullptr),
       source_(source),
       clock_(clock),
       keeper_(options_.own),
@@ -178,10 +179,36 @@ ReclaimDecision Reclaimer::Tick() {
       last_error_text_.clear();
     }
   }
+  MaybeCompact(now);
   absl::MutexLock l(&mu_);
   LogDecision(d, before_step.value_or(counters_));
   last_ = d;
   return d;
+}
+
+void Reclaimer::MaybeCompact(absl::Time now) {
+  if (compactor_ == nullptr || executor_->dry_run()) return;
+  uint64_t freed = 0;
+  absl::Duration since_step;
+  {
+    absl::MutexLock l(&mu_);
+    freed = counters_.achieved - achieved_at_compaction_;
+    since_step = Since(now, last_step_);
+  }
+  if (!CompactionDue(freed, since_step, Since(now, last_compaction_), options_.compaction)) return;
+  const absl::Time start = clock_->Now();
+  const absl::Status st = compactor_->Compact();
+  const absl::Duration took = clock_->Now() - start;
+  last_compaction_ = now;
+  absl::MutexLock l(&mu_);
+  achieved_at_compaction_ = counters_.achieved;
+  if (st.ok()) {
+    ++compactions_;
+    PLOG_INFO << "reclaim compacted: freed_since_last=" << freed / (1 << 20) << "MiB took=" << absl::FormatDuration(took);
+  } else {
+    ++failed_compactions_;
+    PLOG_WARNING << "reclaim compaction failed: " << st;
+  }
 }
 
 void Reclaimer::LogDecision(const ReclaimDecision& d, const Counters& before) {
@@ -254,6 +281,8 @@ void Reclaimer::FillReport(v1::ReclaimReport* out) {
   keeper_.Effective(now, &limits);
   out->set_keep_bytes(limits.keep_bytes);
   out->set_keep_file_bytes(limits.keep_file_bytes);
+  out->set_compactions(compactions_);
+  out->set_failed_compactions(failed_compactions_);
 }
 
 }  // namespace plimsoll::agent

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/compaction.h"
 #include "agent/guest_reader.h"
 #include "agent/reclaim_bounds.h"
 #include "agent/reclaim_decision.h"
@@ -52,6 +53,8 @@ struct ReclaimerOptions {
   // keep hold (reclaim_bounds.h), so the agent does not take the same hot pages again and
   // again; after the hold it may try once more, as the host's balloon probes do.
   absl::Duration pressure_blame_window = absl::Seconds(10);
+  // When to compact after a round (with a compactor: compaction.h).
+  CompactionOptions compaction;
   // Without live bounds Run() sleeps until bounds arrive, waking at most this long apart.
   absl::Duration idle_wait = absl::Minutes(1);
   // The reclaimer's clock's time is CLOCK_BOOTTIME (BoottimeClock) in the agent; the report's
@@ -67,9 +70,10 @@ std::string ReclaimOffDetail(const ReclaimerOptions& options);
 class Reclaimer : public ReclaimPeer {
  public:
   // `executor` null: off (disabled, or unsupported as options.unsupported_detail says).
-  // `source` (the /proc reader) and `clock` must outlive the reclaimer.
+  // `compactor` null: no compaction after rounds (--reclaim_compact=false, or no
+  // compact_memory). `source` (the /proc reader) and `clock` must outlive the reclaimer.
   Reclaimer(ReclaimerOptions options, std::unique_ptr<ReclaimExecutor> executor, SampleSource* source,
-            Clock* clock);
+            Clock* clock, std::unique_ptr<Compactor> compactor = nullptr);
 
   // One decision at the clock's now and, for a step, one write. Returns the decision.
   ReclaimDecision Tick();
@@ -89,6 +93,9 @@ class Reclaimer : public ReclaimPeer {
     uint64_t requested = 0, achieved = 0, steps = 0, partial = 0, failed = 0;
   };
 
+  // Compacts when a round that freed enough is over (compaction.h). Tick's thread.
+  void MaybeCompact(absl::Time now);
+
   // Logs a decision whose reason differs from the previous one, and an active phase's totals
   // when it ends. `before` are the counters before this decision's step (if any).
   void LogDecision(const ReclaimDecision& d, const Counters& before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -96,6 +103,10 @@ class Reclaimer : public ReclaimPeer {
   const ReclaimerOptions options_;
   const std::string off_detail_;  // ReclaimOffDetail(options_)
   const std::unique_ptr<ReclaimExecutor> executor_;
+  const std::unique_ptr<Compactor> compactor_;
+  // The tick thread's own: when it last compacted, and what had been achieved by then.
+  absl::Time last_compaction_ = absl::InfinitePast();
+  uint64_t achieved_at_compaction_ = 0;
   SampleSource* const source_;
   Clock* const clock_;
 
@@ -113,6 +124,8 @@ class Reclaimer : public ReclaimPeer {
   absl::Time last_partial_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_error_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  uint64_t compactions_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_compactions_ ABSL_GUARDED_BY(mu_) = 0;
   ReclaimDecision last_ ABSL_GUARDED_BY(mu_);
   // For the log: the reason last logged, and the counters when the current active phase began.
   std::optional<ReclaimReason> logged_ ABSL_GUARDED_BY(mu_);

@@ -35,15 +35,29 @@ v1::ReclaimBounds HostBounds() {
   return b;
 }
 
+// Counts compactions; fails when told to.
+class FakeCompactor : public Compactor {
+ public:
+  absl::Status Compact() override {
+    ++calls;
+    return fail ? absl::PermissionDeniedError("compact_memory is not writable") : absl::OkStatus();
+  }
+  int calls = 0;
+  bool fail = false;
+};
+
 class ReclaimerTest : public ::testing::Test {
  protected:
   // The fake guest: 1 GiB, 50 MiB free, 877 MiB of file cache, calm.
-  void Make(ReclaimerOptions o = {}, bool with_executor = true, Clock* clock = nullptr) {
+  void Make(ReclaimerOptions o = {}, bool with_executor = true, Clock* clock = nullptr, bool with_compactor = false) {
     o.series_start_boottime_ns = 123'000'000'000;
     auto executor = std::make_unique<FakeReclaimExecutor>(&guest_);
     executor_ = with_executor ? executor.get() : nullptr;
+    auto compactor = std::make_unique<FakeCompactor>();
+    compactor_ = with_compactor ? compactor.get() : nullptr;
     reclaimer_ = std::make_unique<Reclaimer>(o, with_executor ? std::move(executor) : nullptr, &guest_,
-                                             clock != nullptr ? clock : &clock_);
+                                             clock != nullptr ? clock : &clock_,
+                                             with_compactor ? std::move(compactor) : nullptr);
   }
   // Bounds from the host, then the clock moves one period and the reclaimer ticks.
   ReclaimDecision TickAfter(absl::Duration d = absl::Seconds(1)) {
@@ -60,8 +74,72 @@ class ReclaimerTest : public ::testing::Test {
   FakeClock clock_;
   FakeGuestMemory guest_;
   FakeReclaimExecutor* executor_ = nullptr;
+  FakeCompactor* compactor_ = nullptr;
   std::unique_ptr<Reclaimer> reclaimer_;
 };
+
+// A round that freed enough is followed by one compaction once it is over (5 s without a step),
+// never between its steps; the next needs another round's worth, 30 s later at the earliest.
+TEST_F(ReclaimerTest, ARoundIsFollowedByOneCompaction) {
+  Make({}, true, nullptr, /*with_compactor=*/true);
+  int steps_seen = 0;
+  int compactions_during_round = 0;
+  for (int i = 0; i < 40; ++i) {
+    Bounds();
+    const ReclaimDecision d = TickAfter();
+    if (d.reason == ReclaimReason::kStep) {
+      ++steps_seen;
+      compactions_during_round = compactor_->calls;
+    }
+  }
+  ASSERT_GT(steps_seen, 3);
+  EXPECT_EQ(compactions_during_round, 0);  // not while the round went on
+  EXPECT_EQ(compactor_->calls, 1);
+  v1::ReclaimReport r = Report();
+  EXPECT_EQ(r.compactions(), 1u);
+  EXPECT_EQ(r.failed_compactions(), 0u);
+
+  // Nothing more freed: no more compactions, however long.
+  for (int i = 0; i < 60; ++i) {
+    Bounds();
+    TickAfter();
+  }
+  EXPECT_EQ(compactor_->calls, 1);
+
+  // A lower keep frees more once the hold of the higher one is over (5 min): a second round, a
+  // second compaction.
+  v1::ReclaimBounds lower = HostBounds();
+  lower.set_keep_file_bytes(200 * kMiB);
+  for (int i = 0; i < 400; ++i) {
+    Bounds(lower);
+    TickAfter();
+  }
+  EXPECT_EQ(compactor_->calls, 2);
+  EXPECT_EQ(Report().compactions(), 2u);
+}
+
+TEST_F(ReclaimerTest, AFailedCompactionIsCountedAndReclaimGoesOn) {
+  Make({}, true, nullptr, /*with_compactor=*/true);
+  compactor_->fail = true;
+  for (int i = 0; i < 40; ++i) {
+    Bounds();
+    TickAfter();
+  }
+  EXPECT_EQ(compactor_->calls, 1);
+  const v1::ReclaimReport r = Report();
+  EXPECT_EQ(r.compactions(), 0u);
+  EXPECT_EQ(r.failed_compactions(), 1u);
+  EXPECT_EQ(r.reason(), "below_keep");
+}
+
+TEST_F(ReclaimerTest, WithoutACompactorNothingIsCompacted) {
+  Make();
+  for (int i = 0; i < 40; ++i) {
+    Bounds();
+    TickAfter();
+  }
+  EXPECT_EQ(Report().compactions(), 0u);
+}
 
 TEST_F(ReclaimerTest, OffWritesNothingAndSaysSo) {
   ReclaimerOptions o;

@@ -282,9 +282,9 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
             alloc = kw.pop("alloc", None)
             readonce = kw.pop("readonce", False)
             if agent and args.agent_transport == "tcp":
-                kw.update(keys.guest_kwargs(interval="2s"))
+                kw.update(keys.guest_kwargs(interval="2s", extra_args=args.agent_arg))
             elif agent:
-                kw.update(network=False, **harness.channel_agent(interval="2s"))
+                kw.update(network=False, **harness.channel_agent(interval="2s", extra_args=args.agent_arg))
             elif desc is not None:
                 kw.update(network=False)  # none needed (the named mixes keep the lab's default)
             if alloc or readonce:
@@ -432,6 +432,7 @@ def run_policy(policy, args, budget_mib, mix="trio", agent=True, rep=0):
         "tick": args.tick,
         "flavour": harness.labmod.lab_flavour(args.flavour),
         "daemon_flags": args.daemon_flag,
+        "agent_args": args.agent_arg,
         "agent": agent,
         "agent_transport": args.agent_transport if agent else None,
         "agent_reports": agent_reports,
@@ -728,6 +729,8 @@ def main():
     ap.add_argument("--tick", default="2s")
     ap.add_argument("--daemon-flag", action="append", default=[], metavar="NAME=VALUE",
                     help="an extra plimsolld flag for every run, e.g. balloon_pressure_stats=false")
+    ap.add_argument("--agent-arg", action="append", default=[], metavar="--FLAG=VALUE",
+                    help="an extra plimsoll-agent flag for every guest, e.g. --reclaim_compact=false")
     ap.add_argument("--flavour", default=None, choices=("stable", "backports"),
                     help="the guests' kernel and QEMU (tests/lab/README.md; default: "
                          "$PLIMSOLL_LAB_FLAVOUR or stable)")

@@ -145,6 +145,8 @@ Verdict CheckReclaim(const v1::AgentReport& report, const v1::AgentReport* previ
         {"steps", p.steps(), r.steps()},
         {"partial_steps", p.partial_steps(), r.partial_steps()},
         {"failed_steps", p.failed_steps(), r.failed_steps()},
+        {"compactions", p.compactions(), r.compactions()},
+        {"failed_compactions", p.failed_compactions(), r.failed_compactions()},
     };
     for (const Counter& c : counters) {
       if (c.after < c.before) {
