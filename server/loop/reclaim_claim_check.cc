@@ -8,10 +8,14 @@ namespace {
 
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
-// The fall of RSS from `base` to `p` that the balloon does not explain (may be negative).
+// The fall of RSS from `base` to `p` that the balloon does not explain (may be negative). The
+// balloon lowers RSS only by pages the host held: at the base at least actual - RSS of the
+// guest's memory was not resident (free pages reporting had returned; RSS also counts QEMU's
+// own memory, so this errs low), and a take up to that much explains no fall.
 int64_t UnexplainedFall(const ReclaimClaimState::Point& base, const ReclaimClaimState::Point& p) {
   const int64_t taken = std::max<int64_t>(0, base.actual - p.actual);
-  return (base.rss - p.rss) - taken;
+  const int64_t not_resident = std::max<int64_t>(0, base.actual - base.rss);
+  return (base.rss - p.rss) - std::max<int64_t>(0, taken - not_resident);
 }
 
 ReclaimClaimWindow Close(const ReclaimClaimParams& params, absl::Time now, ReclaimClaimState* s) {

@@ -16,9 +16,12 @@
 //   it closes once no claim has come for `grace`, or `max_window` after it opened;
 //   base  = the sample of highest RSS within `lookback` before it opened (or the opening one)
 //   fall  = max over the window's samples i of
-//             (base.rss - rss_i) - max(0, base.actual - actual_i)
-//           the fall of RSS the balloon does not explain (a balloon taking memory makes RSS
-//           fall too), clamped at 0
+//             (base.rss - rss_i) - max(0, (base.actual - actual_i) - max(0, base.actual - base.rss))
+//           the fall of RSS the balloon does not explain, clamped at 0: a balloon taking memory
+//           makes RSS fall too, but only by pages the host held, and at the base at least
+//           actual - RSS of the guest's memory was not resident (pages free page reporting had
+//           returned: a guest reading a file with its balloon taken during the read lost 375 MiB
+//           of balloon while its RSS fell 27 MiB)
 //   confirmed   = min(claimed, fall)        unconfirmed = claimed - confirmed
 //   verdict: unmeasured   no RSS at the base or in the window
 //            small        claimed < min_claim_bytes (within RSS noise: not judged)
