@@ -70,8 +70,8 @@ struct GuestView {
   // "rss" balloon stat, read on the host). free_page_reporting: whether its balloon device returns
   // the pages the guest frees to the host; where it does, the guest's cost is its RSS, which falls
   // as the guest frees memory, rather than its balloon size. Each absent where not known. plimsolld
-  // fills them; pagecache reads them for in-guest reclaim (reclaim_pool.h); the simulator does not
-  // model them.
+  // fills them; pagecache reads them for in-guest reclaim (reclaim_pool.h); the simulator fills
+  // them with --in_guest_reclaim (sim/guest_model.h).
   std::optional<int64_t> host_rss_bytes;
   std::optional<bool> free_page_reporting;
   // Whether the agent's reclaimer can reclaim the guest's page cache (it reports itself idle,

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "policy/guest_safety.h"
+#include "sim/guest_reclaim.h"
 #include "sim/units.h"
 
 namespace plimsoll::sim {
@@ -67,6 +68,12 @@ double GuestModel::MinFree() const {
 
 double GuestModel::Free() const {
   return actual_ - kernel_ - spec_.unreclaimable - anon_ - hot_ - cold_;
+}
+
+double GuestModel::HostRss() const {
+  // Free page reporting hands every free page back (the 2 MiB blocks it reports, and the delay
+  // before it does, are not modelled); without it the guest holds all it was given.
+  return in_guest_reclaim_ ? actual_ - std::max(0.0, Free()) : actual_;
 }
 
 const Phase& GuestModel::PhaseAt(double now) const {
@@ -331,6 +338,25 @@ void GuestModel::Report(double now, bool spike) {
   }
 }
 
+void GuestModel::RunAgentReclaim(double dt, double stall) {
+  since_reclaim_step_ += dt;
+  if (!spec_.agent || !reclaim_keep_.has_value()) return;
+  GuestReclaimSituation s;
+  s.keep = *reclaim_keep_;
+  s.used = actual_ - std::max(0.0, Free());
+  s.file = hot_ + cold_;
+  s.since_step = since_reclaim_step_;
+  s.psi_pct = std::max(psi_avg10_, 100 * stall);
+  s.refault_bytes_per_second = dt > 0 ? last_.refault_bytes / dt : 0;
+  const double bytes = GuestReclaimBytes(s);
+  if (bytes <= 0) return;
+  since_reclaim_step_ = 0;
+  // memory.reclaim takes the inactive file LRU first: the model's cold cache, then hot.
+  const double freed = Reclaim(bytes);
+  last_.agent_reclaimed_bytes += freed;
+  agent_reclaimed_bytes_ += freed;
+}
+
 const StepOutcome& GuestModel::Step(double now, double dt) {
   last_ = StepOutcome();
   const Phase& phase = PhaseAt(now);
@@ -345,6 +371,7 @@ const StepOutcome& GuestModel::Step(double now, double dt) {
   psi_total_us_ += stall * dt * 1e6;
   const double decay = std::exp(-dt / 10);
   psi_avg10_ = psi_avg10_ * decay + 100 * stall * (1 - decay);
+  if (in_guest_reclaim_) RunAgentReclaim(dt, stall);
   const bool spike = spec_.agent && stall >= kSpikeStall && now - last_spike_ >= kSpikeGapSeconds &&
                      spec_.behaviour != Behaviour::kNoStats && !Misbehaving(Behaviour::kStale, now);
   if (spike) last_spike_ = now;
@@ -401,6 +428,12 @@ void GuestModel::FillStats(double now, double stale_after, policy::GuestView* vi
   // Block stats come from QEMU, read when the snapshot is taken: no report to wait for.
   view->disk_read_bytes = static_cast<uint64_t>(disk_read_bytes_);
   view->disk_read_requests = static_cast<uint64_t>(disk_read_requests_);
+  if (in_guest_reclaim_) {
+    // QEMU's RSS is read on the host, when the snapshot is taken; the balloon device's free
+    // page reporting is the host's own configuration.
+    view->free_page_reporting = true;
+    view->host_rss_bytes = static_cast<int64_t>(HostRss());
+  }
   if (!libvirt_.has_value()) {
     view->has_stats = false;
     view->stats_fresh = false;
@@ -439,6 +472,9 @@ void GuestModel::FillStats(double now, double stale_after, policy::GuestView* vi
   view->balloon_deflate_pages = a.balloon_deflate;
   view->oom_kill = a.oom_kill;
   view->agent_age_seconds = now - a.t;
+  // The agent's reclaimer reports itself with every report: able to reclaim (idle, reclaiming
+  // or stopped by pressure) whenever in-guest reclaim is on.
+  if (in_guest_reclaim_) view->agent_reclaims = true;
 }
 
 }  // namespace plimsoll::sim

@@ -43,12 +43,21 @@
 // - reports: libvirt stats and agent reports every stats_period; an agent also reports at once
 //   when the stall in a second reaches 15% (a PSI trigger of 150 ms per 1 s window). Reports of
 //   a no_stats guest never come, of a stale guest stop, of a nonsense guest are impossible.
+// - in-guest reclaim (off unless set_in_guest_reclaim; docs/instruments.md "In-guest reclaim in
+//   the model"): the balloon reports free pages, so the guest costs the host its actual size
+//   less the free memory it holds (HostRss; host_rss_bytes in FillStats, read at the snapshot as
+//   libvirt reads QEMU's RSS on the host); and the agent of an agent guest, once the host names a
+//   keep (SetReclaimKeep), reclaims page cache each second by guest_reclaim.h's law, cold then
+//   hot (the LRU order of the balloon and of direct reclaim), after the step's workload. What it
+//   reclaims becomes free memory, which goes back to the host at once; hot pages it took are
+//   refaults when read again, as any evicted hot page.
 //
 // Not thread-safe; one model per guest per run.
 #ifndef PLIMSOLL_SIM_GUEST_MODEL_H_
 #define PLIMSOLL_SIM_GUEST_MODEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "policy/policy.h"
@@ -68,6 +77,7 @@ struct StepOutcome {
   bool self_deflated = false;  // deflated on OOM (autodeflate)
   bool thrashing = false;      // an allocation could not be satisfied
   bool spike = false;          // the agent sent an early report
+  double agent_reclaimed_bytes = 0;  // page cache the agent reclaimed (in-guest reclaim)
 };
 
 class GuestModel {
@@ -79,6 +89,20 @@ class GuestModel {
 
   // The balloon target the host set.
   void SetTarget(double bytes) { target_ = bytes; }
+
+  // In-guest reclaim (the file comment): the balloon reports free pages and an agent reclaims
+  // within the host's keep. Off by default: the guest costs the host its actual size.
+  void set_in_guest_reclaim(bool on) { in_guest_reclaim_ = on; }
+  bool in_guest_reclaim() const { return in_guest_reclaim_; }
+  // The keep the host's reclaim bounds name (used memory is not reclaimed below it); none: the
+  // agent does not reclaim. Only an agent guest with in-guest reclaim on acts on it.
+  void SetReclaimKeep(std::optional<double> keep) { reclaim_keep_ = keep; }
+  std::optional<double> reclaim_keep() const { return reclaim_keep_; }
+  // What the guest costs the host (its QEMU's RSS, QEMU's own memory left out): its actual size,
+  // less the free memory it holds when its balloon reports free pages.
+  double HostRss() const;
+  // Page cache the agent reclaimed since the run started.
+  double agent_reclaimed_bytes() const { return agent_reclaimed_bytes_; }
 
   // Fills the stats fields of `view` as plimsolld would see them at `now`: libvirt stats with
   // their age, agent fields only while the agent's last report is younger than `stale_after`.
@@ -164,6 +188,8 @@ class GuestModel {
   // Counts a read of `bytes` from disk in requests of `request_bytes`.
   void ReadDisk(double bytes, double request_bytes);
   void Report(double now, bool spike);
+  // The agent's reclaim step after the workload's (guest_reclaim.h), on the step's `stall`.
+  void RunAgentReclaim(double dt, double stall);
 
   GuestSpec spec_;
   Rng pace_rng_;   // pace_noise's draws
@@ -197,6 +223,10 @@ class GuestModel {
   std::optional<LibvirtReport> libvirt_;
   std::optional<AgentReport> agent_;
   double last_spike_ = -1e9;
+  bool in_guest_reclaim_ = false;
+  std::optional<double> reclaim_keep_;
+  double since_reclaim_step_ = std::numeric_limits<double>::infinity();
+  double agent_reclaimed_bytes_ = 0;
 };
 
 }  // namespace plimsoll::sim

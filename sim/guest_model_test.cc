@@ -547,5 +547,110 @@ TEST(GuestModelTest, WorkingSetIsAnonAndTheHotSetAndLeadsGrowth) {
   EXPECT_TRUE(GuestModel(churn).BalloonMoves(0));  // slowly, and at a cost in traffic
 }
 
+// What the guest costs the host: its actual size without free page reporting, its actual size
+// less its free memory with it; the snapshot says so (and that the agent reclaims) only with
+// in-guest reclaim on.
+TEST(GuestModelTest, HostRssWithAndWithoutFreePageReporting) {
+  struct Row {
+    const char* name;
+    bool in_guest_reclaim;
+    bool agent;
+  };
+  const std::vector<Row> rows = {
+      {"off, agent", false, true},
+      {"off, no agent", false, false},
+      {"on, agent", true, true},
+      {"on, no agent", true, false},
+  };
+  for (const Row& r : rows) {
+    GuestSpec spec = Spec(1 * kGib, 256 * kMib, 10 * kMib);
+    spec.cache = 512 * kMib;  // freshly booted: most of it free
+    spec.agent = r.agent;
+    GuestModel g(spec);
+    g.set_in_guest_reclaim(r.in_guest_reclaim);
+    Advance(g, 0, 10);
+    ASSERT_GT(g.Free(), 2 * kGib) << r.name;
+    const double want = r.in_guest_reclaim ? g.actual() - g.Free() : g.actual();
+    EXPECT_DOUBLE_EQ(g.HostRss(), want) << r.name;
+    policy::GuestView v;
+    g.FillStats(10, 30, &v);
+    EXPECT_EQ(v.host_rss_bytes.has_value(), r.in_guest_reclaim) << r.name;
+    EXPECT_EQ(v.free_page_reporting.has_value(), r.in_guest_reclaim) << r.name;
+    EXPECT_EQ(v.agent_reclaims.has_value(), r.in_guest_reclaim && r.agent) << r.name;
+    if (r.in_guest_reclaim) {
+      EXPECT_EQ(*v.host_rss_bytes, static_cast<int64_t>(want)) << r.name;
+      EXPECT_TRUE(*v.free_page_reporting) << r.name;
+    }
+    // Nobody named a keep: the agent reclaimed nothing.
+    EXPECT_EQ(g.agent_reclaimed_bytes(), 0) << r.name;
+  }
+}
+
+// With a keep named, the agent takes cold cache down to it, at 64 MiB a step and 32 MiB/s, and
+// no lower; the hot set stays, the balloon does not move, and the host gets it back.
+TEST(GuestModelTest, TheAgentReclaimsColdCacheDownToTheKeepAtItsRate) {
+  GuestModel g(Spec(1 * kGib, 512 * kMib, 10 * kMib));
+  g.set_in_guest_reclaim(true);
+  const double cold = g.cold();
+  ASSERT_GT(cold, 2 * kGib);
+  const double hard = 100 * kMib + 64 * kMib + 1 * kGib;  // kernel, unreclaimable, anon
+  const double keep = hard + 512 * kMib + 256 * kMib;     // and the hot set, and 256 MiB
+  g.SetReclaimKeep(keep);
+  const double rss = g.HostRss();
+  double reclaimed = 0;
+  for (int t = 1; t <= 150; ++t) {
+    g.Step(t, 1);
+    const double step = g.last().agent_reclaimed_bytes;
+    EXPECT_LE(step, 64 * kMib) << t;
+    reclaimed += step;
+    EXPECT_LE(reclaimed, 64 * kMib + 32 * kMib * (t - 1)) << t;  // a bucket one step deep
+    EXPECT_GE(g.actual() - g.Free(), keep - 1) << t;           // never below the keep
+  }
+  EXPECT_NEAR(g.actual() - g.Free(), keep, 1 * kMib + 1);  // down to it, within the least step
+  EXPECT_NEAR(g.cold(), 256 * kMib, 1 * kMib + 1);
+  EXPECT_EQ(g.hot(), 512 * kMib);
+  EXPECT_EQ(g.actual(), 4 * kGib);
+  EXPECT_NEAR(g.agent_reclaimed_bytes(), cold - g.cold(), 1);
+  EXPECT_NEAR(reclaimed, g.agent_reclaimed_bytes(), 1);
+  EXPECT_NEAR(rss - g.HostRss(), g.agent_reclaimed_bytes(), 1);
+}
+
+// The agent does not reclaim while its guest is pressed: PSI some over 5%, or file refaults over
+// the law's target (1 MiB/s), even where PSI counts no stall for them.
+TEST(GuestModelTest, TheAgentStopsUnderPressure) {
+  struct Row {
+    const char* name;
+    double hot_rate;
+    double refault_stall;
+    bool reclaims;
+  };
+  const std::vector<Row> rows = {
+      {"refaulting and stalling", 100 * kMib, 1.0, false},
+      {"refaulting, no stall counted", 100 * kMib, 0.0, false},
+      {"the hot set not read: calm", 0, 1.0, true},
+  };
+  for (const Row& r : rows) {
+    GuestSpec spec = Spec(1 * kGib, 1 * kGib, r.hot_rate);
+    spec.refault_stall = r.refault_stall;
+    GuestModel g(spec);
+    g.set_in_guest_reclaim(true);
+    g.SetTarget(2 * kGib);  // squeezed into its hot set: the cold cache is gone
+    Advance(g, 0, 10);
+    g.SetReclaimKeep(0);
+    int pressed = 0;
+    for (int t = 11; t <= 30; ++t) {
+      g.Step(t, 1);
+      if (g.psi_avg10() > 5 || g.last().refault_bytes > 1 * kMib) ++pressed;
+    }
+    if (r.reclaims) {
+      EXPECT_EQ(pressed, 0) << r.name;
+      EXPECT_GT(g.agent_reclaimed_bytes(), 100 * kMib) << r.name;  // from the hot set
+    } else {
+      EXPECT_EQ(pressed, 20) << r.name;                      // pressed every second...
+      EXPECT_EQ(g.agent_reclaimed_bytes(), 0) << r.name;     // ...and never reclaimed
+    }
+  }
+}
+
 }  // namespace
 }  // namespace plimsoll::sim

@@ -30,6 +30,21 @@ double Simulation::SumActual() const {
   return sum;
 }
 
+double Simulation::SumHostRss() const {
+  double sum = 0;
+  for (const GuestModel& g : guests_) sum += g.HostRss();
+  return sum;
+}
+
+void Simulation::set_in_guest_reclaim(bool on) {
+  in_guest_reclaim_ = on;
+  for (GuestModel& g : guests_) g.set_in_guest_reclaim(on);
+}
+
+void Simulation::SetReclaimKeep(size_t i, std::optional<double> keep) {
+  if (i < guests_.size()) guests_[i].SetReclaimKeep(keep);
+}
+
 double Simulation::HostOther() const {
   double other = 0;
   for (const HostEvent& e : scenario_.host.events) {
@@ -39,7 +54,7 @@ double Simulation::HostOther() const {
 }
 
 double Simulation::HostAvailable() const {
-  return std::max(0.0, scenario_.host.total - HostOther() - SumActual());
+  return std::max(0.0, scenario_.host.total - HostOther() - SumHostRss());
 }
 
 void Simulation::Step(double dt) {
@@ -70,6 +85,7 @@ policy::Snapshot Simulation::MakeSnapshot() {
   s.host.guest_budget_bytes = static_cast<int64_t>(scenario_.GuestBudget());
   s.host.psi_some_avg10 = host_psi_avg10_;
   s.host.psi_full_avg10 = 0;
+  s.host.in_guest_reclaim = in_guest_reclaim_;
   s.guests.reserve(guests_.size());
   const bool read_disks = now_ - disk_read_at_ >= 0.9 * block_stats_interval_;
   if (read_disks) disk_read_at_ = now_;

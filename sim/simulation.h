@@ -3,9 +3,10 @@
 // tracker does, and applying decisions the way its control loop does (clamped to [min, max]; no
 // move without stats; no shrink on stale stats).
 //
-// Host model: MemAvailable = total - other - sum of the guests' actual sizes (a guest's QEMU
-// holds what its balloon leaves it). Host PSI some: stalls grow linearly as MemAvailable falls
-// under 2% of total, averaged over 10 s like avg10.
+// Host model: MemAvailable = total - other - sum of what the guests cost the host
+// (GuestModel::HostRss: a guest's QEMU holds what its balloon leaves it, less, with in-guest
+// reclaim on, the free pages its balloon reports back). Host PSI some: stalls grow linearly as
+// MemAvailable falls under 2% of total, averaged over 10 s like avg10.
 //
 // Not thread-safe.
 #ifndef PLIMSOLL_SIM_SIMULATION_H_
@@ -49,10 +50,18 @@ class Simulation {
   // slack (plimsolld's block_stats_interval, server/loop/control_loop.h); 0: at every snapshot.
   void set_block_stats_interval(double seconds) { block_stats_interval_ = seconds; }
 
+  // In-guest reclaim for every guest (GuestModel::set_in_guest_reclaim), and
+  // HostView::in_guest_reclaim in the snapshots: plimsolld sends the agents reclaim bounds.
+  void set_in_guest_reclaim(bool on);
+  // The keep of guest i's reclaim bounds (GuestModel::SetReclaimKeep).
+  void SetReclaimKeep(size_t i, std::optional<double> keep);
+
   double now() const { return now_; }
   const Scenario& scenario() const { return scenario_; }
   const std::vector<GuestModel>& guests() const { return guests_; }
   double SumActual() const;
+  // The sum of the guests' GuestModel::HostRss: SumActual without in-guest reclaim.
+  double SumHostRss() const;
   double HostOther() const;
   double HostAvailable() const;
   double host_psi_avg10() const { return host_psi_avg10_; }
@@ -65,6 +74,7 @@ class Simulation {
   int64_t tick_ = 0;
   double host_psi_avg10_ = 0;
   bool omit_psi_total_ = false;
+  bool in_guest_reclaim_ = false;
   double block_stats_interval_ = 5;  // plimsolld's default
   // The last disk reads per guest and when they were read (sim seconds).
   struct DiskRead {
