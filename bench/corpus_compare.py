@@ -22,6 +22,10 @@ The instruments (docs/instruments.md), for every policy in the files or those --
     traffic    traffic_per_safe_gib_s, shown in MiB moved by the balloons per safe GiB*s (the
                JSON's GiB per GiB*s x 1024)
     rev/gh     reversals_per_guest_hour: direction changes of at least 2% of the guest's max
+    returned   host_returned_share: the guests' ceilings less what they cost the host (their
+               RSS: balloon sizes without in-guest reclaim, less the free pages reported with
+               it), over the run, / the oracle's, which plays without in-guest reclaim (a run
+               with `simulate --in_guest_reclaim`; "-" in files from before it)
   then the policy's kills and the budget's own kills and over-budget seconds (infeasible time),
   and every kill by cause, summed over the seed's cases; and over the seeds, each figure's median across seeds
   with its range (min-max).
@@ -65,6 +69,7 @@ INSTRUMENTS = [
     ("excess_stall_s", "xstall s", False),
     ("traffic_per_safe_gib_s", "traffic", False),
     ("reversals_per_guest_hour", "rev/gh", False),
+    ("host_returned_share", "returned", True),
 ]
 
 
@@ -117,7 +122,7 @@ def instrument_row(cases, policy):
 def fmt_value(key, v):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    if key == "safe_reclaim_share":
+    if key in ("safe_reclaim_share", "host_returned_share"):
         return "%.3f" % v
     if key == "traffic_per_safe_gib_s":
         return "%.2f" % (v * 1024)  # MiB per safe GiB*s

@@ -23,6 +23,7 @@ def measures(i, policy):
             "policy_kills": i - 1, "budget_kills": 1, "over_budget_s": 10.0 * i,
             "budget_over_budget_s": 5.0, "excess_stall_s": 0.0 if policy == "limit" else float(i),
             "traffic_per_safe_gib_s": 0.01 * i,
+            "host_returned_gib_s": 200.0 * share, "host_returned_share": 2.0 * share,
             "kill_causes": {"budget": 1, "held_low": i - 1} if i > 1 else {"budget": 1}}
 
 
@@ -75,6 +76,25 @@ class InstrumentsTest(unittest.TestCase):
         self.assertIn("| p | 0.725 [0.725-0.725] |", text)
         self.assertIn("| limit | 1.000 [1.000-1.000] |", text)
         self.assertIn("| 90 | 20 | budget=20 held_low=90 |", text)
+        # Less is worse: the worst decile is the 10th percentile, as the safe share's.
+        self.assertIn("returned 1.450 / 1.090", text)
+
+    def test_files_from_before_host_returned(self):
+        old = run(1)
+        for c in old["scenarios"]:
+            for m in c["results"].values():
+                del m["host_returned_gib_s"]
+                del m["host_returned_share"]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.json")
+            with open(path, "w") as f:
+                json.dump(old, f)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                corpus_compare.main(["--instruments", "--policies=p", path])
+            text = out.getvalue()
+        self.assertIn("safe 0.725 / 0.545", text)
+        self.assertIn("returned - / -", text)
 
     def test_the_old_interface_still_works(self):
         with tempfile.TemporaryDirectory() as d:

@@ -57,6 +57,8 @@ CorpusMeasures MeasuresOf(const RunResult& r, size_t guests) {
   m.over_budget_s = r.over_budget_s;
   m.budget_over_budget_s = r.budget_over_budget_s;
   m.kill_causes = r.kill_causes;
+  m.host_returned_gib_s = r.host_returned_byte_s / kGib;
+  m.over_budget_rss_s = r.over_budget_rss_s;
   return m;
 }
 
@@ -80,7 +82,10 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   options.record_every = s.duration;  // the corpus does not plot
   std::map<std::string, std::vector<double>> guest_stall;
   for (const std::string& p : policies) {
-    absl::StatusOr<RunResult> run = RunScenario(s, p, options);
+    // The references play without in-guest reclaim (corpus.h).
+    RunOptions run_options = options;
+    if (p == kOraclePolicyName || p == kLimitPolicyName) run_options.in_guest_reclaim = false;
+    absl::StatusOr<RunResult> run = RunScenario(s, p, run_options);
     if (!run.ok()) return run.status();
     c.results[p] = MeasuresOf(*run, c.guests);
     c.infeasible_s = run->infeasible_s;  // the case's, whichever policy plays
@@ -88,10 +93,12 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   }
   const double oracle = c.results[kOraclePolicyName].reclaimed_gib_s;
   const double limit = c.results[kLimitPolicyName].safe_reclaimed_gib_s;
+  const double oracle_returned = c.results[kOraclePolicyName].host_returned_gib_s;
   const std::vector<double>& limit_stall = guest_stall[kLimitPolicyName];
   for (auto& [name, m] : c.results) {
     if (oracle > 0) m.oracle_share = m.reclaimed_gib_s / oracle;
     if (limit > 0) m.safe_reclaim_share = m.safe_reclaimed_gib_s / limit;
+    if (oracle_returned > 0) m.host_returned_share = m.host_returned_gib_s / oracle_returned;
     const std::vector<double>& stall = guest_stall[name];
     for (size_t i = 0; i < stall.size() && i < limit_stall.size(); ++i) {
       m.excess_stall_s += std::max(0.0, stall[i] - limit_stall[i]);

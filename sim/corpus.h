@@ -23,6 +23,12 @@
 //                             limit): stall the limit did not have (0 for the limit itself)
 //   traffic_per_safe_gib_s    traffic_gib / safe_reclaimed_gib_s (absent when that is 0)
 //   kill_causes               OOM kills by cause (runner.h kills.<cause>)
+//   host_returned_gib_s       the runner's: sum over guests and seconds of max - what the guest
+//                             costs the host (its RSS: its actual size without in-guest reclaim,
+//                             less the free pages its balloon reports with it)
+//   host_returned_share       host_returned_gib_s / the oracle's (absent when the oracle's is 0)
+//   over_budget_rss_s         the runner's: over_budget_s with the guests counted at what they
+//                             cost the host (over_budget_s itself without in-guest reclaim)
 // and per case:
 //   cache_heavy               page cache is at least half of what the guests hold: with every
 //                             balloon at its start size and no policy (the unconstrained
@@ -33,6 +39,10 @@
 //   agent_guests              how many guests run the agent (0: an agentless case)
 //   infeasible_s              seconds the guests' hard demand did not fit the host budget
 //                             (runner.h), the same for every policy
+//
+// With RunOptions::in_guest_reclaim the policies play with in-guest reclaim; the oracle and the
+// limit always play without it, so that every share has the same reference in both modes (and
+// the oracle's host_returned_gib_s is its reclaimed_gib_s).
 //
 // Deterministic: the same seed and count give the same numbers, whatever the thread count.
 #ifndef PLIMSOLL_SIM_CORPUS_H_
@@ -70,6 +80,9 @@ struct CorpusMeasures {
   std::optional<double> traffic_per_safe_gib_s;
   double reversals_any_per_guest_hour = 0;
   std::map<std::string, int64_t> kill_causes;
+  double host_returned_gib_s = 0;
+  std::optional<double> host_returned_share;
+  double over_budget_rss_s = 0;
 };
 
 struct CorpusCase {
@@ -95,8 +108,8 @@ struct CorpusRun {
 // The baseline's page-cache share of what the guests hold (cache_heavy is share >= 0.5).
 double CacheShare(const Scenario& scenario);
 
-// The corpus measures of one run; oracle_share, safe_reclaim_share and excess_stall_s, which
-// need the oracles' runs, are left to the caller.
+// The corpus measures of one run; oracle_share, safe_reclaim_share, excess_stall_s and
+// host_returned_share, which need the oracles' runs, are left to the caller.
 CorpusMeasures MeasuresOf(const RunResult& run, size_t guests);
 
 // Plays `policies` and the oracle and the limit (added when not among them) on cases 0..count-1 of `seed`,

@@ -18,10 +18,10 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Less is worse for these two; more is worse for the rest.
+// Less is worse for these; more is worse for the rest.
 bool LowIsWorse(const std::string& measure) {
   return measure == "reclaimed_gib_s" || measure == "oracle_share" ||
-         measure == "safe_reclaim_share";
+         measure == "safe_reclaim_share" || measure == "host_returned_share";
 }
 
 // A measure's value for one case; absent for a missing oracle_share. A case that never fit is
@@ -40,12 +40,14 @@ std::optional<double> Value(const CorpusMeasures& m, const std::string& measure)
   if (measure == "over_budget_s") return m.over_budget_s;
   if (measure == "excess_stall_s") return m.excess_stall_s;
   if (measure == "traffic_per_safe_gib_s") return m.traffic_per_safe_gib_s;
+  if (measure == "host_returned_share") return m.host_returned_share;
   return std::nullopt;
 }
 
 std::string Cell(double v, const std::string& measure) {
   if (std::isinf(v)) return "never";
-  if (measure == "oracle_share" || measure == "safe_reclaim_share") {
+  if (measure == "oracle_share" || measure == "safe_reclaim_share" ||
+      measure == "host_returned_share") {
     return absl::StrFormat("%.3f", v);
   }
   if (measure == "traffic_per_safe_gib_s") return absl::StrFormat("%.5f", v);
@@ -91,7 +93,8 @@ std::string Table(const CorpusRun& run, bool cache_heavy_only) {
 std::string InstrumentTable(const CorpusRun& run) {
   static const char* kHeads[] = {"safe reclaim share", "policy kills",
                                  "over budget s",      "excess stall s",
-                                 "traffic / safe GiB·s", "reversals ≥2%/guest·h"};
+                                 "traffic / safe GiB·s", "reversals ≥2%/guest·h",
+                                 "host returned share"};
   std::string out = "| policy |";
   for (const char* h : kHeads) absl::StrAppend(&out, " ", h, " |");
   absl::StrAppend(&out, " budget kills | budget over s | kill causes |\n|---|");
@@ -151,7 +154,8 @@ const std::vector<std::string>& CorpusMeasureNames() {
 const std::vector<std::string>& InstrumentMeasureNames() {
   static const std::vector<std::string> names = {
       "safe_reclaim_share", "policy_kills",           "over_budget_s",
-      "excess_stall_s",     "traffic_per_safe_gib_s", "reversals_per_guest_hour"};
+      "excess_stall_s",     "traffic_per_safe_gib_s", "reversals_per_guest_hour",
+      "host_returned_share"};
   return names;
 }
 
@@ -215,7 +219,9 @@ std::string FormatCorpusTables(const CorpusRun& run) {
           "the time the guests' hard demand fits the host budget (infeasible: %d cases, %.1f%% "
           "of the time; the budget's kills and over-budget seconds are summed apart); excess "
           "stall = stall beyond the limit's, guest by guest; reversals count only direction "
-          "changes of at least 2%% of the guest's max.\n",
+          "changes of at least 2%% of the guest's max; host returned share = the guests' ceilings "
+          "less what they cost the host (RSS), over the run, / the oracle's (which plays without "
+          "in-guest reclaim).\n",
           infeasible_cases, duration > 0 ? 100 * infeasible / duration : 0.0),
       InstrumentTable(run));
   return out;
@@ -256,6 +262,10 @@ std::string CorpusJson(const CorpusRun& run) {
           ", \"traffic_per_safe_gib_s\": ",
           m.traffic_per_safe_gib_s.has_value() ? FormatJsonNumber(*m.traffic_per_safe_gib_s, 6)
                                                : "null",
+          ", \"host_returned_gib_s\": ", FormatJsonNumber(m.host_returned_gib_s, 3),
+          ", \"host_returned_share\": ",
+          m.host_returned_share.has_value() ? FormatJsonNumber(*m.host_returned_share, 4) : "null",
+          ", \"over_budget_rss_s\": ", FormatJsonNumber(m.over_budget_rss_s, 0),
           ", \"kill_causes\": {");
       bool first_cause = true;
       for (const auto& [cause, k] : m.kill_causes) {

@@ -208,6 +208,11 @@ TEST(CorpusTest, PlaysEveryPolicyAndTheOracleOnEveryCase) {
       ASSERT_TRUE(m.traffic_per_safe_gib_s.has_value()) << p;
       EXPECT_DOUBLE_EQ(*m.traffic_per_safe_gib_s, m.traffic_gib / m.safe_reclaimed_gib_s);
       EXPECT_LE(m.reversals_per_guest_hour, m.reversals_any_per_guest_hour + 1e-9) << p;
+      // Without in-guest reclaim a guest costs the host its balloon size.
+      EXPECT_EQ(m.host_returned_gib_s, m.reclaimed_gib_s) << p;
+      ASSERT_TRUE(m.host_returned_share.has_value()) << p;
+      EXPECT_DOUBLE_EQ(*m.host_returned_share, *m.oracle_share) << p;
+      EXPECT_EQ(m.over_budget_rss_s, m.over_budget_s) << p;
     }
   }
   // Not every case is alike: the five hold cache-heavy and other cases, with and without agents.
@@ -300,6 +305,33 @@ TEST(CorpusTest, TheSameWhateverTheCountAndThreads) {
   }
 }
 
+// With in-guest reclaim the policies play with it and the references without: the oracle's and
+// the limit's measures are those of the run without it, and the host gets back more than the
+// balloons hold (the free pages they report).
+TEST(CorpusTest, InGuestReclaimLeavesTheReferencesAlone) {
+  RunOptions options;
+  options.in_guest_reclaim = true;
+  absl::StatusOr<CorpusRun> on = RunCorpus(1, 2, {"pagecache"}, 2, nullptr, options);
+  ASSERT_TRUE(on.ok()) << on.status();
+  for (int i = 0; i < 2; ++i) {
+    for (const char* p : {"oracle", "limit"}) {
+      const CorpusMeasures& a = on->cases[i].results.at(p);
+      const CorpusMeasures& b = Five().cases[i].results.at(p);
+      EXPECT_EQ(a.reclaimed_gib_s, b.reclaimed_gib_s) << i << " " << p;
+      EXPECT_EQ(a.safe_reclaimed_gib_s, b.safe_reclaimed_gib_s) << i << " " << p;
+      EXPECT_EQ(a.stall_s, b.stall_s) << i << " " << p;
+      EXPECT_EQ(a.host_returned_gib_s, b.host_returned_gib_s) << i << " " << p;
+    }
+    const CorpusMeasures& m = on->cases[i].results.at("pagecache");
+    EXPECT_GT(m.host_returned_gib_s, m.reclaimed_gib_s) << i;
+    // A guest costs at most its balloon size.
+    EXPECT_LE(m.over_budget_rss_s, m.over_budget_s) << i;
+    ASSERT_TRUE(m.host_returned_share.has_value());
+    EXPECT_DOUBLE_EQ(*m.host_returned_share,
+                     m.host_returned_gib_s / on->cases[i].results.at("oracle").host_returned_gib_s);
+  }
+}
+
 TEST(CorpusTest, BadArguments) {
   EXPECT_EQ(RunCorpus(1, 0, kPolicies).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RunCorpus(1, 1, {"magic"}).status().code(), absl::StatusCode::kInvalidArgument);
@@ -368,6 +400,7 @@ TEST(CorpusReportTest, TheInstrumentsTable) {
     m.policy_kills = i;
     m.excess_stall_s = i;
     m.budget_kills = i == 10 ? 4 : 0;
+    m.host_returned_share = 2 - i / 10.0;
     m.kill_causes = {{"held_low", i}};
     if (i == 10) m.kill_causes["budget"] = 4;
     c.results["p"] = m;
@@ -377,6 +410,7 @@ TEST(CorpusReportTest, TheInstrumentsTable) {
   ASSERT_EQ(names[0], "safe_reclaim_share");
   ASSERT_EQ(names[1], "policy_kills");
   ASSERT_EQ(names[3], "excess_stall_s");
+  ASSERT_EQ(names[6], "host_returned_share");
   const std::vector<MeasureSummary> sums = SummarizeMeasures(run, "p", false, names);
   EXPECT_DOUBLE_EQ(sums[0].median, 0.55);
   EXPECT_DOUBLE_EQ(sums[0].worst, 0.19);
@@ -386,7 +420,9 @@ TEST(CorpusReportTest, TheInstrumentsTable) {
   const std::string tables = FormatCorpusTables(run);
   EXPECT_THAT(tables, HasSubstr("infeasible: 1 cases, 1.0% of the time"));
   EXPECT_THAT(tables, HasSubstr("| p | 0.550 / 0.190 | 5.5 / 9.1 |"));
-  EXPECT_THAT(tables, HasSubstr("| 4 | 0 | budget=4 held_low=55 |"));
+  EXPECT_THAT(tables, HasSubstr("host returned share |"));
+  // Less is worse: its worst decile is the 10th percentile, as the safe share's.
+  EXPECT_THAT(tables, HasSubstr("| 1.450 / 1.090 | 4 | 0 | budget=4 held_low=55 |"));
 }
 
 // The JSON reads back, has the keys the issue names, and holds the run's numbers.
@@ -426,12 +462,15 @@ TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
                     "reversals_per_guest_hour", "fit_s", "oracle_share",
                     "reversals_any_per_guest_hour", "safe_reclaimed_gib_s", "safe_reclaim_share",
                     "policy_kills", "budget_kills", "over_budget_s", "budget_over_budget_s",
-                    "excess_stall_s", "traffic_per_safe_gib_s", "kill_causes"}));
+                    "excess_stall_s", "traffic_per_safe_gib_s", "host_returned_gib_s",
+                    "host_returned_share", "over_budget_rss_s", "kill_causes"}));
       EXPECT_NEAR(r.at("safe_reclaim_share").number, *m.safe_reclaim_share, 0.0001);
       EXPECT_EQ(r.at("policy_kills").number, m.policy_kills);
       EXPECT_EQ(r.at("budget_kills").number, m.budget_kills);
       EXPECT_NEAR(r.at("excess_stall_s").number, m.excess_stall_s, 0.001);
       EXPECT_NEAR(r.at("traffic_per_safe_gib_s").number, *m.traffic_per_safe_gib_s, 1e-6);
+      EXPECT_NEAR(r.at("host_returned_gib_s").number, m.host_returned_gib_s, 0.001);
+      EXPECT_NEAR(r.at("host_returned_share").number, *m.host_returned_share, 0.0001);
       ASSERT_EQ(r.at("kill_causes").kind, Json::kObject);
       for (const auto& [cause, k] : m.kill_causes) {
         EXPECT_EQ(r.at("kill_causes").at(cause).number, k) << cause;

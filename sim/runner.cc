@@ -56,6 +56,17 @@ absl::StatusOr<std::unique_ptr<policy::Policy>> MakeSimPolicy(absl::string_view 
   return policy::MakePolicy(name);
 }
 
+// The keep plimsolld names in a guest's reclaim bounds (GuestReclaimBounds): with free page
+// reporting on and a decision made on the agent's figures that names a working set,
+// max(working set, floor); none otherwise, and the agent reclaims nothing.
+std::optional<double> ReclaimKeep(const policy::GuestView& view, const policy::GuestDecision& d) {
+  if (!view.free_page_reporting.value_or(false)) return std::nullopt;
+  if (!view.anon_bytes.has_value() || !view.active_file_bytes.has_value()) return std::nullopt;
+  const int64_t keep = std::max(d.working_set_bytes, d.floor_bytes);
+  if (d.working_set_bytes <= 0 || keep <= 0) return std::nullopt;
+  return static_cast<double>(keep);
+}
+
 }  // namespace
 
 absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view policy_name,
@@ -83,6 +94,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
   const policy::Policy& policy = **made;
   sim.set_omit_psi_total(options.omit_psi_total);
   sim.set_block_stats_interval(options.block_stats_interval);
+  sim.set_in_guest_reclaim(options.in_guest_reclaim);
   RunResult r;
   r.scenario = scenario.name;
   r.policy = std::string(policy_name);
@@ -134,6 +146,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
             FormatBytes(g.cold()), FormatBytes(g.Free()), g.psi_avg10(), d.reason));
       }
       const policy::GuestView& view = snapshot.guests[i];
+      if (options.in_guest_reclaim) sim.SetReclaimKeep(i, ReclaimKeep(view, d));
       if ((!view.has_stats || !view.stats_fresh) && d.target_bytes < view.target_bytes) {
         ++r.guests[i].unsafe_shrink_asks;
       }
@@ -220,6 +233,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
       gr.min_actual = std::min(gr.min_actual, g.actual());
       gr.mean_actual += g.actual() * kStepSeconds / scenario.duration;
       gr.reclaimed_byte_s += (g.spec().max - g.actual()) * kStepSeconds;
+      gr.host_returned_byte_s += (g.spec().max - g.HostRss()) * kStepSeconds;
       gr.traffic_bytes += o.inflated_bytes + o.deflated_bytes;
       r.churn_bytes += o.inflated_bytes + o.deflated_bytes;
     }
@@ -230,6 +244,9 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
     }
     if (sum > host_budget + kBudgetSlack) {
       (feasible ? r.over_budget_s : r.budget_over_budget_s) += kStepSeconds;
+    }
+    if (feasible && sim.SumHostRss() > host_budget + kBudgetSlack) {
+      r.over_budget_rss_s += kStepSeconds;
     }
     if (sim.HostAvailable() < scenario.host.reserve) r.host_short_s += kStepSeconds;
     const bool on_tick = step % tick_steps == 0;
@@ -244,6 +261,9 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
     gr.disk_read_bytes = sim.guests()[i].disk_read_bytes();
     gr.disk_read_requests = sim.guests()[i].disk_read_requests();
     gr.wide_reversals = wide[i].reversals();
+    gr.agent_reclaimed_bytes = sim.guests()[i].agent_reclaimed_bytes();
+    r.host_returned_byte_s += gr.host_returned_byte_s;
+    r.agent_reclaimed_bytes += gr.agent_reclaimed_bytes;
     r.wide_reversals += gr.wide_reversals;
     r.safe_reclaimed_byte_s += gr.safe_reclaimed_byte_s;
     r.reclaimed_byte_s += gr.reclaimed_byte_s;
@@ -281,6 +301,9 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
   if (metric == "over_budget_s") return r.over_budget_s;
   if (metric == "budget_over_budget_s") return r.budget_over_budget_s;
   if (metric == "wide_reversals") return static_cast<double>(r.wide_reversals);
+  if (metric == "host_returned_gib_s") return r.host_returned_byte_s / kGib;
+  if (metric == "agent_reclaimed_gib") return r.agent_reclaimed_bytes / kGib;
+  if (metric == "over_budget_rss_s") return r.over_budget_rss_s;
   if (absl::StartsWith(metric, "kills.")) {
     auto it = r.kill_causes.find(std::string(metric.substr(6)));
     return it == r.kill_causes.end() ? 0.0 : static_cast<double>(it->second);
@@ -309,6 +332,8 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
         if (m == "min_actual_mib") return g.min_actual / kMib;
         if (m == "mean_actual_mib") return g.mean_actual / kMib;
         if (m == "reclaimed_gib_s") return g.reclaimed_byte_s / kGib;
+        if (m == "host_returned_gib_s") return g.host_returned_byte_s / kGib;
+        if (m == "agent_reclaimed_mib") return g.agent_reclaimed_bytes / kMib;
         if (m == "traffic_mib") return g.traffic_bytes / kMib;
         if (m == "disk_read_mib") return g.disk_read_bytes / kMib;
         if (m == "disk_read_requests") return g.disk_read_requests;

@@ -37,6 +37,14 @@
 //                      decision saw the allocation and the guest was still left short); the
 //                      last two with the suffix _no_agent for a guest without the agent
 //   decisions, early_decisions   Decide calls, and those a spike triggered
+//   host_returned_gib_s  sum over guests and seconds of (max - what the guest costs the host,
+//                      GuestModel::HostRss): reclaimed_gib_s without in-guest reclaim; with it,
+//                      the free pages the balloons report back count too
+//   agent_reclaimed_gib  page cache the agents reclaimed in their guests (in-guest reclaim)
+//   over_budget_rss_s  as over_budget_s, with the guests' total counted in what they cost the
+//                      host (HostRss) rather than in balloon sizes: over_budget_s without
+//                      in-guest reclaim; with it, memory the balloons hold and the guests have
+//                      handed back as free pages is not over the budget
 // and per guest, as guest.<name>.<metric>: stall_s, stall_pct (of the run), refault_gib,
 // oom_kills, self_deflates, max_thrash_s (longest run of failed allocations), traffic_mib
 // (balloon inflation + deflation), disk_read_mib and disk_read_requests (as the host counts
@@ -45,6 +53,7 @@
 // mean_actual_mib, reclaimed_gib_s, unsafe_shrink_asks (decisions that asked to shrink a guest
 // without fresh stats: the daemon refuses them, but a policy should not ask), below_min_asks
 // (decisions that asked for less than the guest's min), wide_reversals, safe_reclaimed_gib_s,
+// host_returned_gib_s, agent_reclaimed_mib,
 // state_seen.<state>
 // (1 if a decision ever gave the guest that state: ok, stuck, churning, self_deflated) and
 // state_first_s.<state> (when it first did; -1 never).
@@ -82,6 +91,8 @@ struct GuestResult {
   int64_t below_min_asks = 0;
   int64_t wide_reversals = 0;
   double safe_reclaimed_byte_s = 0;
+  double host_returned_byte_s = 0;   // sum over seconds of max - HostRss
+  double agent_reclaimed_bytes = 0;  // page cache its agent reclaimed
   std::map<std::string, double> first_state_s;  // state -> first time a decision gave it
 };
 
@@ -118,6 +129,9 @@ struct RunResult {
   double over_budget_s = 0;
   double budget_over_budget_s = 0;
   int64_t wide_reversals = 0;
+  double host_returned_byte_s = 0;
+  double agent_reclaimed_bytes = 0;
+  double over_budget_rss_s = 0;
   std::map<std::string, int64_t> kill_causes;
   std::vector<GuestResult> guests;
   Series series;
@@ -149,6 +163,12 @@ struct RunOptions {
   // The guests' readers keep a steady pace (GuestSpec::read_drift = 0), whatever the scenario
   // says: the figures as before the model had the drift.
   bool steady_reads = false;
+  // In-guest reclaim (docs/instruments.md "In-guest reclaim in the model"): plimsolld sends the
+  // agents reclaim bounds (HostView::in_guest_reclaim), every guest's balloon reports free pages,
+  // and the agents reclaim page cache down to the keep each decision names
+  // (server/agent/guest_reclaim_bounds.h: max(working set, floor) of a decision made on the
+  // agent's figures that names a working set). Off: the run as before the model had it.
+  bool in_guest_reclaim = false;
 };
 
 // INVALID_ARGUMENT for an unknown policy name ("oracle", "limit" or one policy::MakePolicy

@@ -1,5 +1,6 @@
 #include "sim/runner.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -17,6 +18,7 @@ namespace plimsoll::sim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kSmall[] = R"(
@@ -308,6 +310,105 @@ phase guest=a at=60s anon=200MiB
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*MetricValue(*r, "oom_kills"), 0);
   EXPECT_LT(*MetricValue(*r, "guest.a.traffic_mib"), 256);
+}
+
+// Two runs the same, field by field.
+void ExpectSameRun(const RunResult& a, const RunResult& b) {
+  EXPECT_EQ(a.reclaimed_byte_s, b.reclaimed_byte_s);
+  EXPECT_EQ(a.stall_s, b.stall_s);
+  EXPECT_EQ(a.refault_bytes, b.refault_bytes);
+  EXPECT_EQ(a.oom_kills, b.oom_kills);
+  EXPECT_EQ(a.self_deflates, b.self_deflates);
+  EXPECT_EQ(a.churn_bytes, b.churn_bytes);
+  EXPECT_EQ(a.reversals, b.reversals);
+  EXPECT_EQ(a.converge_s, b.converge_s);
+  EXPECT_EQ(a.over_budget_byte_s, b.over_budget_byte_s);
+  EXPECT_EQ(a.host_short_s, b.host_short_s);
+  EXPECT_EQ(a.decisions, b.decisions);
+  EXPECT_EQ(a.early_decisions, b.early_decisions);
+  EXPECT_EQ(a.safe_reclaimed_byte_s, b.safe_reclaimed_byte_s);
+  EXPECT_EQ(a.infeasible_s, b.infeasible_s);
+  EXPECT_EQ(a.policy_kills, b.policy_kills);
+  EXPECT_EQ(a.budget_kills, b.budget_kills);
+  EXPECT_EQ(a.over_budget_s, b.over_budget_s);
+  EXPECT_EQ(a.budget_over_budget_s, b.budget_over_budget_s);
+  EXPECT_EQ(a.wide_reversals, b.wide_reversals);
+  EXPECT_EQ(a.host_returned_byte_s, b.host_returned_byte_s);
+  EXPECT_EQ(a.over_budget_rss_s, b.over_budget_rss_s);
+  EXPECT_EQ(a.agent_reclaimed_bytes, b.agent_reclaimed_bytes);
+  EXPECT_EQ(a.kill_causes, b.kill_causes);
+  EXPECT_EQ(a.last_summary, b.last_summary);
+  EXPECT_EQ(a.trace, b.trace);
+  EXPECT_EQ(a.series.sum_actual, b.series.sum_actual);
+  EXPECT_EQ(a.series.host_available, b.series.host_available);
+  ASSERT_EQ(a.guests.size(), b.guests.size());
+  for (size_t i = 0; i < a.guests.size(); ++i) {
+    const GuestResult& x = a.guests[i];
+    const GuestResult& y = b.guests[i];
+    EXPECT_EQ(x.stall_s, y.stall_s) << x.name;
+    EXPECT_EQ(x.refault_bytes, y.refault_bytes) << x.name;
+    EXPECT_EQ(x.traffic_bytes, y.traffic_bytes) << x.name;
+    EXPECT_EQ(x.disk_read_bytes, y.disk_read_bytes) << x.name;
+    EXPECT_EQ(x.final_actual, y.final_actual) << x.name;
+    EXPECT_EQ(x.final_target, y.final_target) << x.name;
+    EXPECT_EQ(x.min_actual, y.min_actual) << x.name;
+    EXPECT_EQ(x.mean_actual, y.mean_actual) << x.name;
+    EXPECT_EQ(x.reclaimed_byte_s, y.reclaimed_byte_s) << x.name;
+    EXPECT_EQ(x.safe_reclaimed_byte_s, y.safe_reclaimed_byte_s) << x.name;
+    EXPECT_EQ(x.host_returned_byte_s, y.host_returned_byte_s) << x.name;
+    EXPECT_EQ(x.first_state_s, y.first_state_s) << x.name;
+  }
+}
+
+// Guest a reads a file once and keeps it as cold cache; guest b re-reads a hot set beside its
+// cold cache. The budget holds both at their ceilings.
+constexpr char kReadOnce[] = R"(
+scenario name=read_once duration=5m tick=5s
+host total=8GiB reserve=512MiB budget=6GiB
+guest name=a max=2GiB min=256MiB
+phase guest=a at=0 anon=300MiB stream_rate=40MiB/s
+phase guest=a at=30s anon=300MiB
+guest name=b max=2GiB min=256MiB
+phase guest=b at=0 anon=300MiB hot=400MiB hot_rate=20MiB/s
+)";
+
+// In-guest reclaim off (the default) is the run without the code path: a guest costs the host
+// its balloon size, so the host gets back exactly what the balloons hold back, and nothing is
+// reclaimed in a guest. On, the agents give their cold cache back with no balloon move and the
+// host gets their free memory too.
+TEST(RunnerTest, InGuestReclaimOnAndOff) {
+  absl::StatusOr<Scenario> s = ParseScenario(kReadOnce);
+  ASSERT_TRUE(s.ok()) << s.status();
+  RunOptions traced;
+  traced.trace_guest = "a";
+  RunOptions off = traced;
+  off.in_guest_reclaim = false;
+  RunOptions on = traced;
+  on.in_guest_reclaim = true;
+  absl::StatusOr<RunResult> by_default = RunScenario(*s, "pagecache", traced);
+  absl::StatusOr<RunResult> without = RunScenario(*s, "pagecache", off);
+  absl::StatusOr<RunResult> with = RunScenario(*s, "pagecache", on);
+  ASSERT_TRUE(by_default.ok() && without.ok() && with.ok());
+  ExpectSameRun(*by_default, *without);
+  EXPECT_EQ(without->host_returned_byte_s, without->reclaimed_byte_s);
+  EXPECT_EQ(without->over_budget_rss_s, without->over_budget_s);
+  for (const GuestResult& g : without->guests) {
+    EXPECT_EQ(g.host_returned_byte_s, g.reclaimed_byte_s) << g.name;
+    EXPECT_EQ(g.agent_reclaimed_bytes, 0) << g.name;
+  }
+  EXPECT_THAT(without->trace.back(), Not(HasSubstr("pooled")));
+
+  // The policy sees the mode: guest a's agent reclaims and its balloon reports free pages, so
+  // once it lends a step it is pooled (policy/reclaim_pool.h).
+  EXPECT_TRUE(std::any_of(with->trace.begin(), with->trace.end(), [](const std::string& line) {
+    return line.find(" pooled rss=") != std::string::npos;
+  }));
+  EXPECT_GT(*MetricValue(*with, "guest.a.agent_reclaimed_mib"), 256);
+  EXPECT_GT(*MetricValue(*with, "guest.b.agent_reclaimed_mib"), 256);
+  EXPECT_GT(with->host_returned_byte_s, with->reclaimed_byte_s);
+  EXPECT_EQ(*MetricValue(*with, "agent_reclaimed_gib"), with->agent_reclaimed_bytes / kGib);
+  EXPECT_EQ(*MetricValue(*with, "host_returned_gib_s"), with->host_returned_byte_s / kGib);
+  EXPECT_EQ(with->oom_kills, 0);
 }
 
 }  // namespace

@@ -77,6 +77,13 @@ ABSL_FLAG(std::string, balloon_pressure, "off",
           "scenario says: the figures as before the model had them), on (every guest), case (as "
           "each scenario's balloon_pressure= says; the generator gives them to one host in two)");
 
+ABSL_FLAG(bool, in_guest_reclaim, false,
+          "in-guest reclaim (docs/instruments.md \"In-guest reclaim in the model\"): plimsolld "
+          "sends the agents reclaim bounds, every guest's balloon reports free pages (a guest costs "
+          "the host its RSS), and the agents reclaim page cache down to the keep plimsolld names; "
+          "with --corpus the oracle and the limit play without it. false: the runs as before the "
+          "model had it");
+
 ABSL_FLAG(std::string, read_drift, "case",
           "whether the guests' readers' pace wanders with their neighbours: case (as each "
           "scenario's read_drift= says; the generator gives it to four hosts in five), off (steady "
@@ -114,6 +121,7 @@ plimsoll::sim::RunOptions CommandRunOptions() {
     options.balloon_pressure = p == "on";
   }
   options.steady_reads = absl::GetFlag(FLAGS_read_drift) == "off";
+  options.in_guest_reclaim = absl::GetFlag(FLAGS_in_guest_reclaim);
   options.omit_psi_total = !absl::GetFlag(FLAGS_psi_total);
   options.block_stats_interval = absl::GetFlag(FLAGS_block_stats_interval);
   options.tick_seconds = absl::GetFlag(FLAGS_tick);
@@ -140,6 +148,10 @@ int RunCorpusCommand(const std::vector<std::string>& policies) {
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (absl::GetFlag(FLAGS_in_guest_reclaim)) {
+    std::cout << "In-guest reclaim on for the policies (the oracle and the limit play without "
+                 "it).\n";
+  }
   std::cout << FormatCorpusTables(*run);
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
     std::ofstream out(Resolve(json));
