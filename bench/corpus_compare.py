@@ -26,6 +26,8 @@ The instruments (docs/instruments.md), for every policy in the files or those --
                RSS: balloon sizes without in-guest reclaim, less the free pages reported with
                it), over the run, / the oracle's, which plays without in-guest reclaim (a run
                with `simulate --in_guest_reclaim`; "-" in files from before it)
+    safe ret   safe_returned_share: safe reclaim with the guests at their RSS, / the limit's
+    over rss s over_budget_rss_s: over_budget_s with the guests at their RSS
   then the policy's kills and the budget's own kills and over-budget seconds (infeasible time),
   and every kill by cause, summed over the seed's cases; and over the seeds, each figure's median across seeds
   with its range (min-max).
@@ -70,6 +72,8 @@ INSTRUMENTS = [
     ("traffic_per_safe_gib_s", "traffic", False),
     ("reversals_per_guest_hour", "rev/gh", False),
     ("host_returned_share", "returned", True),
+    ("safe_returned_share", "safe ret", True),
+    ("over_budget_rss_s", "over rss s", False),
 ]
 
 
@@ -122,7 +126,7 @@ def instrument_row(cases, policy):
 def fmt_value(key, v):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    if key in ("safe_reclaim_share", "host_returned_share"):
+    if key in ("safe_reclaim_share", "host_returned_share", "safe_returned_share"):
         return "%.3f" % v
     if key == "traffic_per_safe_gib_s":
         return "%.2f" % (v * 1024)  # MiB per safe GiB*s

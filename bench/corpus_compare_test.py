@@ -24,6 +24,8 @@ def measures(i, policy):
             "budget_over_budget_s": 5.0, "excess_stall_s": 0.0 if policy == "limit" else float(i),
             "traffic_per_safe_gib_s": 0.01 * i,
             "host_returned_gib_s": 200.0 * share, "host_returned_share": 2.0 * share,
+            "safe_returned_gib_s": 100.0 * share, "safe_returned_share": share,
+            "over_budget_rss_s": 5.0 * i,
             "kill_causes": {"budget": 1, "held_low": i - 1} if i > 1 else {"budget": 1}}
 
 
@@ -78,13 +80,16 @@ class InstrumentsTest(unittest.TestCase):
         self.assertIn("| 90 | 20 | budget=20 held_low=90 |", text)
         # Less is worse: the worst decile is the 10th percentile, as the safe share's.
         self.assertIn("returned 1.450 / 1.090", text)
+        self.assertIn("safe ret 0.725 / 0.545", text)
+        self.assertIn("over rss s 27.5 / 45.5", text)
 
     def test_files_from_before_host_returned(self):
         old = run(1)
         for c in old["scenarios"]:
             for m in c["results"].values():
-                del m["host_returned_gib_s"]
-                del m["host_returned_share"]
+                for key in ("host_returned_gib_s", "host_returned_share", "safe_returned_gib_s",
+                            "safe_returned_share", "over_budget_rss_s"):
+                    del m[key]
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.json")
             with open(path, "w") as f:
@@ -95,6 +100,7 @@ class InstrumentsTest(unittest.TestCase):
             text = out.getvalue()
         self.assertIn("safe 0.725 / 0.545", text)
         self.assertIn("returned - / -", text)
+        self.assertIn("over rss s - / -", text)
 
     def test_the_old_interface_still_works(self):
         with tempfile.TemporaryDirectory() as d:

@@ -58,6 +58,7 @@ CorpusMeasures MeasuresOf(const RunResult& r, size_t guests) {
   m.budget_over_budget_s = r.budget_over_budget_s;
   m.kill_causes = r.kill_causes;
   m.host_returned_gib_s = r.host_returned_byte_s / kGib;
+  m.safe_returned_gib_s = r.safe_returned_byte_s / kGib;
   m.over_budget_rss_s = r.over_budget_rss_s;
   return m;
 }
@@ -94,11 +95,13 @@ absl::StatusOr<CorpusCase> RunCase(uint64_t seed, int index,
   const double oracle = c.results[kOraclePolicyName].reclaimed_gib_s;
   const double limit = c.results[kLimitPolicyName].safe_reclaimed_gib_s;
   const double oracle_returned = c.results[kOraclePolicyName].host_returned_gib_s;
+  const double limit_returned = c.results[kLimitPolicyName].safe_returned_gib_s;
   const std::vector<double>& limit_stall = guest_stall[kLimitPolicyName];
   for (auto& [name, m] : c.results) {
     if (oracle > 0) m.oracle_share = m.reclaimed_gib_s / oracle;
     if (limit > 0) m.safe_reclaim_share = m.safe_reclaimed_gib_s / limit;
     if (oracle_returned > 0) m.host_returned_share = m.host_returned_gib_s / oracle_returned;
+    if (limit_returned > 0) m.safe_returned_share = m.safe_returned_gib_s / limit_returned;
     const std::vector<double>& stall = guest_stall[name];
     for (size_t i = 0; i < stall.size() && i < limit_stall.size(); ++i) {
       m.excess_stall_s += std::max(0.0, stall[i] - limit_stall[i]);

@@ -27,6 +27,9 @@
 //                             costs the host (its RSS: its actual size without in-guest reclaim,
 //                             less the free pages its balloon reports with it)
 //   host_returned_share       host_returned_gib_s / the oracle's (absent when the oracle's is 0)
+//   safe_returned_gib_s       the runner's: safe_reclaimed_gib_s with the guests at what they cost
+//                             the host (RSS) rather than their balloon sizes
+//   safe_returned_share       safe_returned_gib_s / the limit's (absent when it is 0)
 //   over_budget_rss_s         the runner's: over_budget_s with the guests counted at what they
 //                             cost the host (over_budget_s itself without in-guest reclaim)
 // and per case:
@@ -82,6 +85,8 @@ struct CorpusMeasures {
   std::map<std::string, int64_t> kill_causes;
   double host_returned_gib_s = 0;
   std::optional<double> host_returned_share;
+  double safe_returned_gib_s = 0;
+  std::optional<double> safe_returned_share;
   double over_budget_rss_s = 0;
 };
 
@@ -108,8 +113,9 @@ struct CorpusRun {
 // The baseline's page-cache share of what the guests hold (cache_heavy is share >= 0.5).
 double CacheShare(const Scenario& scenario);
 
-// The corpus measures of one run; oracle_share, safe_reclaim_share, excess_stall_s and
-// host_returned_share, which need the oracles' runs, are left to the caller.
+// The corpus measures of one run; oracle_share, safe_reclaim_share, excess_stall_s,
+// host_returned_share and safe_returned_share, which need the oracles' runs, are left to the
+// caller.
 CorpusMeasures MeasuresOf(const RunResult& run, size_t guests);
 
 // Plays `policies` and the oracle and the limit (added when not among them) on cases 0..count-1 of `seed`,

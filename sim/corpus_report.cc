@@ -21,7 +21,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Less is worse for these; more is worse for the rest.
 bool LowIsWorse(const std::string& measure) {
   return measure == "reclaimed_gib_s" || measure == "oracle_share" ||
-         measure == "safe_reclaim_share" || measure == "host_returned_share";
+         measure == "safe_reclaim_share" || measure == "host_returned_share" ||
+         measure == "safe_returned_share";
 }
 
 // A measure's value for one case; absent for a missing oracle_share. A case that never fit is
@@ -41,13 +42,15 @@ std::optional<double> Value(const CorpusMeasures& m, const std::string& measure)
   if (measure == "excess_stall_s") return m.excess_stall_s;
   if (measure == "traffic_per_safe_gib_s") return m.traffic_per_safe_gib_s;
   if (measure == "host_returned_share") return m.host_returned_share;
+  if (measure == "safe_returned_share") return m.safe_returned_share;
+  if (measure == "over_budget_rss_s") return m.over_budget_rss_s;
   return std::nullopt;
 }
 
 std::string Cell(double v, const std::string& measure) {
   if (std::isinf(v)) return "never";
   if (measure == "oracle_share" || measure == "safe_reclaim_share" ||
-      measure == "host_returned_share") {
+      measure == "host_returned_share" || measure == "safe_returned_share") {
     return absl::StrFormat("%.3f", v);
   }
   if (measure == "traffic_per_safe_gib_s") return absl::StrFormat("%.5f", v);
@@ -94,7 +97,8 @@ std::string InstrumentTable(const CorpusRun& run) {
   static const char* kHeads[] = {"safe reclaim share", "policy kills",
                                  "over budget s",      "excess stall s",
                                  "traffic / safe GiB·s", "reversals ≥2%/guest·h",
-                                 "host returned share"};
+                                 "host returned share", "safe returned share",
+                                 "over budget (RSS) s"};
   std::string out = "| policy |";
   for (const char* h : kHeads) absl::StrAppend(&out, " ", h, " |");
   absl::StrAppend(&out, " budget kills | budget over s | kill causes |\n|---|");
@@ -155,7 +159,7 @@ const std::vector<std::string>& InstrumentMeasureNames() {
   static const std::vector<std::string> names = {
       "safe_reclaim_share", "policy_kills",           "over_budget_s",
       "excess_stall_s",     "traffic_per_safe_gib_s", "reversals_per_guest_hour",
-      "host_returned_share"};
+      "host_returned_share", "safe_returned_share", "over_budget_rss_s"};
   return names;
 }
 
@@ -221,7 +225,8 @@ std::string FormatCorpusTables(const CorpusRun& run) {
           "stall = stall beyond the limit's, guest by guest; reversals count only direction "
           "changes of at least 2%% of the guest's max; host returned share = the guests' ceilings "
           "less what they cost the host (RSS), over the run, / the oracle's (which plays without "
-          "in-guest reclaim).\n",
+          "in-guest reclaim); safe returned share and over budget (RSS) s likewise count the "
+          "guests at their RSS.\n",
           infeasible_cases, duration > 0 ? 100 * infeasible / duration : 0.0),
       InstrumentTable(run));
   return out;
@@ -265,6 +270,9 @@ std::string CorpusJson(const CorpusRun& run) {
           ", \"host_returned_gib_s\": ", FormatJsonNumber(m.host_returned_gib_s, 3),
           ", \"host_returned_share\": ",
           m.host_returned_share.has_value() ? FormatJsonNumber(*m.host_returned_share, 4) : "null",
+          ", \"safe_returned_gib_s\": ", FormatJsonNumber(m.safe_returned_gib_s, 3),
+          ", \"safe_returned_share\": ",
+          m.safe_returned_share.has_value() ? FormatJsonNumber(*m.safe_returned_share, 4) : "null",
           ", \"over_budget_rss_s\": ", FormatJsonNumber(m.over_budget_rss_s, 0),
           ", \"kill_causes\": {");
       bool first_cause = true;

@@ -10,12 +10,12 @@
 //     "safe_reclaimed_gib_s": x, "safe_reclaim_share": x or null, "policy_kills": n,
 //     "budget_kills": n, "over_budget_s": x, "budget_over_budget_s": x, "excess_stall_s": x,
 //     "traffic_per_safe_gib_s": x or null, "host_returned_gib_s": x,
-//     "host_returned_share": x or null, "over_budget_rss_s": x,
+//     "host_returned_share": x or null, "safe_returned_gib_s": x,
+//     "safe_returned_share": x or null, "over_budget_rss_s": x,
 //     "kill_causes": {CAUSE: n, ...}}, ...}}, ...]}
 //
 // The worst decile is the 90th percentile in the bad direction: the 10th percentile of
-// reclaimed_gib_s, oracle_share, safe_reclaim_share and host_returned_share (less is worse), the
-// 90th of the others
+// reclaimed_gib_s and the shares (less is worse), the 90th of the others
 // (more is worse). Percentiles interpolate linearly between order statistics (numpy.percentile's default). A
 // case that never fit counts as an infinite fit_s ("never"); a case without oracle_share (or
 // safe_reclaim_share, traffic_per_safe_gib_s) is left out of that measure.
@@ -51,7 +51,8 @@ std::vector<MeasureSummary> SummarizePolicy(const CorpusRun& run, const std::str
 const std::vector<std::string>& CorpusMeasureNames();
 
 // The instruments (docs/instruments.md): "safe_reclaim_share", "policy_kills", "over_budget_s",
-// "excess_stall_s", "traffic_per_safe_gib_s", "reversals_per_guest_hour", "host_returned_share".
+// "excess_stall_s", "traffic_per_safe_gib_s", "reversals_per_guest_hour", "host_returned_share",
+// "safe_returned_share", "over_budget_rss_s".
 const std::vector<std::string>& InstrumentMeasureNames();
 
 // SummarizePolicy over the measures named (any of the two lists above).

@@ -213,6 +213,9 @@ TEST(CorpusTest, PlaysEveryPolicyAndTheOracleOnEveryCase) {
       ASSERT_TRUE(m.host_returned_share.has_value()) << p;
       EXPECT_DOUBLE_EQ(*m.host_returned_share, *m.oracle_share) << p;
       EXPECT_EQ(m.over_budget_rss_s, m.over_budget_s) << p;
+      EXPECT_EQ(m.safe_returned_gib_s, m.safe_reclaimed_gib_s) << p;
+      ASSERT_TRUE(m.safe_returned_share.has_value()) << p;
+      EXPECT_DOUBLE_EQ(*m.safe_returned_share, *m.safe_reclaim_share) << p;
     }
   }
   // Not every case is alike: the five hold cache-heavy and other cases, with and without agents.
@@ -326,6 +329,9 @@ TEST(CorpusTest, InGuestReclaimLeavesTheReferencesAlone) {
     EXPECT_GT(m.host_returned_gib_s, m.reclaimed_gib_s) << i;
     // A guest costs at most its balloon size.
     EXPECT_LE(m.over_budget_rss_s, m.over_budget_s) << i;
+    // Returned above the working sets: at least what the balloons hold there, at most all returned.
+    EXPECT_GE(m.safe_returned_gib_s, m.safe_reclaimed_gib_s) << i;
+    EXPECT_LE(m.safe_returned_gib_s, m.host_returned_gib_s) << i;
     ASSERT_TRUE(m.host_returned_share.has_value());
     EXPECT_DOUBLE_EQ(*m.host_returned_share,
                      m.host_returned_gib_s / on->cases[i].results.at("oracle").host_returned_gib_s);
@@ -411,6 +417,8 @@ TEST(CorpusReportTest, TheInstrumentsTable) {
   ASSERT_EQ(names[1], "policy_kills");
   ASSERT_EQ(names[3], "excess_stall_s");
   ASSERT_EQ(names[6], "host_returned_share");
+  ASSERT_EQ(names[7], "safe_returned_share");
+  ASSERT_EQ(names[8], "over_budget_rss_s");
   const std::vector<MeasureSummary> sums = SummarizeMeasures(run, "p", false, names);
   EXPECT_DOUBLE_EQ(sums[0].median, 0.55);
   EXPECT_DOUBLE_EQ(sums[0].worst, 0.19);
@@ -422,7 +430,8 @@ TEST(CorpusReportTest, TheInstrumentsTable) {
   EXPECT_THAT(tables, HasSubstr("| p | 0.550 / 0.190 | 5.5 / 9.1 |"));
   EXPECT_THAT(tables, HasSubstr("host returned share |"));
   // Less is worse: its worst decile is the 10th percentile, as the safe share's.
-  EXPECT_THAT(tables, HasSubstr("| 1.450 / 1.090 | 4 | 0 | budget=4 held_low=55 |"));
+  EXPECT_THAT(tables,
+              HasSubstr("| 1.450 / 1.090 | - | 0.00 / 0.00 | 4 | 0 | budget=4 held_low=55 |"));
 }
 
 // The JSON reads back, has the keys the issue names, and holds the run's numbers.
@@ -463,7 +472,8 @@ TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
                     "reversals_any_per_guest_hour", "safe_reclaimed_gib_s", "safe_reclaim_share",
                     "policy_kills", "budget_kills", "over_budget_s", "budget_over_budget_s",
                     "excess_stall_s", "traffic_per_safe_gib_s", "host_returned_gib_s",
-                    "host_returned_share", "over_budget_rss_s", "kill_causes"}));
+                    "host_returned_share", "safe_returned_gib_s", "safe_returned_share",
+                    "over_budget_rss_s", "kill_causes"}));
       EXPECT_NEAR(r.at("safe_reclaim_share").number, *m.safe_reclaim_share, 0.0001);
       EXPECT_EQ(r.at("policy_kills").number, m.policy_kills);
       EXPECT_EQ(r.at("budget_kills").number, m.budget_kills);
@@ -471,6 +481,8 @@ TEST(CorpusReportTest, JsonHasTheShapeScriptsRead) {
       EXPECT_NEAR(r.at("traffic_per_safe_gib_s").number, *m.traffic_per_safe_gib_s, 1e-6);
       EXPECT_NEAR(r.at("host_returned_gib_s").number, m.host_returned_gib_s, 0.001);
       EXPECT_NEAR(r.at("host_returned_share").number, *m.host_returned_share, 0.0001);
+      EXPECT_NEAR(r.at("safe_returned_share").number, *m.safe_returned_share, 0.0001);
+      EXPECT_EQ(r.at("over_budget_rss_s").number, m.over_budget_rss_s);
       ASSERT_EQ(r.at("kill_causes").kind, Json::kObject);
       for (const auto& [cause, k] : m.kill_causes) {
         EXPECT_EQ(r.at("kill_causes").at(cause).number, k) << cause;

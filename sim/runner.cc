@@ -204,6 +204,8 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
       const double max = g.spec().max;
       gr.safe_reclaimed_byte_s +=
           std::max(0.0, max - std::max(g.actual(), std::min(ws[i].total(), max))) * kStepSeconds;
+      gr.safe_returned_byte_s +=
+          std::max(0.0, max - std::max(g.HostRss(), std::min(ws[i].total(), max))) * kStepSeconds;
       if (o.oom_kill) {
         const char* cause;
         if (ws[i].hard > max) {
@@ -263,6 +265,7 @@ absl::StatusOr<RunResult> RunScenario(const Scenario& given, absl::string_view p
     gr.wide_reversals = wide[i].reversals();
     gr.agent_reclaimed_bytes = sim.guests()[i].agent_reclaimed_bytes();
     r.host_returned_byte_s += gr.host_returned_byte_s;
+    r.safe_returned_byte_s += gr.safe_returned_byte_s;
     r.agent_reclaimed_bytes += gr.agent_reclaimed_bytes;
     r.wide_reversals += gr.wide_reversals;
     r.safe_reclaimed_byte_s += gr.safe_reclaimed_byte_s;
@@ -302,6 +305,7 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
   if (metric == "budget_over_budget_s") return r.budget_over_budget_s;
   if (metric == "wide_reversals") return static_cast<double>(r.wide_reversals);
   if (metric == "host_returned_gib_s") return r.host_returned_byte_s / kGib;
+  if (metric == "safe_returned_gib_s") return r.safe_returned_byte_s / kGib;
   if (metric == "agent_reclaimed_gib") return r.agent_reclaimed_bytes / kGib;
   if (metric == "over_budget_rss_s") return r.over_budget_rss_s;
   if (absl::StartsWith(metric, "kills.")) {
@@ -333,6 +337,7 @@ absl::StatusOr<double> MetricValue(const RunResult& r, absl::string_view metric)
         if (m == "mean_actual_mib") return g.mean_actual / kMib;
         if (m == "reclaimed_gib_s") return g.reclaimed_byte_s / kGib;
         if (m == "host_returned_gib_s") return g.host_returned_byte_s / kGib;
+        if (m == "safe_returned_gib_s") return g.safe_returned_byte_s / kGib;
         if (m == "agent_reclaimed_mib") return g.agent_reclaimed_bytes / kMib;
         if (m == "traffic_mib") return g.traffic_bytes / kMib;
         if (m == "disk_read_mib") return g.disk_read_bytes / kMib;

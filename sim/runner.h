@@ -41,6 +41,9 @@
 //                      GuestModel::HostRss): reclaimed_gib_s without in-guest reclaim; with it,
 //                      the free pages the balloons report back count too
 //   agent_reclaimed_gib  page cache the agents reclaimed in their guests (in-guest reclaim)
+//   safe_returned_gib_s  as safe_reclaimed_gib_s with what the guest costs the host (HostRss) for
+//                      actual: sum over guests and seconds of max - max(RSS, true working set);
+//                      safe_reclaimed_gib_s without in-guest reclaim
 //   over_budget_rss_s  as over_budget_s, with the guests' total counted in what they cost the
 //                      host (HostRss) rather than in balloon sizes: over_budget_s without
 //                      in-guest reclaim; with it, memory the balloons hold and the guests have
@@ -53,7 +56,7 @@
 // mean_actual_mib, reclaimed_gib_s, unsafe_shrink_asks (decisions that asked to shrink a guest
 // without fresh stats: the daemon refuses them, but a policy should not ask), below_min_asks
 // (decisions that asked for less than the guest's min), wide_reversals, safe_reclaimed_gib_s,
-// host_returned_gib_s, agent_reclaimed_mib,
+// host_returned_gib_s, safe_returned_gib_s, agent_reclaimed_mib,
 // state_seen.<state>
 // (1 if a decision ever gave the guest that state: ok, stuck, churning, self_deflated) and
 // state_first_s.<state> (when it first did; -1 never).
@@ -92,6 +95,7 @@ struct GuestResult {
   int64_t wide_reversals = 0;
   double safe_reclaimed_byte_s = 0;
   double host_returned_byte_s = 0;   // sum over seconds of max - HostRss
+  double safe_returned_byte_s = 0;   // sum over seconds of max - max(HostRss, working set)
   double agent_reclaimed_bytes = 0;  // page cache its agent reclaimed
   std::map<std::string, double> first_state_s;  // state -> first time a decision gave it
 };
@@ -130,6 +134,7 @@ struct RunResult {
   double budget_over_budget_s = 0;
   int64_t wide_reversals = 0;
   double host_returned_byte_s = 0;
+  double safe_returned_byte_s = 0;
   double agent_reclaimed_bytes = 0;
   double over_budget_rss_s = 0;
   std::map<std::string, int64_t> kill_causes;
