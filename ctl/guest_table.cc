@@ -61,6 +61,7 @@ std::string RenderHost(const plimsoll::v1::HostStatus& h) {
       HumanBytes(h.mem_available_bytes()), HumanBytes(h.host_reserve_bytes()),
       h.psi_memory_some_avg10(), h.policy(), h.dry_run() ? " (dry-run)" : "",
       h.libvirt_connected() ? "connected" : "DISCONNECTED", h.tick()) +
+         (h.policy_summary().empty() ? "" : absl::StrCat("host: policy: ", h.policy_summary(), "\n")) +
          (h.paused() ? "host: management PAUSED (plimsollctl host set --resume)\n" : "") +
          (h.state_problem().empty() ? "" : absl::StrCat("host: STATE FILE PROBLEM: ", h.state_problem(), "\n"));
 }

@@ -112,6 +112,14 @@ TEST(GuestTableTest, WhatGuestsCostTheHost) {
   view.mutable_host()->set_guests_rss_bytes(1242LL << 20);
   const std::string table = RenderGuestTable(view);
   EXPECT_TRUE(absl::StrContains(table, "guests_actual=2048Mi guests_rss=1242Mi ")) << table;
+  EXPECT_FALSE(absl::StrContains(table, "host: policy:")) << table;
+  // The policy's host line (its share-out and pool) under the header, wrapped like it.
+  view.mutable_host()->set_policy_summary("pagecache: limit=2048MiB free=0MiB pool members=1 covers=1");
+  EXPECT_TRUE(absl::StrContains(RenderGuestTable(view), "host: policy: pagecache: limit=2048MiB"))
+      << RenderGuestTable(view);
+  for (absl::string_view line : absl::StrSplit(RenderGuestTable(view, 100), '\n')) {
+    EXPECT_LE(line.size(), 100u) << line;
+  }
 }
 
 TEST(GuestTableTest, HumanBytes) {

@@ -414,6 +414,9 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   }
   decisions.summary = absl::StrCat("pagecache: ", ShareOutSummary(r), " guests=", n);
   if (pool.members > 0) absl::StrAppend(&decisions.summary, " ", ReclaimPoolSummary(pool));
+  decisions.pool_members = pool.members;
+  decisions.pool_lent_bytes = static_cast<int64_t>(pool.lent);
+  decisions.pool_covers = pool.covers;
   return decisions;
 }
 

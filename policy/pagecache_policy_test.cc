@@ -463,6 +463,9 @@ TEST(PagecachePolicyTest, APooledGuestCostsItsRssAndIsNotProbed) {
   EXPECT_THAT(on.summary, HasSubstr("limit=1672MiB free=248MiB"));
   EXPECT_THAT(on.summary, HasSubstr("pool members=1 lent=624MiB reserve=128MiB covers=1"));
   EXPECT_EQ(on.pool_reserve_bytes, 128 * kMib);
+  EXPECT_EQ(on.pool_members, 1);
+  EXPECT_EQ(on.pool_lent_bytes, 624 * kMib);
+  EXPECT_TRUE(on.pool_covers);
 
   // The same guests when the host sends no bounds: the balloon takes the cold cache.
   const Decisions off =
@@ -470,6 +473,8 @@ TEST(PagecachePolicyTest, APooledGuestCostsItsRssAndIsNotProbed) {
   EXPECT_LT(off.guests[0].target_bytes, 1024 * kMib) << off.guests[0].reason;
   EXPECT_THAT(off.guests[0].reason, Not(HasSubstr("pooled")));
   EXPECT_THAT(off.summary, Not(HasSubstr("pool")));
+  EXPECT_EQ(off.pool_members, 0);
+  EXPECT_FALSE(off.pool_covers);
 }
 
 // A pool whose lent memory is less than its reserve changes nothing: the guest is sized as

@@ -176,6 +176,11 @@ struct Decisions {
   // floors keep no burst room, so the line commits it. The budget keeps it apart only while the
   // pool covers (otherwise it counts balloon sizes, which hold that room).
   int64_t pool_reserve_bytes = 0;
+  // The pool itself, for the daemon to publish (0 / false without members): the guests costed
+  // by RSS, what they lend (balloon sizes above their cost) and whether that covers the reserve.
+  int pool_members = 0;
+  int64_t pool_lent_bytes = 0;
+  bool pool_covers = false;
 };
 
 // Thread-compatible; implementations are immutable after construction, so one

@@ -27,6 +27,11 @@ class ScriptedPolicy : public Policy {
       d.guests.push_back(decision);
     }
     d.next_state = state;
+    d.summary = summary;
+    d.pool_members = pool_members;
+    d.pool_lent_bytes = pool_lent_bytes;
+    d.pool_reserve_bytes = pool_reserve_bytes;
+    d.pool_covers = pool_covers;
     last_snapshot = s;
     return d;
   }
@@ -35,6 +40,12 @@ class ScriptedPolicy : public Policy {
   absl::flat_hash_map<std::string, int64_t> targets;
   // GuestDecision::distress by uuid.
   absl::flat_hash_map<std::string, std::string> distress;
+  // The host line and pool every Decide returns.
+  std::string summary;
+  int pool_members = 0;
+  int64_t pool_lent_bytes = 0;
+  int64_t pool_reserve_bytes = 0;
+  bool pool_covers = false;
   // What the last Decide saw (tests read it from the thread that ticks).
   mutable Snapshot last_snapshot;
 };

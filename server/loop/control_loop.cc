@@ -893,6 +893,18 @@ void ControlLoop::Apply(const policy::Snapshot& snapshot, policy::Decisions& dec
                 << rec.reason() << "\"";
     }
   }
+  policy_host_ = {decisions.summary, decisions.pool_members, decisions.pool_lent_bytes,
+                  decisions.pool_reserve_bytes, decisions.pool_covers};
+  // The host line explains the moves beside it (the share-out's take, the pool): logged with a
+  // tick's moves, and otherwise once a minute, like a guest's holds.
+  const bool moved = std::any_of(decided.begin(), decided.end(), [](const TrackedGuest* g) {
+    return g->last_decision.direction() != plimsoll::v1::DIRECTION_HOLD;
+  });
+  if (options_.log_every_decision || moved || now - policy_host_logged_at_ >= absl::Minutes(1)) {
+    policy_host_logged_at_ = now;
+    PLOG_INFO << "policy host tick=" << tick_ << " policy=" << policy_->name() << " summary=\""
+              << decisions.summary << "\"";
+  }
 }
 
 std::vector<size_t> ControlLoop::ApplyOrder(const policy::Decisions& decisions) const {
@@ -1085,6 +1097,14 @@ void ControlLoop::Publish(absl::Time now, const std::string& line_stale) {
   host->set_guests_actual_bytes(actual_sum);
   if (rss_sum.has_value()) host->set_guests_rss_bytes(*rss_sum);
   host->set_policy(std::string(policy_->name()));
+  host->set_policy_summary(policy_host_.summary);
+  if (policy_host_.pool_members > 0) {
+    auto* pool = host->mutable_reclaim_pool();
+    pool->set_members(policy_host_.pool_members);
+    pool->set_lent_bytes(policy_host_.pool_lent_bytes);
+    pool->set_reserve_bytes(policy_host_.pool_reserve_bytes);
+    pool->set_covers(policy_host_.pool_covers);
+  }
   host->set_paused(paused_);
   if (deps_.overrides != nullptr) {
     *host->mutable_host_policy() = overrides_->host;

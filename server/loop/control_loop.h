@@ -324,6 +324,17 @@ class ControlLoop {
   // The Plimsoll line: the figures of the last tick that had a snapshot (ComputeLine), the gate
   // that turns its headroom into an offer, and what the last published line said (for the log).
   plimsoll::v1::HostLine line_figures_;
+  // The policy's host-level line and pool of the last decided tick, for the view; and when the
+  // line was last logged (with a tick's moves, or after a minute of holds).
+  struct PolicyHost {
+    std::string summary;
+    int pool_members = 0;
+    int64_t pool_lent_bytes = 0;
+    int64_t pool_reserve_bytes = 0;
+    bool pool_covers = false;
+  };
+  PolicyHost policy_host_;
+  absl::Time policy_host_logged_at_ = absl::InfinitePast();
   OfferGate offer_gate_;
   bool line_logged_over_ = false;
   // The last published view's arena size: the next view's first block (view_arena.h).

@@ -970,6 +970,34 @@ TEST_F(ControlLoopTest, TheSnapshotSaysWhetherAgentsReclaim) {
   EXPECT_TRUE(policy_.last_snapshot.host.in_guest_reclaim);
 }
 
+// The policy's host line and its pool reach the view and the metrics; the pool goes with its
+// members.
+TEST_F(ControlLoopTest, ThePolicysHostLineAndPoolArePublished) {
+  hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);
+  policy_.summary = "scripted: limit=2048MiB";
+  policy_.pool_members = 1;
+  policy_.pool_lent_bytes = 300 * kMiB;
+  policy_.pool_reserve_bytes = 128 * kMiB;
+  policy_.pool_covers = true;
+  MakeLoop();
+  TickWithFreshStats({kA});
+  ASSERT_NE(Published(kA), nullptr);
+  EXPECT_EQ(view_->host().policy_summary(), "scripted: limit=2048MiB");
+  ASSERT_TRUE(view_->host().has_reclaim_pool());
+  EXPECT_EQ(view_->host().reclaim_pool().members(), 1);
+  EXPECT_EQ(view_->host().reclaim_pool().lent_bytes(), 300 * kMiB);
+  EXPECT_EQ(view_->host().reclaim_pool().reserve_bytes(), 128 * kMiB);
+  EXPECT_TRUE(view_->host().reclaim_pool().covers());
+  EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_pool_covers 1"), std::string::npos) << metrics_.Render();
+  policy_.pool_members = 0;
+  policy_.summary = "scripted: empty";
+  TickWithFreshStats({kA});
+  ASSERT_NE(Published(kA), nullptr);
+  EXPECT_EQ(view_->host().policy_summary(), "scripted: empty");
+  EXPECT_FALSE(view_->host().has_reclaim_pool());
+  EXPECT_NE(metrics_.Render().find("plimsoll_reclaim_pool_members 0"), std::string::npos) << metrics_.Render();
+}
+
 // With no guest reporting its RSS there is no sum: absent, never a 0 that reads as "free".
 TEST_F(ControlLoopTest, NoGuestRssIsNoSum) {
   hv_.AddDomain(kA, "a", 1024 * kMiB, 1024 * kMiB);

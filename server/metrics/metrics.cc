@@ -143,6 +143,10 @@ struct Metrics::Impl {
   Family<Gauge>* host_reserve;
   Family<Gauge>* host_guests_actual;
   Family<Gauge>* host_guests_rss;
+  Family<Gauge>* pool_members;
+  Family<Gauge>* pool_lent;
+  Family<Gauge>* pool_reserve;
+  Family<Gauge>* pool_covers;
   Family<Gauge>* host_psi_some;
   Family<Gauge>* host_psi_full;
   Family<Gauge>* libvirt_connected;
@@ -460,6 +464,10 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.host_reserve = m.G("plimsoll_host_reserve_bytes", "Memory kept for the host itself (bytes).");
   m.host_guests_actual = m.G("plimsoll_host_guests_actual_bytes", "Sum of all guests' current balloon sizes (bytes).");
   m.host_guests_rss = m.G("plimsoll_host_guests_rss_bytes", "Sum of the guests' QEMU RSS (bytes), over the guests that report it: what the guests really cost the host; no series while no guest reports it.");
+  m.pool_members = m.G("plimsoll_reclaim_pool_members", "Guests costed by their QEMU RSS in the policy's reclaim pool (in-guest reclaim; 0 without).");
+  m.pool_lent = m.G("plimsoll_reclaim_pool_lent_bytes", "What the pool's guests lend: their balloon sizes above their cost (bytes).");
+  m.pool_reserve = m.G("plimsoll_reclaim_pool_reserve_bytes", "The reserve committed for the pool's bursts (bytes).");
+  m.pool_covers = m.G("plimsoll_reclaim_pool_covers", "1 when the pool's lent memory covers its reserve (the budget counts the guests' cost), else 0.");
   m.host_psi_some = m.G("plimsoll_host_psi_memory_some_avg10", "Host memory PSI 'some' avg10 (percent of time stalled).");
   m.host_psi_full = m.G("plimsoll_host_psi_memory_full_avg10", "Host memory PSI 'full' avg10 (percent of time stalled).");
   m.libvirt_connected = m.G("plimsoll_libvirt_connected", "1 while the libvirt connection is up.");
@@ -573,6 +581,10 @@ void Metrics::Publish(std::shared_ptr<const plimsoll::v1::ListGuestsResponse> pu
   } else if (m.host_guests_rss->Has({})) {
     m.host_guests_rss->Remove(&m.host_guests_rss->Add({}));
   }
+  m.pool_members->Add({}).Set(h.reclaim_pool().members());
+  m.pool_lent->Add({}).Set(static_cast<double>(h.reclaim_pool().lent_bytes()));
+  m.pool_reserve->Add({}).Set(static_cast<double>(h.reclaim_pool().reserve_bytes()));
+  m.pool_covers->Add({}).Set(h.reclaim_pool().covers() ? 1 : 0);
   m.host_psi_some->Add({}).Set(h.psi_memory_some_avg10());
   m.host_psi_full->Add({}).Set(h.psi_memory_full_avg10());
   m.host_data_age->Add({}).Set(h.host_data_age_seconds());

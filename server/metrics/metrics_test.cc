@@ -370,5 +370,22 @@ TEST(MetricsTest, TheLineIsStaleUntilAViewPublishesIt) {
   EXPECT_TRUE(Has(text, "plimsoll_host_over_line 1")) << text;
 }
 
+// The reclaim pool's figures follow the view: the members, what they lend, the reserve and
+// whether it covers; an empty pool reads 0.
+TEST(MetricsTest, ReclaimPoolFollowsTheView) {
+  Metrics m;
+  m.Publish(View(R"(
+    host { reclaim_pool { members: 2 lent_bytes: 4096 reserve_bytes: 1024 covers: true } })"));
+  std::string text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_reclaim_pool_members 2")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_reclaim_pool_lent_bytes 4096")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_reclaim_pool_reserve_bytes 1024")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_reclaim_pool_covers 1")) << text;
+  m.Publish(View(""));
+  text = m.Render();
+  EXPECT_TRUE(Has(text, "plimsoll_reclaim_pool_members 0")) << text;
+  EXPECT_TRUE(Has(text, "plimsoll_reclaim_pool_covers 0")) << text;
+}
+
 }  // namespace
 }  // namespace plimsoll::server
