@@ -135,6 +135,10 @@ struct LawMemory {
   // When it began waiting for its agent before the balloon takes from it (reclaim_pool.h
   // kAgentWaitSeconds); unset when it is not waiting (pooled, or its agent cannot reclaim).
   std::optional<double> agent_wait_since_s;
+  // What the budget took from it by balloon while its agent could give cold cache back in the
+  // guest, not yet given back, and when it last took (reclaim_pool.h kBrakeSettleSeconds).
+  double braked_bytes = 0;
+  double braked_s = -std::numeric_limits<double>::infinity();
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
   // The target the last decision asked for and the target it was asked from (recorded by

@@ -201,12 +201,16 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     for (size_t i = 0; i < n; ++i) {
       const GuestView& g = snapshot.guests[i];
       LawMemory& m = *memories[i];
+      if (!AgentMayReclaim(g, snapshot.host)) m.braked_bytes = 0;  // the balloon's own rules again
       if (pooled[i] || !AgentMayReclaim(g, snapshot.host)) {
         m.agent_wait_since_s.reset();
         continue;
       }
-      // A clock stepped back starts the wait afresh rather than stretching it.
-      if (!m.agent_wait_since_s.has_value() || now_s < *m.agent_wait_since_s) m.agent_wait_since_s = now_s;
+      // A clock stepped back starts the wait afresh rather than stretching it; a braked guest
+      // waits until it is given back what was braked.
+      if (!m.agent_wait_since_s.has_value() || now_s < *m.agent_wait_since_s || m.braked_bytes > 0) {
+        m.agent_wait_since_s = now_s;
+      }
       agent_wait_left[i] = std::max(0.0, kAgentWaitSeconds - (now_s - *m.agent_wait_since_s));
     }
   }
@@ -254,6 +258,13 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       outcomes[i] = StepLaw(g, now_s, params_.law, &memory, pooled[i], agent_wait_left[i]);
       const LawOutcome& o = *outcomes[i];
       s.proposal = o.proposal_bytes;
+      // The brake released (reclaim_pool.h): what was braked, out of free memory only (growth
+      // of no class, after every guest in pressure or hard demand).
+      if (memory.braked_bytes > 0 && costed[i] && ReclaimsInGuest(g, snapshot.host) &&
+          now_s - memory.braked_s >= kBrakeSettleSeconds) {
+        const double commitment = static_cast<double>(std::max(g.actual_bytes, g.target_bytes));
+        s.proposal = std::max(s.proposal, std::min(s.ceiling, commitment + memory.braked_bytes));
+      }
       s.floor = o.floor_bytes;
       s.active = std::min(s.actual, o.working_set_bytes);
       // Hard demand the neighbours would pay for needs libvirt to see it (guest_signals.h), and
@@ -355,6 +366,24 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache: hold ", held[i])));
       continue;
     }
+    // The brake's ledger: a take by the budget from a guest whose agent may reclaim adds to it,
+    // a grant gives back from it.
+    std::string brake;
+    LawMemory& bm = *memories[i];
+    if (costed[i] && AgentMayReclaim(g, snapshot.host)) {
+      const double moved = static_cast<double>(targets[i] - g.target_bytes);
+      if (moved < 0 && r.taken[i] > 0) {
+        bm.braked_bytes += std::min(r.taken[i], -moved);
+        bm.braked_s = now_s;
+      } else if (moved > 0 && bm.braked_bytes > 0) {
+        brake = absl::StrCat(" released=", FormatMib(std::min(moved, bm.braked_bytes)));
+        bm.braked_bytes = std::max(0.0, bm.braked_bytes - moved);
+        // The law's allowance follows, or it would propose its old size again and take it back.
+        bm.allowance_bytes = std::max(bm.allowance_bytes.value_or(0), static_cast<double>(targets[i]));
+      }
+      bm.braked_bytes = std::min(bm.braked_bytes, static_cast<double>(g.max_bytes - targets[i]));
+      if (bm.braked_bytes > 0) absl::StrAppend(&brake, " braked=", FormatMib(bm.braked_bytes));
+    }
     // What this decision asks, for the law to see next time whether it was made (StepLaw).
     memories[i]->asked_bytes = static_cast<double>(targets[i]);
     memories[i]->asked_from_bytes = static_cast<double>(g.target_bytes);
@@ -375,7 +404,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     d.reason = absl::StrCat("pagecache: ", o.reason);
     if (r.granted[i] > 0) absl::StrAppend(&d.reason, " granted=", FormatMib(r.granted[i]));
     if (r.taken[i] > 0) absl::StrAppend(&d.reason, " taken=", FormatMib(r.taken[i]));
-    absl::StrAppend(&d.reason, small_take[i]);
+    absl::StrAppend(&d.reason, small_take[i], brake);
     if (pooled[i]) {
       absl::StrAppend(&d.reason, " pooled rss=", FormatMib(*g.host_rss_bytes));
       if (in_grace[i]) {

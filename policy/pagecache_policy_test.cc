@@ -674,6 +674,64 @@ TEST(PagecachePolicyTest, AWaitingGuestIsStillTakenFromWhenTheBudgetNeedsIt) {
   EXPECT_THAT(d.guests[0].reason, HasSubstr("taken=")) << d.guests[0].reason;
 }
 
+// The brake released: what the budget took by balloon from a guest whose agent reclaims is given
+// back, out of free memory, once its agent has given the cache back in the guest and the takes
+// have settled. Until then the law takes no more from it. 2 x 1024 MiB of balloons on 1600 MiB.
+TEST(PagecachePolicyTest, WhatTheBudgetBrakedIsGivenBackOnceThereIsRoom) {
+  const PagecachePolicy policy;
+  const Decisions braked =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+  const int64_t t1 = braked.guests[0].target_bytes;
+  ASSERT_LT(t1, 1024 * kMib) << braked.guests[0].reason;
+  EXPECT_THAT(braked.guests[0].reason, HasSubstr("braked="));
+  // Its balloon followed; its agent then took the cache (RSS 300 MiB): the budget has room, but
+  // the takes have not settled, and the law does not take more meanwhile.
+  GuestView cold = Reclaiming("cold", 300);
+  cold.actual_bytes = cold.target_bytes = t1;
+  const Decisions settling = policy.Decide(
+      ReclaimSnap({cold, Hot("hot")}, 1600, true, 1e9 + kBrakeSettleSeconds - 2), braked.next_state);
+  EXPECT_EQ(settling.guests[0].target_bytes, t1) << settling.guests[0].reason;
+  EXPECT_THAT(settling.guests[0].reason, Not(HasSubstr("released=")));
+  // Settled: given back out of free memory (1600 - 1024 - its RSS - the reserve), no more.
+  Decisions given = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, 1e9 + kBrakeSettleSeconds),
+                                  settling.next_state);
+  EXPECT_GT(given.guests[0].target_bytes, t1) << given.guests[0].reason;
+  EXPECT_THAT(given.guests[0].reason, HasSubstr("released="));
+  EXPECT_EQ(given.guests[1].target_bytes, 1024 * kMib) << given.guests[1].reason;
+  EXPECT_THAT(given.summary, HasSubstr("unmet=0MiB"));
+  EXPECT_THAT(given.summary, HasSubstr("overcommit=0MiB"));
+  // Tick by tick until all of it is back, never over its ceiling.
+  for (double t = 1e9 + kBrakeSettleSeconds + 2; t < 1e9 + 60; t += 2) {
+    cold.actual_bytes = cold.target_bytes = given.guests[0].target_bytes;
+    given = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, t), given.next_state);
+    EXPECT_LE(given.guests[0].target_bytes, 1024 * kMib);
+  }
+  EXPECT_EQ(given.guests[0].target_bytes, 1024 * kMib) << given.guests[0].reason;
+  EXPECT_THAT(given.guests[0].reason, Not(HasSubstr("braked="))) << given.guests[0].reason;
+  EXPECT_THAT(given.guests[0].reason, HasSubstr("pooled")) << given.guests[0].reason;
+}
+
+// No room, no release: the budget still binds (RSS 1000 MiB, 1600 MiB for 2 x 1024), and the
+// braked guest is held, not probed, however long; once its agent can no longer reclaim, what was
+// braked is forgotten and the balloon's own rules apply.
+TEST(PagecachePolicyTest, ABrakedGuestIsHeldWhileThereIsNoRoom) {
+  const PagecachePolicy policy;
+  Decisions d = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+  GuestView cold = Reclaiming("cold", 1000);
+  for (double t = 1e9 + 2; t <= 1e9 + 2 * kAgentWaitSeconds; t += 2) {
+    cold.actual_bytes = cold.target_bytes = d.guests[0].target_bytes;
+    d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, t), d.next_state);
+    EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("released="))) << t;
+    EXPECT_THAT(d.guests[0].reason, HasSubstr("braked=")) << t;
+  }
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("awaiting_agent")) << d.guests[0].reason;
+  cold.actual_bytes = cold.target_bytes = d.guests[0].target_bytes;
+  cold.agent_reclaims = false;
+  d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, 1e9 + 100), d.next_state);
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("braked="))) << d.guests[0].reason;
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << d.guests[0].reason;
+}
+
 // An RSS of 0 is no reading: the guest is not costed by it.
 TEST(PagecachePolicyTest, AnImplausibleRssIsNoCredit) {
   const PagecachePolicy policy;

@@ -55,6 +55,17 @@ bool AgentMayReclaim(const GuestView& guest, const HostView& host);
 // (every 5 s by default); the share-out still takes from the guest when the budget needs it.
 inline constexpr double kAgentWaitSeconds = 30;
 
+// The balloon as a brake, released. When the budget takes from such a guest by balloon (before
+// its agent's first report, or while costs exceed the budget: two guests reading files at once),
+// the take is recorded as braked. Its balloon is then where its memory was counted, not where
+// the guest wants it: it lends nothing (its RSS is at its balloon size, QEMU's own memory
+// above it), so it is neither pooled nor able to allocate without a deflate. While braked it
+// waits as for its agent (the law does not take more), and once the pool covers and the budget
+// has room (the share-out's free memory, the pool's reserve already kept apart), at least this
+// long after the last take, what was braked is given back as growth granted out of free memory:
+// its cost does not change (RSS), it lends again, and it is pooled.
+inline constexpr double kBrakeSettleSeconds = 10;
+
 // How long a pooled guest keeps its privileges after it last qualified, while its agent still
 // reclaims and its stats are safe: long enough for an allocation to spend what the guest lent
 // (seconds on the lab's guests) without the balloon taking it back or giving burst room.
