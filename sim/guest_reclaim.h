@@ -1,18 +1,13 @@
 // The agent's in-guest reclaim as the simulator's guests run it (simulate --in_guest_reclaim;
-// docs/instruments.md, "In-guest reclaim in the model"): the agent's law
-// (agent/reclaim_decision.h, docs/agent.md "Reclaim") on the model's figures, within the limits
+// docs/instruments.md, "In-guest reclaim in the model"): the agent's own law
+// (agent::DecideReclaim, docs/agent.md "Reclaim") on the model's figures, within the limits
 // a real agent has in force, plimsolld's bounds (server/agent/guest_reclaim_bounds.h) within the
 // agent's own flags (agent/reclaim_bounds.h):
 //
 //   U = kernel + unreclaimable + anon + hot + cold     used: the guest's actual size less its free
 //                                                      memory (the model's MemTotal - MemFree)
 //   F = hot + cold                                     the file LRU
-//   headroom  = min(U - keep, F - keep_file)
-//   allowance = min(step, rate * t)                    t: seconds since the last step
-//   bytes     = min(headroom, allowance), whole pages;
-//               within a step of the keep (headroom <= step): at most max(1 MiB, headroom / 2)
-//   a step when bytes >= 1 MiB, max(PSI some avg10, the share of the last second stalled)
-//   <= psi_stop and file refaults over the last second <= refault_stop
+//   PSI: max(PSI some avg10, the share of the last second stalled); refaults over the last second
 //
 // The limits are those in force on a real guest: the smaller of plimsolld's and the agent's own
 // step and rate (64 MiB at 32 MiB/s: plimsolld's are the smaller), the agent's own file keep and

@@ -669,7 +669,12 @@ void ControlLoop::CheckReclaimClaims(absl::Time now,
       state.recent.clear();  // no agent: no readings kept for it
       return;
     }
-    if (auto it = stats.find(g.info.uuid); it != stats.end()) sample.host_rss_bytes = it->second.rss_bytes;
+    // Disk reads are surveyed every block_stats_interval: between surveys, the last ones stand.
+    sample.disk_read_bytes = g.stats.disk_read_bytes;
+    if (auto it = stats.find(g.info.uuid); it != stats.end()) {
+      sample.host_rss_bytes = it->second.rss_bytes;
+      if (it->second.disk_read_bytes.has_value()) sample.disk_read_bytes = it->second.disk_read_bytes;
+    }
     sample.balloon_actual_bytes = g.actual_bytes;
     const std::optional<ReclaimClaimWindow> w = StepReclaimClaims(params, sample, &state);
     if (!w.has_value()) return;

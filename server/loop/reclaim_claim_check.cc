@@ -18,6 +18,13 @@ int64_t UnexplainedFall(const ReclaimClaimState::Point& base, const ReclaimClaim
   return (base.rss - p.rss) - std::max<int64_t>(0, taken - not_resident);
 }
 
+// What the guest read from its disks from `base` to `p` (0 where either was not read, or the
+// counter went back: a restarted domain).
+uint64_t ReadSince(const ReclaimClaimState::Point& base, const ReclaimClaimState::Point& p) {
+  if (!base.read.has_value() || !p.read.has_value() || *p.read < *base.read) return 0;
+  return *p.read - *base.read;
+}
+
 ReclaimClaimWindow Close(const ReclaimClaimParams& params, absl::Time now, ReclaimClaimState* s) {
   ReclaimClaimWindow w;
   w.opened = s->opened;
@@ -34,7 +41,7 @@ ReclaimClaimWindow Close(const ReclaimClaimParams& params, absl::Time now, Recla
       w.verdict = ReclaimVerdict::kSmall;
     } else if (static_cast<double>(w.confirmed_bytes) <
                params.min_confirmed_share * static_cast<double>(w.claimed_bytes)) {
-      w.verdict = ReclaimVerdict::kUnconfirmed;
+      w.verdict = s->window_read >= w.unconfirmed_bytes ? ReclaimVerdict::kReading : ReclaimVerdict::kUnconfirmed;
     } else {
       w.verdict = ReclaimVerdict::kConfirmed;
     }
@@ -55,6 +62,7 @@ ReclaimClaimWindow Close(const ReclaimClaimParams& params, absl::Time now, Recla
   s->window_claimed = 0;
   s->base.reset();
   s->window_fall.reset();
+  s->window_read = 0;
   s->recent.clear();  // a fall confirms one window at most
   return w;
 }
@@ -72,6 +80,7 @@ absl::string_view ReclaimVerdictName(ReclaimVerdict verdict) {
     case ReclaimVerdict::kUnconfirmed: return "unconfirmed";
     case ReclaimVerdict::kSmall: return "small";
     case ReclaimVerdict::kUnmeasured: return "unmeasured";
+    case ReclaimVerdict::kReading: return "reading";
   }
   return "none";
 }
@@ -80,12 +89,14 @@ std::optional<ReclaimClaimWindow> StepReclaimClaims(const ReclaimClaimParams& pa
                                                     ReclaimClaimState* s) {
   std::optional<ReclaimClaimState::Point> point;
   if (sample.host_rss_bytes.has_value()) {
-    point = ReclaimClaimState::Point{sample.now, *sample.host_rss_bytes, sample.balloon_actual_bytes};
+    point = ReclaimClaimState::Point{sample.now, *sample.host_rss_bytes, sample.balloon_actual_bytes,
+                                     sample.disk_read_bytes};
   }
   // 1. This reading counts toward the open window.
   if (s->open && point.has_value() && s->base.has_value()) {
     const int64_t fall = UnexplainedFall(*s->base, *point);
     s->window_fall = std::max(s->window_fall.value_or(fall), fall);
+    s->window_read = std::max(s->window_read, ReadSince(*s->base, *point));
   }
   // 2. A window whose claims stopped for grace, or that is max_window old, is judged.
   std::optional<ReclaimClaimWindow> closed;
@@ -109,7 +120,11 @@ std::optional<ReclaimClaimWindow> StepReclaimClaims(const ReclaimClaimParams& pa
         if (!s->base.has_value() || p.rss > s->base->rss) s->base = p;
       }
       s->window_fall.reset();
-      if (point.has_value() && s->base.has_value()) s->window_fall = UnexplainedFall(*s->base, *point);
+      s->window_read = 0;
+      if (point.has_value() && s->base.has_value()) {
+        s->window_fall = UnexplainedFall(*s->base, *point);
+        s->window_read = ReadSince(*s->base, *point);
+      }
       s->recent.clear();
     }
     s->window_claimed = SaturatingAdd(s->window_claimed, claim);

@@ -23,8 +23,17 @@
 //           returned: a guest reading a file with its balloon taken during the read lost 375 MiB
 //           of balloon while its RSS fell 27 MiB)
 //   confirmed   = min(claimed, fall)        unconfirmed = claimed - confirmed
+//   read  = what the guest read from its disks from the base to the window's last reading (the
+//           host's block stats, where they were read at both)
 //   verdict: unmeasured   no RSS at the base or in the window
 //            small        claimed < min_claim_bytes (within RSS noise: not judged)
+//            reading      confirmed < min_confirmed_share * claimed, but read >= unconfirmed: the
+//                         guest read at least that much into its cache meanwhile (a file read
+//                         once, still under way), which raises RSS as much as the reclaim lowers
+//                         it; the host cannot tell that from a claim of nothing, so it is not
+//                         judged (the bytes still count as unconfirmed). A liar escaping the
+//                         verdict this way must read from its disks what it claims: cache the
+//                         host sees in its RSS and costs it by.
 //            unconfirmed  confirmed < min_confirmed_share * claimed
 //            confirmed    otherwise
 //   pause:   an unconfirmed window pauses the guest's bounds (plimsolld sends enabled = false)
@@ -78,8 +87,10 @@ enum class ReclaimVerdict {
   kUnconfirmed,  // a claim of at least min_claim_bytes that RSS did not show
   kSmall,        // a claim below min_claim_bytes: not judged
   kUnmeasured,   // no RSS reading to judge it by
+  kReading,      // unconfirmed, but the guest read at least the unconfirmed bytes meanwhile
 };
-// "none", "confirmed", "unconfirmed", "small", "unmeasured": the API's and the logs' word.
+// "none", "confirmed", "unconfirmed", "small", "unmeasured", "reading": the API's and the logs'
+// word.
 absl::string_view ReclaimVerdictName(ReclaimVerdict verdict);
 
 // One tick's readings of one guest.
@@ -92,6 +103,9 @@ struct ReclaimClaimSample {
   // QEMU's RSS read by the host this tick; nullopt: not read this tick.
   std::optional<int64_t> host_rss_bytes;
   int64_t balloon_actual_bytes = 0;
+  // What QEMU saw the guest read from its disks, cumulative (BalloonStats::disk_read_bytes);
+  // nullopt: not read.
+  std::optional<uint64_t> disk_read_bytes;
 };
 
 // A closed window, for the log line.
@@ -112,6 +126,7 @@ struct ReclaimClaimState {
     absl::Time at;
     int64_t rss = 0;
     int64_t actual = 0;
+    std::optional<uint64_t> read;  // disk reads, cumulative
   };
   std::optional<uint64_t> claimed_seen;  // the last sample's claimed_total
   // The open window (open == false: none).
@@ -121,6 +136,7 @@ struct ReclaimClaimState {
   uint64_t window_claimed = 0;
   std::optional<Point> base;
   std::optional<int64_t> window_fall;  // nullopt: no RSS reading in the window yet
+  uint64_t window_read = 0;            // disk reads from the base to the last reading
   // RSS readings since the last window closed, within lookback (while no window is open).
   std::deque<Point> recent;
 

@@ -19,6 +19,7 @@ struct Row {
   int64_t claimed_mib;
   int64_t rss_mib;
   int64_t actual_mib = 1024;
+  int64_t read_mib = -1;  // the guest's disk reads, cumulative (MiB; -1: not read)
 };
 
 struct Driven {
@@ -34,6 +35,7 @@ Driven Drive(const std::vector<Row>& rows, const ReclaimClaimParams& params = {}
     if (r.claimed_mib >= 0) s.claimed_total = static_cast<uint64_t>(r.claimed_mib) * kUMiB;
     if (r.rss_mib >= 0) s.host_rss_bytes = r.rss_mib * kMiB;
     s.balloon_actual_bytes = r.actual_mib * kMiB;
+    if (r.read_mib >= 0) s.disk_read_bytes = static_cast<uint64_t>(r.read_mib) * kUMiB;
     if (std::optional<ReclaimClaimWindow> w = StepReclaimClaims(params, s, &run.state)) run.closed.push_back(*w);
   }
   return run;
@@ -88,6 +90,20 @@ TEST(ReclaimClaimCheckTest, OneWindow) {
        {{0, 0, 1000}, {10, 100, 1000}, {20, 200, 900}, {30, 300, 800}, {40, 300, 750}, {45, 300, 750},
         {50, 300, 750}},
        300, 250, 250, 50, ReclaimVerdict::kConfirmed},
+      // The lab's batch guest: its agent's first step came while it still read its file, and
+      // the read refilled what the step dropped.
+      {"a guest that read more than the unconfirmed part meanwhile is not judged",
+       {{0, 0, 800, 1024, 100}, {10, 64, 850, 1024, 200}, {20, 64, 900, 1024, 300}, {40, 64, 900, 1024, 300}},
+       64, 0, 0, 64, ReclaimVerdict::kReading},
+      {"reads short of the unconfirmed part do not excuse it",
+       {{0, 0, 800, 1024, 100}, {10, 512, 850, 1024, 200}, {20, 512, 900, 1024, 300}, {40, 512, 900, 1024, 300}},
+       512, 0, 0, 512, ReclaimVerdict::kUnconfirmed},
+      {"reads not read at the base do not count",
+       {{0, 0, 901}, {10, 64, 900, 1024, 200}, {20, 64, 900, 1024, 900}, {40, 64, 900, 1024, 900}},
+       64, 1, 1, 63, ReclaimVerdict::kUnconfirmed},
+      {"a counter gone back (a restarted domain) is no read",
+       {{0, 0, 800, 1024, 900}, {10, 64, 850, 1024, 10}, {20, 64, 900, 1024, 20}, {40, 64, 900, 1024, 20}},
+       64, 0, 0, 64, ReclaimVerdict::kUnconfirmed},
       {"a fall older than the lookback is not the claim's",
        {{0, 0, 1000}, {5, 0, 700}, {10, 0, 700}, {20, 0, 700}, {30, 0, 700}, {40, 300, 700}, {60, 300, 700}},
        300, 0, 0, 300, ReclaimVerdict::kUnconfirmed},
@@ -106,6 +122,10 @@ TEST(ReclaimClaimCheckTest, OneWindow) {
     EXPECT_EQ(run.state.unconfirmed_bytes, c.unconfirmed * kUMiB) << c.name;
     EXPECT_EQ(run.state.unconfirmed_windows, c.verdict == ReclaimVerdict::kUnconfirmed ? 1u : 0u) << c.name;
     EXPECT_FALSE(run.state.open) << c.name;
+    // Only an unconfirmed verdict pauses the bounds.
+    EXPECT_EQ(ReclaimBoundsPauseLeft(run.state, absl::UnixEpoch() + absl::Seconds(c.rows.back().t)) > absl::ZeroDuration(),
+              c.verdict == ReclaimVerdict::kUnconfirmed)
+        << c.name;
   }
 }
 
@@ -230,6 +250,7 @@ TEST(ReclaimClaimCheckTest, VerdictNames) {
   EXPECT_EQ(ReclaimVerdictName(ReclaimVerdict::kUnconfirmed), "unconfirmed");
   EXPECT_EQ(ReclaimVerdictName(ReclaimVerdict::kSmall), "small");
   EXPECT_EQ(ReclaimVerdictName(ReclaimVerdict::kUnmeasured), "unmeasured");
+  EXPECT_EQ(ReclaimVerdictName(ReclaimVerdict::kReading), "reading");
 }
 
 }  // namespace
