@@ -139,6 +139,8 @@ struct LawMemory {
   // guest, not yet given back, and when it last took (reclaim_pool.h kBrakeSettleSeconds).
   double braked_bytes = 0;
   double braked_s = -std::numeric_limits<double>::infinity();
+  double release_from_s = -std::numeric_limits<double>::infinity();  // when the last release began
+  double brake_rss_peak = 0;  // the highest RSS read since the last take
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
   // The target the last decision asked for and the target it was asked from (recorded by

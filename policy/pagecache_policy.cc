@@ -201,7 +201,9 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     for (size_t i = 0; i < n; ++i) {
       const GuestView& g = snapshot.guests[i];
       LawMemory& m = *memories[i];
-      if (!AgentMayReclaim(g, snapshot.host)) m.braked_bytes = 0;  // the balloon's own rules again
+      // Only an agent that reclaims gives braked memory back in the guest; without one, the
+      // balloon's own rules again.
+      if (!ReclaimsInGuest(g, snapshot.host)) m.braked_bytes = 0;
       if (pooled[i] || !AgentMayReclaim(g, snapshot.host)) {
         m.agent_wait_since_s.reset();
         continue;
@@ -260,8 +262,18 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       s.proposal = o.proposal_bytes;
       // The brake released (reclaim_pool.h): what was braked, out of free memory only (growth
       // of no class, after every guest in pressure or hard demand).
-      if (memory.braked_bytes > 0 && costed[i] && ReclaimsInGuest(g, snapshot.host) &&
-          now_s - memory.braked_s >= kBrakeSettleSeconds) {
+      const bool releasing = memory.braked_s < memory.release_from_s ||
+                             now_s - memory.release_from_s >= kBrakeReleaseIntervalSeconds;
+      double rss = 0;
+      if (costed[i]) {
+        rss = static_cast<double>(*g.host_rss_bytes);
+        memory.brake_rss_peak = std::max(memory.brake_rss_peak, rss);
+      }
+      // Its agent gave back a step since the brake was last needed: not a guest refilling its
+      // cache as fast as it is reclaimed, for which the balloon is the only cap.
+      const bool agent_gave_back = rss <= memory.brake_rss_peak - LawStep(g, params_.law);
+      if (memory.braked_bytes > 0 && pool.covers && costed[i] && ReclaimsInGuest(g, snapshot.host) &&
+          now_s - memory.braked_s >= kBrakeSettleSeconds && releasing && agent_gave_back) {
         const double commitment = static_cast<double>(std::max(g.actual_bytes, g.target_bytes));
         s.proposal = std::max(s.proposal, std::min(s.ceiling, commitment + memory.braked_bytes));
       }
@@ -366,17 +378,19 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache: hold ", held[i])));
       continue;
     }
-    // The brake's ledger: a take by the budget from a guest whose agent may reclaim adds to it,
-    // a grant gives back from it.
+    // The brake's ledger: a take by the budget from a guest whose agent reclaims adds to it, a
+    // grant gives back from it.
     std::string brake;
     LawMemory& bm = *memories[i];
-    if (costed[i] && AgentMayReclaim(g, snapshot.host)) {
+    if (costed[i] && ReclaimsInGuest(g, snapshot.host)) {
       const double moved = static_cast<double>(targets[i] - g.target_bytes);
       if (moved < 0 && r.taken[i] > 0) {
         bm.braked_bytes += std::min(r.taken[i], -moved);
         bm.braked_s = now_s;
+        bm.brake_rss_peak = static_cast<double>(*g.host_rss_bytes);
       } else if (moved > 0 && bm.braked_bytes > 0) {
         brake = absl::StrCat(" released=", FormatMib(std::min(moved, bm.braked_bytes)));
+        if (bm.release_from_s <= bm.braked_s) bm.release_from_s = now_s;  // a new release
         bm.braked_bytes = std::max(0.0, bm.braked_bytes - moved);
         // The law's allowance follows, or it would propose its old size again and take it back.
         bm.allowance_bytes = std::max(bm.allowance_bytes.value_or(0), static_cast<double>(targets[i]));

@@ -711,6 +711,29 @@ TEST(PagecachePolicyTest, WhatTheBudgetBrakedIsGivenBackOnceThereIsRoom) {
   EXPECT_THAT(given.guests[0].reason, HasSubstr("pooled")) << given.guests[0].reason;
 }
 
+// A guest whose RSS did not fall a step since it was braked is refilling its cache as fast as its
+// agent drops it (a stream): the balloon stays its cap, room or not.
+TEST(PagecachePolicyTest, ABrakedGuestRefillingItsCacheIsNotGivenBack) {
+  const PagecachePolicy policy;
+  const Decisions braked =
+      policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+  const int64_t t1 = braked.guests[0].target_bytes;
+  ASSERT_LT(t1, 1024 * kMib) << braked.guests[0].reason;
+  // The budget has room now (4096 MiB), but its RSS stays where it was braked.
+  GuestView cold = Reclaiming("cold", 1020);
+  cold.actual_bytes = cold.target_bytes = t1;
+  const Decisions refilling =
+      policy.Decide(ReclaimSnap({cold, Hot("hot")}, 4096, true, 1e9 + 2 * kBrakeSettleSeconds), braked.next_state);
+  EXPECT_EQ(refilling.guests[0].target_bytes, t1) << refilling.guests[0].reason;
+  EXPECT_THAT(refilling.guests[0].reason, HasSubstr("braked="));
+  // Its agent then gives its cache back: released.
+  cold.host_rss_bytes = 400 * kMib;
+  const Decisions gave = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 4096, true, 1e9 + 3 * kBrakeSettleSeconds),
+                                       refilling.next_state);
+  EXPECT_GT(gave.guests[0].target_bytes, t1) << gave.guests[0].reason;
+  EXPECT_THAT(gave.guests[0].reason, HasSubstr("released="));
+}
+
 // No room, no release: the budget still binds (RSS 1000 MiB, 1600 MiB for 2 x 1024), and the
 // braked guest is held, not probed, however long; once its agent can no longer reclaim, what was
 // braked is forgotten and the balloon's own rules apply.

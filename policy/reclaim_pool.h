@@ -55,16 +55,22 @@ bool AgentMayReclaim(const GuestView& guest, const HostView& host);
 // (every 5 s by default); the share-out still takes from the guest when the budget needs it.
 inline constexpr double kAgentWaitSeconds = 30;
 
-// The balloon as a brake, released. When the budget takes from such a guest by balloon (before
-// its agent's first report, or while costs exceed the budget: two guests reading files at once),
+// The balloon as a brake, released. When the budget takes by balloon from a costed guest whose
+// agent reclaims (costs over the budget: two guests reading files at once),
 // the take is recorded as braked. Its balloon is then where its memory was counted, not where
 // the guest wants it: it lends nothing (its RSS is at its balloon size, QEMU's own memory
 // above it), so it is neither pooled nor able to allocate without a deflate. While braked it
-// waits as for its agent (the law does not take more), and once the pool covers and the budget
-// has room (the share-out's free memory, the pool's reserve already kept apart), at least this
-// long after the last take, what was braked is given back as growth granted out of free memory:
-// its cost does not change (RSS), it lends again, and it is pooled.
+// waits as for its agent (the law does not take more). Once its agent has given back a step (its
+// RSS a step below the highest since the last take: a guest refilling its cache as fast as its
+// agent drops it keeps the balloon as its cap), the pool covers and the budget has room (the
+// share-out's free memory, the pool's reserve already kept apart), at least this long after the
+// last take, what was braked is given back as growth granted out of free memory: its cost does
+// not change (RSS), it lends again, and it is pooled.
 inline constexpr double kBrakeSettleSeconds = 10;
+// A guest braked again after a release began is refilling what it was given (a stream read
+// again and again): no new release until this long after the last one began, or the balloon
+// would swing with every refill.
+inline constexpr double kBrakeReleaseIntervalSeconds = 300;
 
 // How long a pooled guest keeps its privileges after it last qualified, while its agent still
 // reclaims and its stats are safe: long enough for an allocation to spend what the guest lent
