@@ -201,19 +201,21 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     for (size_t i = 0; i < n; ++i) {
       const GuestView& g = snapshot.guests[i];
       LawMemory& m = *memories[i];
-      // Only an agent that reclaims gives braked memory back in the guest; without one, the
-      // balloon's own rules again.
-      if (!ReclaimsInGuest(g, snapshot.host)) m.braked_bytes = 0;
       if (pooled[i] || !AgentMayReclaim(g, snapshot.host)) {
         m.agent_wait_since_s.reset();
+        if (!AgentMayReclaim(g, snapshot.host)) m.braked_bytes = 0;  // the balloon's own rules again
         continue;
       }
       // A clock stepped back starts the wait afresh rather than stretching it; a braked guest
-      // waits until it is given back what was braked.
-      if (!m.agent_wait_since_s.has_value() || now_s < *m.agent_wait_since_s || m.braked_bytes > 0) {
+      // whose agent reclaims waits until it is given back what was braked.
+      const bool reclaims = ReclaimsInGuest(g, snapshot.host);
+      if (!m.agent_wait_since_s.has_value() || now_s < *m.agent_wait_since_s || (reclaims && m.braked_bytes > 0)) {
         m.agent_wait_since_s = now_s;
       }
       agent_wait_left[i] = std::max(0.0, kAgentWaitSeconds - (now_s - *m.agent_wait_since_s));
+      // A guest whose agent has not said it reclaims by the end of its wait (none at all, say)
+      // will not give braked memory back in the guest: forgotten.
+      if (!reclaims && agent_wait_left[i] <= 0) m.braked_bytes = 0;
     }
   }
   std::vector<ShareOutGuest> share(n);
@@ -378,11 +380,12 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       decisions.guests.push_back(HoldDecision(g, absl::StrCat("pagecache: hold ", held[i])));
       continue;
     }
-    // The brake's ledger: a take by the budget from a guest whose agent reclaims adds to it, a
-    // grant gives back from it.
+    // The brake's ledger: a take by the budget from a guest whose agent may reclaim (it reclaims,
+    // or has not reported yet: the first takes come before its first report) adds to it, a grant
+    // gives back from it.
     std::string brake;
     LawMemory& bm = *memories[i];
-    if (costed[i] && ReclaimsInGuest(g, snapshot.host)) {
+    if (costed[i] && AgentMayReclaim(g, snapshot.host)) {
       const double moved = static_cast<double>(targets[i] - g.target_bytes);
       if (moved < 0 && r.taken[i] > 0) {
         bm.braked_bytes += std::min(r.taken[i], -moved);

@@ -674,20 +674,31 @@ TEST(PagecachePolicyTest, AWaitingGuestIsStillTakenFromWhenTheBudgetNeedsIt) {
   EXPECT_THAT(d.guests[0].reason, HasSubstr("taken=")) << d.guests[0].reason;
 }
 
+// 2 x 1024 MiB of balloons on 1600 MiB: the budget takes from `cold` (its agent reclaims, its RSS
+// at its size), and what it took is braked.
+Decisions BrakeCold(const PagecachePolicy& policy) {
+  return policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+}
+
+// `cold` after that take: its balloon at the braked target, its RSS `rss_mib`.
+GuestView ColdAt(int64_t target_bytes, int64_t rss_mib) {
+  GuestView cold = Reclaiming("cold", rss_mib);
+  cold.actual_bytes = cold.target_bytes = target_bytes;
+  return cold;
+}
+
 // The brake released: what the budget took by balloon from a guest whose agent reclaims is given
 // back, out of free memory, once its agent has given the cache back in the guest and the takes
 // have settled. Until then the law takes no more from it. 2 x 1024 MiB of balloons on 1600 MiB.
 TEST(PagecachePolicyTest, WhatTheBudgetBrakedIsGivenBackOnceThereIsRoom) {
   const PagecachePolicy policy;
-  const Decisions braked =
-      policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+  const Decisions braked = BrakeCold(policy);
   const int64_t t1 = braked.guests[0].target_bytes;
   ASSERT_LT(t1, 1024 * kMib) << braked.guests[0].reason;
   EXPECT_THAT(braked.guests[0].reason, HasSubstr("braked="));
   // Its balloon followed; its agent then took the cache (RSS 300 MiB): the budget has room, but
   // the takes have not settled, and the law does not take more meanwhile.
-  GuestView cold = Reclaiming("cold", 300);
-  cold.actual_bytes = cold.target_bytes = t1;
+  GuestView cold = ColdAt(t1, 300);
   const Decisions settling = policy.Decide(
       ReclaimSnap({cold, Hot("hot")}, 1600, true, 1e9 + kBrakeSettleSeconds - 2), braked.next_state);
   EXPECT_EQ(settling.guests[0].target_bytes, t1) << settling.guests[0].reason;
@@ -715,13 +726,11 @@ TEST(PagecachePolicyTest, WhatTheBudgetBrakedIsGivenBackOnceThereIsRoom) {
 // agent drops it (a stream): the balloon stays its cap, room or not.
 TEST(PagecachePolicyTest, ABrakedGuestRefillingItsCacheIsNotGivenBack) {
   const PagecachePolicy policy;
-  const Decisions braked =
-      policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
+  const Decisions braked = BrakeCold(policy);
   const int64_t t1 = braked.guests[0].target_bytes;
   ASSERT_LT(t1, 1024 * kMib) << braked.guests[0].reason;
   // The budget has room now (4096 MiB), but its RSS stays where it was braked.
-  GuestView cold = Reclaiming("cold", 1020);
-  cold.actual_bytes = cold.target_bytes = t1;
+  GuestView cold = ColdAt(t1, 1020);
   const Decisions refilling =
       policy.Decide(ReclaimSnap({cold, Hot("hot")}, 4096, true, 1e9 + 2 * kBrakeSettleSeconds), braked.next_state);
   EXPECT_EQ(refilling.guests[0].target_bytes, t1) << refilling.guests[0].reason;
@@ -734,13 +743,37 @@ TEST(PagecachePolicyTest, ABrakedGuestRefillingItsCacheIsNotGivenBack) {
   EXPECT_THAT(gave.guests[0].reason, HasSubstr("released="));
 }
 
+// Takes before the agent's first report are braked too; a guest whose agent never says it
+// reclaims (no agent at all) has them forgotten at the end of its wait, and the law takes again.
+TEST(PagecachePolicyTest, BrakedBeforeTheAgentsFirstReport) {
+  const PagecachePolicy policy;
+  GuestView first = Reclaiming("cold", 1024);
+  first.agent_reclaims = std::nullopt;  // no report yet
+  Decisions d = policy.Decide(ReclaimSnap({first, Hot("hot")}, 1600, true), PolicyState());
+  ASSERT_THAT(d.guests[0].reason, HasSubstr("braked=")) << d.guests[0].reason;
+  // Its agent reports it reclaims, having given the cache back: released once there is room.
+  GuestView reporting = ColdAt(d.guests[0].target_bytes, 300);
+  const Decisions given =
+      policy.Decide(ReclaimSnap({reporting, Hot("hot")}, 4096, true, 1e9 + kBrakeSettleSeconds), d.next_state);
+  EXPECT_THAT(given.guests[0].reason, HasSubstr("released=")) << given.guests[0].reason;
+  // No agent ever: forgotten once the wait is over.
+  GuestView silent = ColdAt(d.guests[0].target_bytes, 1000);
+  silent.agent_reclaims = std::nullopt;
+  Decisions later = d;
+  for (double t = 1e9 + 2; t <= 1e9 + kAgentWaitSeconds + 2; t += 2) {
+    later = policy.Decide(ReclaimSnap({silent, Hot("hot")}, 4096, true, t), later.next_state);
+  }
+  EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("braked="))) << later.guests[0].reason;
+  EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << later.guests[0].reason;
+}
+
 // No room, no release: the budget still binds (RSS 1000 MiB, 1600 MiB for 2 x 1024), and the
 // braked guest is held, not probed, however long; once its agent can no longer reclaim, what was
 // braked is forgotten and the balloon's own rules apply.
 TEST(PagecachePolicyTest, ABrakedGuestIsHeldWhileThereIsNoRoom) {
   const PagecachePolicy policy;
-  Decisions d = policy.Decide(ReclaimSnap({Reclaiming("cold", 1024), Hot("hot")}, 1600, true), PolicyState());
-  GuestView cold = Reclaiming("cold", 1000);
+  Decisions d = BrakeCold(policy);
+  GuestView cold = ColdAt(d.guests[0].target_bytes, 1000);
   for (double t = 1e9 + 2; t <= 1e9 + 2 * kAgentWaitSeconds; t += 2) {
     cold.actual_bytes = cold.target_bytes = d.guests[0].target_bytes;
     d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, t), d.next_state);

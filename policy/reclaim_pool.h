@@ -56,8 +56,9 @@ bool AgentMayReclaim(const GuestView& guest, const HostView& host);
 inline constexpr double kAgentWaitSeconds = 30;
 
 // The balloon as a brake, released. When the budget takes by balloon from a costed guest whose
-// agent reclaims (costs over the budget: two guests reading files at once),
-// the take is recorded as braked. Its balloon is then where its memory was counted, not where
+// agent may reclaim (costs over the budget: two guests reading files at once, before their
+// agents' first reports), the take is recorded as braked; forgotten if its agent cannot reclaim,
+// or has not said it does by the end of its wait for the agent. Its balloon is then where its memory was counted, not where
 // the guest wants it: it lends nothing (its RSS is at its balloon size, QEMU's own memory
 // above it), so it is neither pooled nor able to allocate without a deflate. While braked it
 // waits as for its agent (the law does not take more). Once its agent has given back a step (its
