@@ -75,9 +75,14 @@ std::string HoldReleaseWhy(const Facts& f) {
   // Judged only once the balloon has landed at the hold: while it travels, actual and the stats'
   // MemAvailable are read at different moments, and their difference is not the guest's hard
   // demand. Without an agent and without autodeflate a guest shows no other sign before its
-  // OOM kills.
+  // OOM kills. Landed means a report taken after the landing too (the history's word, where
+  // there is one): libvirt's balloon size can lag an inflation that the guest's MemAvailable
+  // already shows, and such a report reads the distance still to travel as hard demand.
+  const bool measured_landed = f.g.actual_bytes <= held + slack &&
+                               (f.view == nullptr || !f.view->history.has_value() ||
+                                f.view->history->report_after_landing);
   if (const int64_t demand = std::max(f.d.floor_bytes, f.seen_floor);
-      f.g.actual_bytes <= held + slack && demand > held + slack) {
+      measured_landed && demand > held + slack) {
     return absl::StrCat("floor_above_hold floor=", FormatMib(demand), " held=", FormatMib(held), " (",
                         f.seen_floor > f.d.floor_bytes ? "actual - MemAvailable + headroom" : "the policy's floor", ")");
   }

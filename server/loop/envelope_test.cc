@@ -133,6 +133,7 @@ std::vector<Row> Rows() {
          g.actual_bytes = 400 * kMiB;
          v.actual_bytes = 400 * kMiB;
          v.usable_bytes = 20 * kMiB;  // 400 - 20 + 128 = 508 > 400 + 16
+         v.history.emplace().report_after_landing = true;
          d.floor_bytes = 0;
        },
        1280, {R::kHoldReleased}, "floor_above_hold floor=508MiB held=400MiB", "floor_above_hold"},
@@ -147,6 +148,28 @@ std::vector<Row> Rows() {
          d.floor_bytes = 0;
        },
        400, {R::kHold}, "holds it at <= 400MiB", ""},
+      {"hard demand is not judged on a report taken before the landing",
+       [](auto& d, EnvelopeGuest& g, GuestControl& c, auto& h, auto& o, policy::GuestView& v) {
+         Hold(c, 624);
+         c.floor = 256 * kMiB;
+         g.target_bytes = 624 * kMiB;
+         g.actual_bytes = v.actual_bytes = 624 * kMiB;
+         v.usable_bytes = 20 * kMiB;  // 624 - 20 + 128 = 732 > 624 + 16, but not yet measured
+         v.history.emplace().report_after_landing = false;
+         d.floor_bytes = 0;
+       },
+       624, {R::kHold}, "holds it at <= 624MiB", ""},
+      {"nor is the policy's floor from such a report",
+       [](auto& d, EnvelopeGuest& g, GuestControl& c, auto& h, auto& o, policy::GuestView& v) {
+         Hold(c, 624);
+         c.floor = 256 * kMiB;
+         g.target_bytes = 624 * kMiB;
+         g.actual_bytes = v.actual_bytes = 624 * kMiB;
+         v.usable_bytes = 500 * kMiB;
+         v.history.emplace().report_after_landing = false;
+         d.floor_bytes = 696 * kMiB;  // 1023 - 455 + 128: the size libvirt showed at the report
+       },
+       624, {R::kHold}, "holds it at <= 624MiB", ""},
       {"clamped to an override's ceiling",
        [](policy::GuestDecision& d, auto& g, GuestControl& c, auto& h, O& o, auto& v) {
          d.target_bytes = 1900 * kMiB;
