@@ -12,9 +12,19 @@ double FilterFutile(double x, bool measured, const FutileSize& z, double now_s, 
     *m = FutileMemory();  // measured again from here
   }
   if (m->level.has_value()) {
+    const bool beyond = x > p.ratio * *m->level;
+    // At its ceiling no memory can relieve more, and none squeezes it: pressure beyond the
+    // level there is the loop's own, read higher (a verdict taken at the ceiling as the reader
+    // ramped up: the trio lab's stream guest, level 92 and then 300 for the rest of the run,
+    // backed off at the ceiling on every report and was never taken). The level rises to it.
+    if (beyond && measured && z.actual_bytes >= z.ceiling_bytes - z.tolerance_bytes) {
+      m->level = x;
+      m->beyond = false;
+      m->verdict_s = now_s;
+      return 0;
+    }
     // Beyond the futile level on two reports in a row: one PSI reading of a looping reader
     // swings to 100% and back (the trio lab: 200 between 40 and 95 at 550-1022 MiB).
-    const bool beyond = x > p.ratio * *m->level;
     const bool was_beyond = m->beyond;
     m->beyond = beyond;
     if (beyond && was_beyond) return x;
@@ -35,7 +45,7 @@ double FilterFutile(double x, bool measured, const FutileSize& z, double now_s, 
   // being backed off moves before 10 s of readings exist at any one size (the trio lab's stream
   // guest climbed 580 -> 1022 MiB in nine moves and got its verdict only at the ceiling). The
   // settle time runs from the first landing there: the lag is of the squeeze at A0.
-  const bool at_ceiling = z.actual_bytes >= z.ceiling_bytes - z.tolerance_bytes;
+  const bool at_ceiling = z.actual_bytes >= z.ceiling_bytes - z.tolerance_bytes || z.growth_denied;
   const bool grown = z.actual_bytes >= *m->start_bytes + z.step_bytes;
   if (!at_ceiling && !grown) {
     m->grown_s.reset();

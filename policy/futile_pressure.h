@@ -13,7 +13,9 @@
 //   futile  when x̄ >= x0 / ratio          (growing it did not take off a third of the pressure)
 //           and W - W0 <= max(s, (A - A0) / 2) (the memory given did not become working set)
 //           and W < A - s                   (the guest holds memory beyond its working set)
-// with W the law's working set. The second condition tells a cache still refilling after a
+// with W the law's working set. A size the budget will not grow (every guest backed off at once
+// under a full budget: the trio lab's stream guest held at 711 MiB for a whole run, x = 300,
+// W = 256 MiB) is evidence as the ceiling is: no size the host gives relieves more. The second condition tells a cache still refilling after a
 // squeeze (its pressure lasts as long as the refill, hot size / disk rate, which may be minutes,
 // and its working set grows with it: corpus seed2_010 g12_bursty, a 2.2 GiB hot set, whose
 // stall went from 48 s to 756 s without it) from a loop that never hits (no working set).
@@ -22,7 +24,8 @@
 // on the trio lab at 420-1022 MiB), and a level at the mean backed it off on every high one.
 // While the verdict holds the law sees x' = 0 unless x > ratio * ℓ on this report and the one
 // before: only pressure beyond the futile level (the guest squeezed into a real shortage), and
-// not one swing of a reading, backs off. The floor (hard
+// not one swing of a reading, backs off; at the ceiling, where no size relieves more and none
+// squeezes, a measured reading beyond it raises ℓ to it instead. The floor (hard
 // demand + headroom) still holds. Pressure at the futile level (1 <= x <= ratio * ℓ) renews the
 // verdict; keep_seconds without it and the verdict is dropped, the guest measured again (a
 // verdict that lapsed while the loop went on cost the corpus 20-30% more reversals, each lapse
@@ -65,6 +68,9 @@ struct FutileSize {
   double step_bytes = 0;       // the law's probe step
   double tolerance_bytes = 0;  // within this of the ceiling is the ceiling
   double landed_s = 0;         // when the balloon landed at actual_bytes
+  // The law asks for more than the balloon's target and the balloon landed there: the host's
+  // budget gives it no more now, so no grown size can be measured (see below).
+  bool growth_denied = false;
 };
 
 // Seconds after landing before a reading counts for the verdict: PSI avg10's window.

@@ -112,6 +112,55 @@ TEST(FutilePressureTest, PressureAtTheCeilingIsFutile) {
   EXPECT_EQ(*m.level, 40);
 }
 
+// A verdict taken at the ceiling as a reader ramped up (the trio lab's stream guest: 92, then
+// 300 for the rest of the run): at the ceiling, where no size relieves more, a measured reading
+// beyond the level raises it; below the ceiling such pressure still counts.
+TEST(FutilePressureTest, AtTheCeilingTheLevelRisesWithTheLoop) {
+  FutileMemory m;
+  FutileParams p;
+  FilterFutile(2, true, At(1022, -1e9), 100, kKeep, p, &m);
+  ASSERT_EQ(FilterFutile(92, true, At(1022, -1e9), 101, kKeep, p, &m), 0);
+  ASSERT_EQ(*m.level, 92);
+  EXPECT_EQ(FilterFutile(300, true, At(1022, -1e9), 102, kKeep, p, &m), 0);
+  EXPECT_EQ(*m.level, 300);
+  EXPECT_EQ(m.verdict_s, 102);
+  EXPECT_EQ(FilterFutile(330, true, At(1022, -1e9), 103, kKeep, p, &m), 0);  // within 1.5 x 300
+  // Unmeasured (the balloon on its way) it does not rise.
+  EXPECT_EQ(FilterFutile(600, false, At(1022, -1e9), 104, kKeep, p, &m), 0);
+  EXPECT_EQ(*m.level, 300);
+  EXPECT_EQ(FilterFutile(330, true, At(1022, -1e9), 105, kKeep, p, &m), 0);
+  // Taken below the ceiling, pressure beyond 1.5 x 300 twice in a row counts again.
+  EXPECT_EQ(FilterFutile(500, true, At(700, 106), 120, kKeep, p, &m), 0);
+  EXPECT_EQ(FilterFutile(500, true, At(700, 106), 122, kKeep, p, &m), 500);
+  EXPECT_EQ(*m.level, 300);
+}
+
+// Every guest backed off at once under a full budget: none is grown, so no grown size can be
+// measured. A size the budget will not grow counts as the ceiling does for a guest holding memory
+// beyond its working set (the trio lab's stream guest at 711 MiB, W = 256 MiB); not for one whose
+// working set fills it (a hot set squeezed), nor without the denial.
+TEST(FutilePressureTest, ASizeTheBudgetWillNotGrowIsEvidenceToo) {
+  FutileParams p;
+  auto denied = [](double ws_mib) {
+    FutileSize z = At(711, 100, ws_mib);
+    z.growth_denied = true;
+    return z;
+  };
+  FutileMemory m;
+  EXPECT_EQ(FilterFutile(99, true, denied(256), 105, kKeep, p, &m), 99);   // within the settle time
+  EXPECT_EQ(FilterFutile(300, true, denied(256), 111, kKeep, p, &m), 300);
+  EXPECT_EQ(FilterFutile(330, true, denied(256), 113, kKeep, p, &m), 0);
+  EXPECT_EQ(*m.level, 330);
+  FutileMemory hot;
+  for (double t = 105; t < 140; t += 2) EXPECT_EQ(FilterFutile(300, true, denied(700), t, kKeep, p, &hot), 300) << t;
+  EXPECT_FALSE(hot.level.has_value());
+  FutileMemory granted;
+  for (double t = 105; t < 140; t += 2) {
+    EXPECT_EQ(FilterFutile(300, true, At(711, 100, 256), t, kKeep, p, &granted), 300) << t;
+  }
+  EXPECT_FALSE(granted.level.has_value());
+}
+
 // Calm ends an episode without a verdict; unmeasured reports neither start nor decide one.
 TEST(FutilePressureTest, CalmEndsTheEpisodeAndUnmeasuredReportsCountForNothing) {
   FutileMemory m;

@@ -214,8 +214,11 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
   // Only with the agent: without it the pressure is major faults and swap-ins, which count first
   // reads too, and a verdict on them cost the corpus stall (seeds 1-5: docs/benchmarks.md).
   if (s.new_report && s.new_oom_kills == 0 && s.source == SignalSource::kAgent) {
-    const FutileSize size{profile_size, out.working_set_bytes, max_bytes, step,
-                          LandingToleranceBytes(max_bytes), h.landed_s.value_or(now_s)};
+    FutileSize size{profile_size, out.working_set_bytes, max_bytes, step,
+                    LandingToleranceBytes(max_bytes), h.landed_s.value_or(now_s)};
+    const double target = static_cast<double>(guest.target_bytes);
+    size.growth_denied = a > target + LandingToleranceBytes(max_bytes) &&
+                         std::abs(actual - target) <= LandingToleranceBytes(target);
     const bool had_verdict = m->futile.level.has_value();
     out.pressure = FilterFutile(out.pressure, out.measured, size, now_s, p.cooldown_max_seconds,
                                 p.futile, &m->futile);

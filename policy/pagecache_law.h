@@ -140,7 +140,11 @@ struct LawMemory {
   double braked_bytes = 0;
   double braked_s = -std::numeric_limits<double>::infinity();
   double release_from_s = -std::numeric_limits<double>::infinity();  // when the last release began
-  double brake_rss_peak = 0;  // the highest RSS read since the last take
+  // The most the guest held above its balloon (RSS - actual) since the last take: the balloon's
+  // own inflation lowers both alike, the agent's reclaim only RSS.
+  double brake_use_peak = -std::numeric_limits<double>::infinity();
+  // When a brake its agent did not answer was forgotten (reclaim_pool.h kBrakeReleaseIntervalSeconds).
+  double brake_forgot_s = -std::numeric_limits<double>::infinity();
   FollowMemory follow;    // balloon_follow.h
   EdgeMemory edge;        // pressure_edge.h
   // The target the last decision asked for and the target it was asked from (recorded by

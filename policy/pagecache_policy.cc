@@ -19,6 +19,7 @@
 #include "policy/burst_headroom.h"
 #include "policy/guest_safety.h"
 #include "policy/guest_signals.h"
+#include "policy/history_deriver.h"
 #include "policy/reason_format.h"
 #include "policy/reclaim_pool.h"
 
@@ -160,6 +161,7 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
   std::vector<bool> pooled(n, false);
   std::vector<bool> in_grace(n, false);  // pooled on the grace after it last qualified
   std::vector<double> agent_wait_left(n, 0);  // > 0: the balloon leaves its cold cache to its agent
+  std::vector<bool> gave_back(n, false);  // its agent gave back a step since the brake's last take
   ReclaimPool pool;
   if (snapshot.host.in_guest_reclaim) {
     std::vector<PoolMember> members;
@@ -201,6 +203,16 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     for (size_t i = 0; i < n; ++i) {
       const GuestView& g = snapshot.guests[i];
       LawMemory& m = *memories[i];
+      if (costed[i]) {
+        // Its agent gave back a step since the brake was last needed: the guest holds a step
+        // less above its balloon than it did at its most since the last take. Judged with the
+        // balloon landed: on the way RSS falls with the inflation before libvirt's size does.
+        const double use = static_cast<double>(*g.host_rss_bytes - g.actual_bytes);
+        const bool landed = std::abs(static_cast<double>(g.actual_bytes - g.target_bytes)) <=
+                            LandingToleranceBytes(static_cast<double>(g.target_bytes));
+        m.brake_use_peak = std::max(m.brake_use_peak, use);
+        gave_back[i] = landed && use <= m.brake_use_peak - LawStep(g, params_.law);
+      }
       if (pooled[i] || !AgentMayReclaim(g, snapshot.host)) {
         m.agent_wait_since_s.reset();
         if (!AgentMayReclaim(g, snapshot.host)) m.braked_bytes = 0;  // the balloon's own rules again
@@ -209,6 +221,15 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       // A clock stepped back starts the wait afresh rather than stretching it; a braked guest
       // whose agent reclaims waits until it is given back what was braked.
       const bool reclaims = ReclaimsInGuest(g, snapshot.host);
+      // A brake its agent has not answered with a step within a wait after the last take, it
+      // will not: a reader refilling its cache as fast as its agent drops it (a looping stream)
+      // has only the balloon as its cap. Forgotten, its wait over, and not braked again for a
+      // release interval: the law's own rules take it.
+      if (reclaims && m.braked_bytes > 0 && !gave_back[i] && now_s - m.braked_s >= kAgentWaitSeconds) {
+        m.braked_bytes = 0;
+        m.brake_forgot_s = now_s;
+        m.agent_wait_since_s = now_s - kAgentWaitSeconds;
+      }
       if (!m.agent_wait_since_s.has_value() || now_s < *m.agent_wait_since_s || (reclaims && m.braked_bytes > 0)) {
         m.agent_wait_since_s = now_s;
       }
@@ -266,16 +287,10 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
       // of no class, after every guest in pressure or hard demand).
       const bool releasing = memory.braked_s < memory.release_from_s ||
                              now_s - memory.release_from_s >= kBrakeReleaseIntervalSeconds;
-      double rss = 0;
-      if (costed[i]) {
-        rss = static_cast<double>(*g.host_rss_bytes);
-        memory.brake_rss_peak = std::max(memory.brake_rss_peak, rss);
-      }
-      // Its agent gave back a step since the brake was last needed: not a guest refilling its
-      // cache as fast as it is reclaimed, for which the balloon is the only cap.
-      const bool agent_gave_back = rss <= memory.brake_rss_peak - LawStep(g, params_.law);
+      // Given back only once its agent gave back a step: not a guest refilling its cache as fast
+      // as it is reclaimed, for which the balloon is the only cap.
       if (memory.braked_bytes > 0 && pool.covers && costed[i] && ReclaimsInGuest(g, snapshot.host) &&
-          now_s - memory.braked_s >= kBrakeSettleSeconds && releasing && agent_gave_back) {
+          now_s - memory.braked_s >= kBrakeSettleSeconds && releasing && gave_back[i]) {
         const double commitment = static_cast<double>(std::max(g.actual_bytes, g.target_bytes));
         s.proposal = std::max(s.proposal, std::min(s.ceiling, commitment + memory.braked_bytes));
       }
@@ -387,10 +402,10 @@ Decisions PagecachePolicy::Decide(const Snapshot& snapshot, PolicyState state) c
     LawMemory& bm = *memories[i];
     if (costed[i] && AgentMayReclaim(g, snapshot.host)) {
       const double moved = static_cast<double>(targets[i] - g.target_bytes);
-      if (moved < 0 && r.taken[i] > 0) {
+      if (moved < 0 && r.taken[i] > 0 && now_s - bm.brake_forgot_s >= kBrakeReleaseIntervalSeconds) {
         bm.braked_bytes += std::min(r.taken[i], -moved);
         bm.braked_s = now_s;
-        bm.brake_rss_peak = static_cast<double>(*g.host_rss_bytes);
+        bm.brake_use_peak = static_cast<double>(*g.host_rss_bytes - g.actual_bytes);
       } else if (moved > 0 && bm.braked_bytes > 0) {
         brake = absl::StrCat(" released=", FormatMib(std::min(moved, bm.braked_bytes)));
         if (bm.release_from_s <= bm.braked_s) bm.release_from_s = now_s;  // a new release

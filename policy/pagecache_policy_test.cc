@@ -767,25 +767,53 @@ TEST(PagecachePolicyTest, BrakedBeforeTheAgentsFirstReport) {
   EXPECT_THAT(later.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << later.guests[0].reason;
 }
 
-// No room, no release: the budget still binds (RSS 1000 MiB, 1600 MiB for 2 x 1024), and the
-// braked guest is held, not probed, however long; once its agent can no longer reclaim, what was
-// braked is forgotten and the balloon's own rules apply.
+// No room, no release: the budget still binds, and a braked guest whose agent gave its cache back
+// (RSS 300 MiB) is held, not probed, however long; once its agent
+// can no longer reclaim, what was braked is forgotten and the balloon's own rules apply.
 TEST(PagecachePolicyTest, ABrakedGuestIsHeldWhileThereIsNoRoom) {
   const PagecachePolicy policy;
   Decisions d = BrakeCold(policy);
-  GuestView cold = ColdAt(d.guests[0].target_bytes, 1000);
-  for (double t = 1e9 + 2; t <= 1e9 + 2 * kAgentWaitSeconds; t += 2) {
+  GuestView cold = ColdAt(d.guests[0].target_bytes, 300);
+  const GuestView hot = Hot("hot");
+  // No room: hot's 1024 MiB + cold's floor (328 MiB, above its RSS) + the reserve (128 MiB).
+  constexpr int64_t kFull = 1480;
+  for (double t = 1e9 + 2; t <= 1e9 + 4 * kAgentWaitSeconds; t += 2) {
     cold.actual_bytes = cold.target_bytes = d.guests[0].target_bytes;
-    d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, t), d.next_state);
+    d = policy.Decide(ReclaimSnap({cold, hot}, kFull, true, t), d.next_state);
     EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("released="))) << t;
-    EXPECT_THAT(d.guests[0].reason, HasSubstr("braked=")) << t;
+    EXPECT_THAT(d.guests[0].reason, HasSubstr("braked=")) << t << d.guests[0].reason;
   }
-  EXPECT_THAT(d.guests[0].reason, HasSubstr("awaiting_agent")) << d.guests[0].reason;
+  // Lending what its agent gave back, it is pooled: not probed either.
+  EXPECT_THAT(d.guests[0].reason, HasSubstr("pooled")) << d.guests[0].reason;
+  EXPECT_EQ(d.guests[0].target_bytes, cold.target_bytes) << d.guests[0].reason;
   cold.actual_bytes = cold.target_bytes = d.guests[0].target_bytes;
   cold.agent_reclaims = false;
-  d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1600, true, 1e9 + 100), d.next_state);
+  d = policy.Decide(ReclaimSnap({cold, hot}, kFull, true, 1e9 + 200), d.next_state);
   EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("braked="))) << d.guests[0].reason;
   EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << d.guests[0].reason;
+}
+
+// A brake its agent does not answer: the balloon's inflation lowered RSS with the balloon (RSS
+// at the braked size, a looping reader refilling its cache as fast as its agent drops it). That
+// is no step given back; a wait after the take the brake is forgotten, the law takes again, and
+// the budget's next take within the release interval is not braked.
+TEST(PagecachePolicyTest, ABrakeTheAgentDoesNotAnswerIsForgotten) {
+  const PagecachePolicy policy;
+  Decisions d = BrakeCold(policy);
+  const int64_t t1 = d.guests[0].target_bytes;
+  GuestView cold = ColdAt(t1, t1 / kMib);
+  for (double t = 1e9 + 2; t < 1e9 + kAgentWaitSeconds; t += 2) {
+    d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 4096, true, t), d.next_state);
+    EXPECT_THAT(d.guests[0].reason, HasSubstr("braked=")) << t << d.guests[0].reason;
+    EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("released="))) << t << d.guests[0].reason;
+  }
+  d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 4096, true, 1e9 + kAgentWaitSeconds), d.next_state);
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("braked="))) << d.guests[0].reason;
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("awaiting_agent"))) << d.guests[0].reason;
+  // The budget binds again: taken, not braked.
+  d = policy.Decide(ReclaimSnap({cold, Hot("hot")}, 1200, true, 1e9 + kAgentWaitSeconds + 2), d.next_state);
+  EXPECT_LT(d.guests[0].target_bytes, t1) << d.guests[0].reason;
+  EXPECT_THAT(d.guests[0].reason, Not(HasSubstr("braked="))) << d.guests[0].reason;
 }
 
 // An RSS of 0 is no reading: the guest is not costed by it.

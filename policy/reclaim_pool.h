@@ -61,12 +61,15 @@ inline constexpr double kAgentWaitSeconds = 30;
 // or has not said it does by the end of its wait for the agent. Its balloon is then where its memory was counted, not where
 // the guest wants it: it lends nothing (its RSS is at its balloon size, QEMU's own memory
 // above it), so it is neither pooled nor able to allocate without a deflate. While braked it
-// waits as for its agent (the law does not take more). Once its agent has given back a step (its
-// RSS a step below the highest since the last take: a guest refilling its cache as fast as its
-// agent drops it keeps the balloon as its cap), the pool covers and the budget has room (the
+// waits as for its agent (the law does not take more). Once its agent has given back a step (with
+// the balloon landed, RSS - actual a step below its highest since the last take: the balloon's
+// own inflation lowers both alike), the pool covers and the budget has room (the
 // share-out's free memory, the pool's reserve already kept apart), at least this long after the
 // last take, what was braked is given back as growth granted out of free memory: its cost does
-// not change (RSS), it lends again, and it is pooled.
+// not change (RSS), it lends again, and it is pooled. A brake its agent has not answered with a
+// step kAgentWaitSeconds after the last take is forgotten (a reader refilling its cache as fast as
+// its agent drops it, a looping stream, keeps the balloon as its cap and the law's takes), and
+// the guest is not braked again for kBrakeReleaseIntervalSeconds.
 inline constexpr double kBrakeSettleSeconds = 10;
 // A guest braked again after a release began is refilling what it was given (a stream read
 // again and again): no new release until this long after the last one began, or the balloon
