@@ -37,6 +37,12 @@ uint64_t ReclaimAllowance(double max_rate, std::optional<absl::Time> previous, a
   return static_cast<uint64_t>(allowance);
 }
 
+// At most one compaction a host second since the previous accepted report, plus one.
+uint64_t CompactionAllowance(std::optional<absl::Time> previous, absl::Time now) {
+  const double seconds = previous.has_value() ? std::max(0.0, absl::ToDoubleSeconds(now - *previous)) : 0.0;
+  return seconds < 9.2e18 ? static_cast<uint64_t>(seconds) + 1 : uint64_t{1} << 63;
+}
+
 std::optional<double> Rate(const std::optional<uint64_t>& before, const std::optional<uint64_t>& after,
                            double seconds) {
   if (!before.has_value() || !after.has_value() || *after < *before || seconds <= 0) return std::nullopt;
@@ -210,6 +216,11 @@ IngestResult AgentStore::IngestAuthenticated(v1::AgentReport& report, absl::Time
     const uint64_t achieved = r.achieved_bytes() - (same ? entry.history.last->reclaim().achieved_bytes() : 0);
     entry.reclaim_requested_total = SaturatingAdd(entry.reclaim_requested_total, std::min(requested, allowance));
     entry.reclaim_achieved_total = SaturatingAdd(entry.reclaim_achieved_total, std::min(achieved, allowance));
+    const uint64_t compactions = r.compactions() - (same ? entry.history.last->reclaim().compactions() : 0);
+    const uint64_t failed = r.failed_compactions() - (same ? entry.history.last->reclaim().failed_compactions() : 0);
+    const uint64_t most = CompactionAllowance(previous_received, now);
+    entry.compactions_total = SaturatingAdd(entry.compactions_total, std::min(compactions, most));
+    entry.failed_compactions_total = SaturatingAdd(entry.failed_compactions_total, std::min(failed, most));
   }
   // A move, not a copy: the previous latest comes back in `report` and dies outside the lock.
   if (entry.history.last.has_value()) {
@@ -254,6 +265,8 @@ AgentSignals AgentStore::SignalsLocked(const std::string& uuid, const Entry& e, 
   s.reports_accepted = e.accepted;
   s.reclaim_requested_total_bytes = e.reclaim_requested_total;
   s.reclaim_achieved_total_bytes = e.reclaim_achieved_total;
+  s.reclaim_compactions_total = e.compactions_total;
+  s.reclaim_failed_compactions_total = e.failed_compactions_total;
   s.reclaim_bounds_sent = e.bounds_sent;
   s.last_reject_reason = e.last_reject_reason;
   s.last_reject = e.last_reject;

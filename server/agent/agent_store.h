@@ -124,6 +124,11 @@ struct AgentSignals {
   // reclaiming at the plausibility limit.
   uint64_t reclaim_requested_total_bytes = 0;
   uint64_t reclaim_achieved_total_bytes = 0;
+  // Compactions after its reclaim rounds, and of them failed, summed the same way; what one
+  // report adds is capped at one a host second since the previous report (+1): an agent
+  // compacts after a round, and rounds are seconds apart.
+  uint64_t reclaim_compactions_total = 0;
+  uint64_t reclaim_failed_compactions_total = 0;
 
   // The bounds the daemon put in its last ack of an accepted report of this guest (nullopt: that
   // ack carried none, or none was sent yet). Recorded by the service (NoteBoundsSent).
@@ -242,6 +247,8 @@ class AgentStore {
     uint64_t accepted = 0;
     uint64_t reclaim_requested_total = 0;  // AgentSignals::reclaim_*_total_bytes
     uint64_t reclaim_achieved_total = 0;
+    uint64_t compactions_total = 0;  // AgentSignals::reclaim_*compactions_total
+    uint64_t failed_compactions_total = 0;
     std::optional<v1::ReclaimBounds> bounds_sent;
     std::string last_reject_reason;
     std::optional<absl::Time> last_reject;

@@ -114,6 +114,27 @@ TEST_F(AgentStoreTest, ReclaimIsStoredAndItsTotalsOutliveAgentsAndBoots) {
   EXPECT_EQ(s->reclaim_requested_total_bytes, 115 * kMiB);
 }
 
+TEST_F(AgentStoreTest, CompactionsAreSummedLikeTheClaimsAndCappedOnTheHostsClock) {
+  auto send = [&](const std::string& boot, double seconds, double since, uint64_t compactions, uint64_t failed) {
+    clock_.Advance(absl::Seconds(5));
+    v1::AgentReport r = WithReclaim(MakeReport(kVictim, boot, seconds, ++sequence_), since, 64 * kMiB, 64 * kMiB);
+    r.mutable_reclaim()->set_compactions(compactions);
+    r.mutable_reclaim()->set_failed_compactions(failed);
+    return store_.Ingest(SignAsSelf(std::move(r)));
+  };
+  ASSERT_TRUE(send(kBootA, 10, 5, 1, 0).ok());
+  EXPECT_EQ(store_.Signals(kVictim)->reclaim_compactions_total, 1u);
+  // The same series: its growth.
+  ASSERT_TRUE(send(kBootA, 15, 5, 3, 1).ok());
+  EXPECT_EQ(store_.Signals(kVictim)->reclaim_compactions_total, 3u);
+  EXPECT_EQ(store_.Signals(kVictim)->reclaim_failed_compactions_total, 1u);
+  // A reboot's new series adds whole, but at most one a host second since the last report (+1).
+  ASSERT_TRUE(send(kBootB, 8, 2, 1000000, 1000000).ok());
+  const std::optional<AgentSignals> s = store_.Signals(kVictim);
+  EXPECT_EQ(s->reclaim_compactions_total, 3u + 6u);
+  EXPECT_EQ(s->reclaim_failed_compactions_total, 1u + 6u);
+}
+
 TEST_F(AgentStoreTest, AnAgentClaimingHugeReclaimIsRejectedCountedAndChangesNothing) {
   ASSERT_TRUE(store_.Ingest(SignAsSelf(WithReclaim(MakeReport(kVictim, kBootA, 10, ++sequence_), 5, 0, 0))).ok());
   clock_.Advance(absl::Seconds(5));

@@ -965,6 +965,8 @@ void ControlLoop::PublishAgent(const TrackedGuest& g, absl::Time now, plimsoll::
     }
     r->set_claimed_requested_bytes(a->reclaim_requested_total_bytes);
     r->set_claimed_bytes(a->reclaim_achieved_total_bytes);
+    r->set_compactions(a->reclaim_compactions_total);
+    r->set_failed_compactions(a->reclaim_failed_compactions_total);
     const ReclaimClaimState& c = g.reclaim_claims;
     r->set_confirmed_bytes(c.confirmed_bytes);
     r->set_unconfirmed_bytes(c.unconfirmed_bytes);

@@ -59,6 +59,8 @@ enum GuestMetric {
   kReclaimUnconfirmed,
   kReclaimUnconfirmedClaims,
   kReclaimBoundsPaused,
+  kReclaimCompactions,
+  kReclaimFailedCompactions,
   kGuestMetrics,  // the count
 };
 
@@ -360,6 +362,8 @@ struct Metrics::Impl {
         add(kReclaimUnconfirmed, true, static_cast<double>(r.unconfirmed_bytes()));
         add(kReclaimUnconfirmedClaims, true, static_cast<double>(r.unconfirmed_claims()));
         add(kReclaimBoundsPaused, true, r.bounds_pause_left_seconds());
+        add(kReclaimCompactions, true, static_cast<double>(r.compactions()));
+        add(kReclaimFailedCompactions, true, static_cast<double>(r.failed_compactions()));
         for (const char* st : kReclaimStates) {
           prometheus::ClientMetric c;
           c.label = {{"domain", g.name()}, {"state", st}, {"uuid", g.uuid()}};
@@ -416,6 +420,8 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   m.GuestFamily(kReclaimConfirmed, "plimsoll_guest_reclaim_confirmed_bytes_total", "Claimed reclaim bytes that the fall of the guest's QEMU RSS confirmed, over the windows of claims judged.", true);
   m.GuestFamily(kReclaimUnconfirmed, "plimsoll_guest_reclaim_unconfirmed_bytes_total", "Claimed reclaim bytes that the fall of the guest's QEMU RSS did not confirm, over the windows of claims judged.", true);
   m.GuestFamily(kReclaimBoundsPaused, "plimsoll_guest_reclaim_bounds_pause_seconds", "Seconds left of the pause of the guest's reclaim bounds after claimed reclaim that QEMU's RSS did not show (plimsolld sends enabled = false meanwhile); 0: not paused.");
+  m.GuestFamily(kReclaimCompactions, "plimsoll_guest_reclaim_compactions_total", "Compactions the guest's agent made after its reclaim rounds (free page reporting returns only whole 2 MiB blocks), as it reports them; a report adds at most one a host second.", true);
+  m.GuestFamily(kReclaimFailedCompactions, "plimsoll_guest_reclaim_failed_compactions_total", "Of the guest agent's compactions, those whose write to /proc/sys/vm/compact_memory failed.", true);
   m.GuestFamily(kReclaimUnconfirmedClaims, "plimsoll_guest_reclaim_unconfirmed_claims_total", "Windows of claimed reclaim (at least 64 MiB) judged unconfirmed: the guest's QEMU RSS fell by less than a quarter of the claim within the grace.", true);
   m.GuestFamily(kDiskRead, "plimsoll_guest_disk_read_bytes", "Bytes QEMU saw the guest read from its disks since the domain started (a counter; rate() it), from libvirt's block stats.");
   m.agent_reports = &prometheus::BuildCounter().Name("plimsoll_agent_reports_total").Help("Agent reports accepted.").Register(*m.registry);

@@ -273,7 +273,8 @@ TEST(MetricsTest, AnAgentsReclaimHasItsSeriesAndAGuestWithoutOneHasNone) {
   m.Publish(View(R"(
     guests { name: "r" uuid: "u1" agent { connected: true reclaim {
       state: "active" reason: "step" bounds_enabled: true bounds_keep_bytes: 300
-      claimed_bytes: 5000 confirmed_bytes: 1000 unconfirmed_bytes: 3000 unconfirmed_claims: 2 } } }
+      claimed_bytes: 5000 confirmed_bytes: 1000 unconfirmed_bytes: 3000 unconfirmed_claims: 2
+      compactions: 7 failed_compactions: 1 } } }
     guests { name: "off" uuid: "u2" agent { connected: true reclaim { state: "idle" bounds_enabled: false } } }
     guests { name: "none" uuid: "u3" agent { connected: true } })"));
   std::string text = m.Render();
@@ -282,6 +283,8 @@ TEST(MetricsTest, AnAgentsReclaimHasItsSeriesAndAGuestWithoutOneHasNone) {
   EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_confirmed_bytes_total{domain="r",uuid="u1"} 1000)")) << text;
   EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_unconfirmed_bytes_total{domain="r",uuid="u1"} 3000)")) << text;
   EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_unconfirmed_claims_total{domain="r",uuid="u1"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_compactions_total{domain="r",uuid="u1"} 7)")) << text;
+  EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_failed_compactions_total{domain="r",uuid="u1"} 1)")) << text;
   EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_state{domain="r",state="active",uuid="u1"} 1)")) << text;
   EXPECT_TRUE(Has(text, R"(plimsoll_guest_reclaim_state{domain="r",state="idle",uuid="u1"} 0)")) << text;
   EXPECT_NE(text.find("# TYPE plimsoll_guest_reclaim_claimed_bytes_total counter"), std::string::npos) << text;
