@@ -13,11 +13,12 @@ double FilterFutile(double x, bool measured, const FutileSize& z, double now_s, 
   }
   if (m->level.has_value()) {
     const bool beyond = x > p.ratio * *m->level;
-    // At its ceiling no memory can relieve more, and none squeezes it: pressure beyond the
-    // level there is the loop's own, read higher (a verdict taken at the ceiling as the reader
-    // ramped up: the trio lab's stream guest, level 92 and then 300 for the rest of the run,
-    // backed off at the ceiling on every report and was never taken). The level rises to it.
-    if (beyond && measured && z.actual_bytes >= z.ceiling_bytes - z.tolerance_bytes) {
+    // Not taken below the size the verdict was reached at, the guest is not squeezed: pressure
+    // beyond the level there is the loop's own, read higher (a verdict reached as the reader
+    // ramped up: the trio lab's stream guest, level 75-92 and then 300 for the rest of the run,
+    // backed off on every report at its ceiling or where the budget left it, and was never
+    // taken). The level rises to it; beyond it after a take, the take hurt.
+    if (beyond && measured && z.actual_bytes >= m->verdict_bytes - z.tolerance_bytes) {
       m->level = x;
       m->beyond = false;
       m->verdict_s = now_s;
@@ -67,6 +68,7 @@ double FilterFutile(double x, bool measured, const FutileSize& z, double now_s, 
   if (m->count >= 2 && unused && (at_ceiling || (grown && mean >= m->start_pressure / p.ratio))) {
     m->level = std::max(m->start_pressure, m->highest);
     m->verdict_s = now_s;
+    m->verdict_bytes = z.actual_bytes;
     return 0;
   }
   return x;

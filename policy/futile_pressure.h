@@ -24,8 +24,8 @@
 // on the trio lab at 420-1022 MiB), and a level at the mean backed it off on every high one.
 // While the verdict holds the law sees x' = 0 unless x > ratio * ℓ on this report and the one
 // before: only pressure beyond the futile level (the guest squeezed into a real shortage), and
-// not one swing of a reading, backs off; at the ceiling, where no size relieves more and none
-// squeezes, a measured reading beyond it raises ℓ to it instead. The floor (hard
+// not one swing of a reading, backs off; at the size the verdict was reached at or above (not
+// squeezed since), a measured reading beyond it raises ℓ to it instead. The floor (hard
 // demand + headroom) still holds. Pressure at the futile level (1 <= x <= ratio * ℓ) renews the
 // verdict; keep_seconds without it and the verdict is dropped, the guest measured again (a
 // verdict that lapsed while the loop went on cost the corpus 20-30% more reversals, each lapse
@@ -57,6 +57,7 @@ struct FutileMemory {
   int count = 0;
   double highest = 0;  // the highest of them
   std::optional<double> level;        // ℓ, while a verdict holds
+  double verdict_bytes = 0;           // the size the verdict was reached at
   bool beyond = false;                // the previous report was beyond ratio * ℓ
   double verdict_s = -std::numeric_limits<double>::infinity();
 };

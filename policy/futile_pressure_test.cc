@@ -112,10 +112,10 @@ TEST(FutilePressureTest, PressureAtTheCeilingIsFutile) {
   EXPECT_EQ(*m.level, 40);
 }
 
-// A verdict taken at the ceiling as a reader ramped up (the trio lab's stream guest: 92, then
-// 300 for the rest of the run): at the ceiling, where no size relieves more, a measured reading
-// beyond the level raises it; below the ceiling such pressure still counts.
-TEST(FutilePressureTest, AtTheCeilingTheLevelRisesWithTheLoop) {
+// A verdict reached as a reader ramped up (the trio lab's stream guest: 92, then 300 for the rest
+// of the run): not taken below the verdict's size, a measured reading beyond the level raises it;
+// after a take such pressure still counts.
+TEST(FutilePressureTest, UntilItIsTakenTheLevelRisesWithTheLoop) {
   FutileMemory m;
   FutileParams p;
   FilterFutile(2, true, At(1022, -1e9), 100, kKeep, p, &m);
@@ -159,6 +159,9 @@ TEST(FutilePressureTest, ASizeTheBudgetWillNotGrowIsEvidenceToo) {
     EXPECT_EQ(FilterFutile(300, true, At(711, 100, 256), t, kKeep, p, &granted), 300) << t;
   }
   EXPECT_FALSE(granted.level.has_value());
+  // The verdict at 711 MiB, then the loop's own pressure higher, still there: the level rises.
+  EXPECT_EQ(FilterFutile(600, true, denied(256), 115, kKeep, p, &m), 0);
+  EXPECT_EQ(*m.level, 600);
 }
 
 // Calm ends an episode without a verdict; unmeasured reports neither start nor decide one.
