@@ -17,8 +17,10 @@ double FilterFutile(double x, bool measured, const FutileSize& z, double now_s, 
     // beyond the level there is the loop's own, read higher (a verdict reached as the reader
     // ramped up: the trio lab's stream guest, level 75-92 and then 300 for the rest of the run,
     // backed off on every report at its ceiling or where the budget left it, and was never
-    // taken). The level rises to it; beyond it after a take, the take hurt.
-    if (beyond && measured && z.actual_bytes >= m->verdict_bytes - z.tolerance_bytes) {
+    // taken). The level rises to it; beyond it after a take, the take hurt, unless the budget
+    // will not grow the guest either: then no size the host gives relieves more (a take of 38
+    // MiB after a verdict at the ceiling held the same guest at 985 MiB for a run).
+    if (beyond && measured && (z.actual_bytes >= m->verdict_bytes - z.tolerance_bytes || z.growth_denied)) {
       m->level = x;
       m->beyond = false;
       m->verdict_s = now_s;

@@ -25,7 +25,8 @@
 // While the verdict holds the law sees x' = 0 unless x > ratio * ℓ on this report and the one
 // before: only pressure beyond the futile level (the guest squeezed into a real shortage), and
 // not one swing of a reading, backs off; at the size the verdict was reached at or above (not
-// squeezed since), a measured reading beyond it raises ℓ to it instead. The floor (hard
+// squeezed since), or where the budget will not grow the guest, a measured reading beyond it
+// raises ℓ to it instead. The floor (hard
 // demand + headroom) still holds. Pressure at the futile level (1 <= x <= ratio * ℓ) renews the
 // verdict; keep_seconds without it and the verdict is dropped, the guest measured again (a
 // verdict that lapsed while the loop went on cost the corpus 20-30% more reversals, each lapse

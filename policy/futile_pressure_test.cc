@@ -162,6 +162,15 @@ TEST(FutilePressureTest, ASizeTheBudgetWillNotGrowIsEvidenceToo) {
   // The verdict at 711 MiB, then the loop's own pressure higher, still there: the level rises.
   EXPECT_EQ(FilterFutile(600, true, denied(256), 115, kKeep, p, &m), 0);
   EXPECT_EQ(*m.level, 600);
+  // Taken below it, where the budget will not grow it back either: it rises too.
+  FutileSize taken = denied(256);
+  taken.actual_bytes = 600 * kMib;
+  EXPECT_EQ(FilterFutile(1000, true, taken, 117, kKeep, p, &m), 0);
+  EXPECT_EQ(*m.level, 1000);
+  // Taken below it with growth granted: the take hurt, and two such readings count.
+  taken.growth_denied = false;
+  EXPECT_EQ(FilterFutile(1600, true, taken, 119, kKeep, p, &m), 0);
+  EXPECT_EQ(FilterFutile(1600, true, taken, 121, kKeep, p, &m), 1600);
 }
 
 // Calm ends an episode without a verdict; unmeasured reports neither start nor decide one.

@@ -219,13 +219,14 @@ LawOutcome StepLaw(const GuestView& guest, double now_s, const LawParams& p, Law
     const double target = static_cast<double>(guest.target_bytes);
     size.growth_denied = a > target + LandingToleranceBytes(max_bytes) &&
                          std::abs(actual - target) <= LandingToleranceBytes(target);
-    const bool had_verdict = m->futile.level.has_value();
+    const std::optional<double> level_before = m->futile.level;
     out.pressure = FilterFutile(out.pressure, out.measured, size, now_s, p.cooldown_max_seconds,
                                 p.futile, &m->futile);
-    if (!had_verdict && m->futile.level.has_value()) {
-      // The episode's backoffs answered pressure that memory does not relieve: its cooldown
-      // and the edge they set (pressure_edge.h) are no reason to hold the memory either. Seen
-      // on the trio lab: a verdict at the ceiling, then 600 s at an edge above the ceiling.
+    if (m->futile.level.has_value() && (!level_before.has_value() || *m->futile.level > *level_before)) {
+      // The episode's backoffs answered pressure that memory does not relieve (a verdict, or
+      // a level risen to pressure read beyond it): its cooldown and the edge they set
+      // (pressure_edge.h) are no reason to hold the memory either. Seen on the trio lab: a
+      // verdict at the ceiling, then 600 s at an edge above the ceiling.
       m->cool_until_s = now_s;
       m->edge.limit_until_s = -HUGE_VAL;
       m->measured_pressure = 0;
